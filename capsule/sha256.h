@@ -1,0 +1,42 @@
+// SHA-256 through OpenSSL's EVP interface, streaming, plus lowercase hex.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "capsule/openssl_handles.h"
+#include "capsule/status.h"
+
+namespace capsule {
+
+using Sha256Digest = std::array<uint8_t, 32>;
+
+// Feeds bytes in any pieces; Finish() gives the digest of all of them.
+// Thread-compatible: one hasher per thread.
+class Sha256 {
+ public:
+  Sha256();
+  void Update(std::string_view data);
+  Sha256Digest Finish();
+  std::string FinishHex();
+
+ private:
+  EvpMdCtxPtr ctx_;
+};
+
+std::string Sha256Hex(std::string_view data);
+// Hashes a file's content in one pass; `size_out`, when given, receives its length.
+Result<std::string> Sha256File(const std::string& path, uint64_t* size_out = nullptr);
+
+std::string HexEncode(std::string_view bytes);
+inline std::string HexEncode(const Sha256Digest& digest) {
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
+}
+// Decodes lowercase or uppercase hex; nullopt-like failure as InvalidArgument naming `what`.
+Result<std::string> HexDecode(std::string_view hex, const std::string& what);
+// True for exactly 64 lowercase hex digits.
+bool IsSha256Hex(std::string_view text);
+
+}  // namespace capsule
