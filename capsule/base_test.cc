@@ -79,6 +79,23 @@ TEST(FileIoTest, CommitNoReplaceRefusesExistingTarget) {
   EXPECT_EQ(*ReadFile(path), "first");
 }
 
+TEST(FileIoTest, StagingSyncCoversOnlyItsFolderAndOnlyWhileAlive) {
+  std::string dir = TempDir();
+  ASSERT_TRUE(MakeDirectories(dir + "/stage").ok());
+  {
+    StagingSync sync(dir + "/stage");
+    EXPECT_TRUE(StagingSync::Covers(dir + "/stage/a/b"));
+    EXPECT_FALSE(StagingSync::Covers(dir + "/stage"));
+    EXPECT_FALSE(StagingSync::Covers(dir + "/stagex/a"));
+    EXPECT_FALSE(StagingSync::Covers(dir + "/other"));
+    ASSERT_TRUE(WriteFileAtomic(dir + "/stage/f", "deferred").ok());
+    EXPECT_TRUE(sync.Finish().ok());
+  }
+  EXPECT_FALSE(StagingSync::Covers(dir + "/stage/a"));
+  EXPECT_EQ(*ReadFile(dir + "/stage/f"), "deferred");
+  EXPECT_EQ(ListTree(dir + "/stage")->size(), 1u);
+}
+
 TEST(FileIoTest, ReadFileOfMissingPathIsIoErrorWithEnoent) {
   auto missing = ReadFile("/nonexistent/capsule/file");
   ASSERT_FALSE(missing.ok());

@@ -175,6 +175,7 @@ Status ImportCapsule(const std::string& tar_path, const std::string& dir, const 
   }
   CAPSULE_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(dir));
   Status status = [&]() -> Status {
+    StagingSync sync(staging);
     CAPSULE_RETURN_IF_ERROR(ExtractInto(tar_path, staging).WithContext(tar_path));
     CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifyFolder(staging, options.verify));
     if (!report.ok()) {
@@ -193,6 +194,7 @@ Status ImportCapsule(const std::string& tar_path, const std::string& dir, const 
       CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));
     }
     CAPSULE_RETURN_IF_ERROR(record.Save(staging));
+    CAPSULE_RETURN_IF_ERROR(sync.Finish());
     return PlaceStagingDir(staging, dir);
   }();
   if (!status.ok()) (void)RemoveTree(staging);

@@ -98,6 +98,32 @@ std::string RandomSuffix() {
 
 }  // namespace
 
+namespace {
+thread_local StagingSync* current_staging = nullptr;
+}  // namespace
+
+StagingSync::StagingSync(std::string folder) : folder_(std::move(folder)), outer_(current_staging) {
+  current_staging = this;
+}
+
+StagingSync::~StagingSync() { current_staging = outer_; }
+
+Status StagingSync::Finish() {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(folder_, O_RDONLY | O_DIRECTORY));
+  if (::syncfs(fd.get()) != 0) return Status::IOError(folder_, errno);
+  return Status::Ok();
+}
+
+bool StagingSync::Covers(const std::string& path) {
+  for (StagingSync* s = current_staging; s != nullptr; s = s->outer_) {
+    if (path.size() > s->folder_.size() && path.compare(0, s->folder_.size(), s->folder_) == 0 &&
+        path[s->folder_.size()] == '/') {
+      return true;
+    }
+  }
+  return false;
+}
+
 Result<AtomicFile> AtomicFile::Create(const std::string& path, mode_t mode) {
   // The temporary name starts with ".tmp-" so that listings and verification know it as
   // debris of an interrupted write, never as content.
@@ -131,16 +157,18 @@ Status AtomicFile::Append(std::string_view data) {
 
 Status AtomicFile::Commit() {
   if (temp_path_.empty()) return Status::FailedPrecondition(path_, "file already committed");
-  if (::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
+  bool deferred = StagingSync::Covers(path_);
+  if (!deferred && ::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
   fd_.Reset();
   if (::rename(temp_path_.c_str(), path_.c_str()) != 0) return Status::IOError(path_, errno);
   temp_path_.clear();
-  return SyncDirectory(DirName(path_));
+  return deferred ? Status::Ok() : SyncDirectory(DirName(path_));
 }
 
 Status AtomicFile::CommitNoReplace() {
   if (temp_path_.empty()) return Status::FailedPrecondition(path_, "file already committed");
-  if (::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
+  bool deferred = StagingSync::Covers(path_);
+  if (!deferred && ::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
   fd_.Reset();
   if (::link(temp_path_.c_str(), path_.c_str()) != 0) {
     if (errno == EEXIST) return Status::AlreadyExists(path_, "already exists");
@@ -148,7 +176,7 @@ Status AtomicFile::CommitNoReplace() {
   }
   ::unlink(temp_path_.c_str());
   temp_path_.clear();
-  return SyncDirectory(DirName(path_));
+  return deferred ? Status::Ok() : SyncDirectory(DirName(path_));
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {

@@ -95,6 +95,26 @@ class AtomicFile {
   UniqueFd fd_;
 };
 
+// Durability for a whole staging folder at once. While a StagingSync is alive on this thread,
+// AtomicFile commits inside its folder still write a temporary and rename it, but leave the
+// fsyncs to Finish(), which syncs the file system holding the folder once. Safe because the
+// staging folder itself is the temporary: it is placed by one rename only after Finish().
+class StagingSync {
+ public:
+  explicit StagingSync(std::string folder);
+  ~StagingSync();
+  StagingSync(const StagingSync&) = delete;
+  StagingSync& operator=(const StagingSync&) = delete;
+  // syncfs(2) of the staging folder's file system.
+  Status Finish();
+  // True when `path` lies inside a folder of a live StagingSync on this thread.
+  static bool Covers(const std::string& path);
+
+ private:
+  std::string folder_;
+  StagingSync* outer_;
+};
+
 // The whole durable-write path in one call.
 Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode = 0644);
 
