@@ -32,7 +32,7 @@ Json LoadVectors() {
   return Json::parse(text.str());
 }
 
-// Checks one published entry end to end; returns how many checks of ct and exports it made.
+// Checks one published entry end to end: keys, KEM, key schedule, every ct, every export.
 void CheckVector(const Json& v) {
   const Mode mode = static_cast<Mode>(v["mode"].get<int>());
   const AeadId aead = static_cast<AeadId>(v["aead_id"].get<int>());
