@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "move/big_endian.h"
 #include "move/envelope_format.h"
 #include "move/hpke.h"
 
@@ -16,16 +17,6 @@ using envelope::kMaxRecordSize;
 using envelope::kTagSize;
 
 namespace {
-
-void PutBigEndian(char* out, uint64_t value, size_t bytes) {
-  for (size_t i = 0; i < bytes; ++i) out[bytes - 1 - i] = static_cast<char>(value >> (8 * i) & 0xFF);
-}
-
-uint32_t GetBigEndian32(const char* in) {
-  uint32_t value = 0;
-  for (size_t i = 0; i < 4; ++i) value = value << 8 | static_cast<unsigned char>(in[i]);
-  return value;
-}
 
 // The nonce and additional data of record `counter` holding `length` plaintext bytes.
 struct RecordIv {
@@ -208,7 +199,7 @@ Status EnvelopeReader::Fail(const std::string& reason) {
 
 Result<size_t> EnvelopeReader::Read(char* buffer, size_t size) {
   if (!error_.ok()) return error_;
-  if (size == 0) return size_t{0};
+  if (size == 0) return Status::InvalidArgument("sealed envelope", "a read of 0 bytes");  // 0 means the end
   while (offset_ == plaintext_.size()) {
     if (finished_) return size_t{0};
     CAPSULE_RETURN_IF_ERROR(ReadRecord());

@@ -66,6 +66,7 @@ class EnvelopeReader : public ByteSource {
   static Result<std::unique_ptr<EnvelopeReader>> OpenForTesting(ByteSource* in, EVP_PKEY* recipient_private_key,
                                                                 uint64_t first_counter);
 
+  // REQUIRES: size > 0 (a read of 0 bytes is InvalidArgument, since 0 means the end).
   Result<size_t> Read(char* buffer, size_t size) override;
 
  private:

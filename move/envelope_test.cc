@@ -284,6 +284,18 @@ TEST(EnvelopeTest, WriterRefusesUseAfterClose) {
   EXPECT_EQ(*opened, "");
 }
 
+TEST(EnvelopeTest, ReadOfZeroBytesIsNotTheEnd) {
+  hpke::KeyPair key = NewKey();
+  StringSource source(Seal(key, "abc"));
+  auto reader = EnvelopeReader::Open(&source, key.private_key.get());
+  ASSERT_TRUE(reader.ok());
+  char buffer[8];
+  EXPECT_EQ((*reader)->Read(buffer, 0).status().code(), Code::kInvalidArgument);
+  Result<size_t> n = (*reader)->Read(buffer, sizeof buffer);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(std::string(buffer, *n), "abc");
+}
+
 // A source whose reads fail after `good_bytes`.
 class FailingSource : public ByteSource {
  public:

@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "move/big_endian.h"
 #include "move/hkdf.h"
 
 namespace capsule::hpke {
@@ -10,12 +11,6 @@ namespace capsule::hpke {
 namespace {
 
 constexpr std::string_view kVersionLabel = "HPKE-v1";
-
-std::string BigEndian(uint64_t value, size_t bytes) {
-  std::string out(bytes, '\0');
-  for (size_t i = 0; i < bytes; ++i) out[bytes - 1 - i] = static_cast<char>(value >> (8 * i) & 0xFF);
-  return out;
-}
 
 // suite_id of the KEM (section 4.1) and of the whole suite (section 5.1).
 std::string KemSuiteId() { return "KEM" + BigEndian(kKemX25519HkdfSha256, 2); }
