@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <vector>
@@ -14,6 +15,10 @@ namespace capsule {
 Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
   // Allocation or init failing here means OpenSSL itself is broken; nothing can go on.
   if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1) std::abort();
+}
+
+Sha256::Sha256(const Sha256& other) : ctx_(EVP_MD_CTX_new()) {
+  if (!ctx_ || EVP_MD_CTX_copy_ex(ctx_.get(), other.ctx_.get()) != 1) std::abort();
 }
 
 void Sha256::Update(std::string_view data) {
@@ -38,13 +43,28 @@ std::string Sha256Hex(std::string_view data) {
 }
 
 Result<std::string> Sha256File(const std::string& path, uint64_t* size_out) {
+  return Sha256FileWithPrefix(path, UINT64_MAX, nullptr, size_out);
+}
+
+Result<std::string> Sha256FileWithPrefix(const std::string& path, uint64_t prefix_length,
+                                         std::string* prefix_hex, uint64_t* size_out) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));
   ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   Sha256 hasher;
   std::vector<char> buffer(1 << 20);
   uint64_t total = 0;
+  if (prefix_hex != nullptr) prefix_hex->clear();
+  auto note_prefix = [&] {
+    if (prefix_hex != nullptr && total == prefix_length) {
+      Sha256 copy = hasher;
+      *prefix_hex = copy.FinishHex();
+    }
+  };
+  note_prefix();
   for (;;) {
-    ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
+    size_t want = buffer.size();
+    if (total < prefix_length) want = static_cast<size_t>(std::min<uint64_t>(want, prefix_length - total));
+    ssize_t n = ::read(fd.get(), buffer.data(), want);
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::IOError(path, errno);
@@ -52,6 +72,7 @@ Result<std::string> Sha256File(const std::string& path, uint64_t* size_out) {
     if (n == 0) break;
     hasher.Update(std::string_view(buffer.data(), static_cast<size_t>(n)));
     total += static_cast<uint64_t>(n);
+    note_prefix();
   }
   if (size_out != nullptr) *size_out = total;
   return hasher.FinishHex();

@@ -18,6 +18,8 @@ using Sha256Digest = std::array<uint8_t, 32>;
 class Sha256 {
  public:
   Sha256();
+  Sha256(const Sha256& other);  // continues from the same state
+  Sha256& operator=(const Sha256&) = delete;
   void Update(std::string_view data);
   Sha256Digest Finish();
   std::string FinishHex();
@@ -29,6 +31,10 @@ class Sha256 {
 std::string Sha256Hex(std::string_view data);
 // Hashes a file's content in one pass; `size_out`, when given, receives its length.
 Result<std::string> Sha256File(const std::string& path, uint64_t* size_out = nullptr);
+// Like Sha256File, and also gives the digest of the file's first `prefix_length` bytes in
+// `*prefix_hex` (left empty when the file is shorter).
+Result<std::string> Sha256FileWithPrefix(const std::string& path, uint64_t prefix_length,
+                                         std::string* prefix_hex, uint64_t* size_out);
 
 std::string HexEncode(std::string_view bytes);
 inline std::string HexEncode(const Sha256Digest& digest) {

@@ -104,11 +104,13 @@ class [[nodiscard]] Result {
   }
   T& value() & { return std::get<T>(state_); }
   const T& value() const& { return std::get<T>(state_); }
-  T&& value() && { return std::get<T>(std::move(state_)); }
+  // By value, so that `for (auto& x : *F())` never iterates a destroyed temporary.
+  T value() && { return std::get<T>(std::move(state_)); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
+  T operator*() && { return std::move(*this).value(); }
 
  private:
   std::variant<T, Status> state_;

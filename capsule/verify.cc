@@ -48,6 +48,8 @@ void CheckSnapshot(const std::string& text, const std::map<std::string, Observed
 
 }  // namespace
 
+bool IsAppendOnlyPath(const std::string& path) { return path == kJournalPath; }
+
 std::string ExportSignatureMessage(const std::string& manifest_text) {
   return "capsule export signature v1\n" + manifest_text;
 }
@@ -63,6 +65,14 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
     auto it = files.find(path);
     if (it == files.end()) {
       found.emplace_back(path, "missing");
+    } else if (IsAppendOnlyPath(path)) {
+      if (it->second.size < expected.size) {
+        found.emplace_back(path, "truncated (" + std::to_string(it->second.size) + " of " +
+                                     std::to_string(expected.size) + " bytes)");
+      } else if ((it->second.size == expected.size ? it->second.sha256 : it->second.prefix_sha256) !=
+                 expected.sha256) {
+        found.emplace_back(path, "digest mismatch (in the part the manifest covers)");
+      }
     } else if (it->second.size < expected.size) {
       found.emplace_back(path, "truncated (" + std::to_string(it->second.size) + " of " +
                                    std::to_string(expected.size) + " bytes)");
@@ -133,12 +143,19 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
   std::sort(to_hash.begin(), to_hash.end(), [](const TreeEntry* a, const TreeEntry* b) { return a->size > b->size; });
   std::vector<Result<std::string>> digests(to_hash.size(), Result<std::string>(std::string()));
   std::vector<uint64_t> sizes(to_hash.size());
+  std::vector<std::string> prefixes(to_hash.size());
   std::atomic<size_t> next{0};
   unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<unsigned>(threads, std::max<size_t>(1, to_hash.size()));
   auto work = [&] {
     for (size_t i = next++; i < to_hash.size(); i = next++) {
-      digests[i] = Sha256File(JoinPath(dir, to_hash[i]->path), &sizes[i]);
+      const std::string& path = to_hash[i]->path;
+      auto listed = manifest->files.find(path);
+      if (IsAppendOnlyPath(path) && listed != manifest->files.end()) {
+        digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i]);
+      } else {
+        digests[i] = Sha256File(JoinPath(dir, path), &sizes[i]);
+      }
     }
   };
   std::vector<std::thread> pool;
@@ -154,7 +171,7 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
       report.problems.push_back(path + ": unreadable: " + digests[i].status().message());
       continue;
     }
-    files[path] = ObservedFile{*digests[i], sizes[i]};
+    files[path] = ObservedFile{*digests[i], sizes[i], prefixes[i]};
     if (IsDocument(path) && sizes[i] <= kMaxDocumentSize) {
       CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(dir, path)));
     }
@@ -197,6 +214,14 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
     std::string text;
     Sha256 hasher;
     uint64_t size = 0;
+    // The digest of an append-only file's first N bytes, N from a manifest already read.
+    std::string prefix;
+    uint64_t prefix_length = UINT64_MAX;
+    if (IsAppendOnlyPath(entry.path) && manifest_text) {
+      Result<Manifest> early = Manifest::Parse(*manifest_text);
+      if (early.ok() && early->files.count(entry.path)) prefix_length = early->files.at(entry.path).size;
+    }
+    if (prefix_length == 0) prefix = Sha256().FinishHex();
     for (;;) {
       Result<size_t> n = reader.ReadData(buffer.data(), buffer.size());
       if (!n.ok()) {
@@ -205,7 +230,19 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
       }
       if (*n == 0) break;
       std::string_view chunk(buffer.data(), *n);
-      hasher.Update(chunk);
+      if (size < prefix_length && size + chunk.size() > prefix_length) {
+        size_t head = static_cast<size_t>(prefix_length - size);
+        hasher.Update(chunk.substr(0, head));
+        Sha256 copy = hasher;
+        prefix = copy.FinishHex();
+        hasher.Update(chunk.substr(head));
+      } else {
+        hasher.Update(chunk);
+        if (size + chunk.size() == prefix_length) {
+          Sha256 copy = hasher;
+          prefix = copy.FinishHex();
+        }
+      }
       if (keep) text.append(chunk);
       size += *n;
     }
@@ -214,7 +251,7 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
     } else if (entry.path == kSignaturePath) {
       signature_text = std::move(text);
     } else {
-      files[entry.path] = ObservedFile{hasher.FinishHex(), size};
+      files[entry.path] = ObservedFile{hasher.FinishHex(), size, prefix};
       if (keep) documents[entry.path] = std::move(text);
     }
   }

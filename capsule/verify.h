@@ -43,7 +43,13 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
 struct ObservedFile {
   std::string sha256;
   uint64_t size = 0;
+  // For the journal: the digest of its first N bytes, N being the manifest's size for it.
+  std::string prefix_sha256;
 };
+
+// The journal only grows, so the manifest's digest of it covers its first `size` bytes; the
+// events appended since are checked by the journal's own chain (VerifyOptions::check_journal).
+bool IsAppendOnlyPath(const std::string& path);
 
 // The checks shared by folders and tars. `documents` holds the text of the small files the
 // checks read (snapshot, environment spec, journal) when they were found.

@@ -1,43 +1,14 @@
 // capsule seal and capsule open through the real binary: keygen, a round trip of a few hundred
-// KiB through standard input and output, and the refusals (tampering, truncation, another
-// key), each an exit status of 1 with "capsule: " on standard error.
-#include <sys/wait.h>
-
+// KiB through standard input and output, and the refusals (tampering, truncation, trailing
+// bytes, another key), each an exit status of 1 with "capsule: " on standard error.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "tests/cli_runner.h"
+
+namespace capsule::testing {
 namespace {
-
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
-std::string Path(const std::string& name) { return TempDir() + "/" + name; }
-
-std::string Quote(const std::string& s) { return "'" + s + "'"; }
-
-// Runs `./capsule <args>` through the shell; returns its exit status.
-int Capsule(const std::string& args) {
-  int status = std::system(("./capsule " + args).c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void WriteFile(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << data;
-}
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -47,8 +18,7 @@ std::string Trim(std::string s) {
 class SealCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    static int counter = 0;
-    prefix_ = "case" + std::to_string(counter++) + "_";
+    dir_ = MakeTempDir("seal");
     public_key_ = NewKey("key.pem");
     plaintext_.resize(300 * 1024 + 123);
     unsigned x = 7;
@@ -56,89 +26,79 @@ class SealCliTest : public ::testing::Test {
       x = x * 1664525 + 1013904223;
       c = static_cast<char>(x >> 24);
     }
-    WriteFile(P("plain"), plaintext_);
-    ASSERT_EQ(Capsule("seal --to " + public_key_ + " <" + Quote(P("plain")) + " >" + Quote(P("sealed")) +
-                      " 2>" + Quote(P("seal.err"))),
-              0)
-        << ReadFile(P("seal.err"));
+    RunResult sealed = RunCapsule({"seal", "--to", public_key_}, plaintext_);
+    ASSERT_EQ(sealed.exit_code, 0) << sealed.err;
+    sealed_ = sealed.out;
   }
 
-  std::string P(const std::string& name) const { return Path(prefix_ + name); }
-
-  // Writes a new X25519 key to `name` and returns its public key in hex.
+  // Writes a new X25519 key to `name` in the test's folder and returns its public key in hex.
   std::string NewKey(const std::string& name) {
-    EXPECT_EQ(Capsule("keygen --type x25519 -o " + Quote(P(name)) + " >" + Quote(P(name + ".pub"))), 0);
-    std::string hex = Trim(ReadFile(P(name + ".pub")));
+    RunResult keygen = RunCapsule({"keygen", "--type", "x25519", "-o", dir_ + "/" + name});
+    EXPECT_EQ(keygen.exit_code, 0) << keygen.err;
+    std::string hex = Trim(keygen.out);
     EXPECT_EQ(hex.size(), 64u);
     return hex;
   }
 
-  // `capsule open` of file `sealed` with key file `key`; its stderr into *err.
-  int Open(const std::string& sealed, const std::string& key, std::string* err) {
-    int code = Capsule("open --key " + Quote(P(key)) + " <" + Quote(P(sealed)) + " >" + Quote(P("opened")) + " 2>" +
-                       Quote(P("open.err")));
-    *err = ReadFile(P("open.err"));
-    return code;
+  RunResult Open(const std::string& sealed, const std::string& key = "key.pem") {
+    return RunCapsule({"open", "--key", dir_ + "/" + key}, sealed);
   }
 
-  void ExpectRefused(const std::string& sealed, const std::string& key, const std::string& reason) {
-    std::string err;
-    EXPECT_EQ(Open(sealed, key, &err), 1) << err;
-    EXPECT_EQ(err.rfind("capsule: ", 0), 0u) << err;
-    EXPECT_NE(err.find(reason), std::string::npos) << err;
+  // Open refuses `sealed` with exit status 1 and `reason` in a "capsule: " error.
+  RunResult ExpectRefused(const std::string& sealed, const std::string& reason, const std::string& key = "key.pem") {
+    RunResult opened = Open(sealed, key);
+    EXPECT_EQ(opened.exit_code, 1) << opened.err;
+    EXPECT_EQ(opened.err.rfind("capsule: ", 0), 0u) << opened.err;
+    EXPECT_NE(opened.err.find(reason), std::string::npos) << opened.err;
+    return opened;
   }
 
-  std::string prefix_;
+  std::string dir_;
   std::string public_key_;
   std::string plaintext_;
+  std::string sealed_;
 };
 
 TEST_F(SealCliTest, RoundTrip) {
-  std::string sealed = ReadFile(P("sealed"));
-  EXPECT_EQ(sealed.substr(0, 8), "LNKSEAL1");
+  EXPECT_EQ(sealed_.substr(0, 8), "LNKSEAL1");
   size_t records = (plaintext_.size() + 65535) / 65536;
-  EXPECT_EQ(sealed.size(), 8 + 4 + 80 + plaintext_.size() + (records + 1) * 20);
-  std::string err;
-  ASSERT_EQ(Open("sealed", "key.pem", &err), 0) << err;
-  EXPECT_TRUE(ReadFile(P("opened")) == plaintext_);
-  EXPECT_EQ(err, "");
+  EXPECT_EQ(sealed_.size(), 8 + 4 + 80 + plaintext_.size() + (records + 1) * 20);
+  RunResult opened = Open(sealed_);
+  ASSERT_EQ(opened.exit_code, 0) << opened.err;
+  EXPECT_TRUE(opened.out == plaintext_);
+  EXPECT_EQ(opened.err, "");
 }
 
 TEST_F(SealCliTest, TamperedByteIsRefused) {
-  std::string sealed = ReadFile(P("sealed"));
-  sealed[sealed.size() / 2] ^= 0x04;
-  WriteFile(P("tampered"), sealed);
-  ExpectRefused("tampered", "key.pem", "corrupted or tampered");
+  std::string tampered = sealed_;
+  tampered[tampered.size() / 2] ^= 0x04;
+  RunResult opened = ExpectRefused(tampered, "corrupted or tampered");
   // The records before the damaged one came out, and the error says they are incomplete.
-  std::string opened = ReadFile(P("opened"));
-  EXPECT_EQ(opened.size(), 2u * 65536);  // the byte is in the third record
-  EXPECT_TRUE(opened == plaintext_.substr(0, opened.size()));
-  EXPECT_NE(ReadFile(P("open.err")).find("authentic but incomplete"), std::string::npos);
+  EXPECT_EQ(opened.out.size(), 2u * 65536);  // the byte is in the third record
+  EXPECT_TRUE(opened.out == plaintext_.substr(0, opened.out.size()));
+  EXPECT_NE(opened.err.find("authentic but incomplete"), std::string::npos);
 }
 
 TEST_F(SealCliTest, TruncatedOrExtendedIsRefused) {
-  std::string sealed = ReadFile(P("sealed"));
-  WriteFile(P("cut"), sealed.substr(0, sealed.size() - 20));  // without the final record
-  ExpectRefused("cut", "key.pem", "final record is missing");
-  WriteFile(P("long"), sealed + "more");
-  ExpectRefused("long", "key.pem", "bytes after the final record");
-  WriteFile(P("empty"), "");
-  ExpectRefused("empty", "key.pem", "not a sealed envelope");
+  ExpectRefused(sealed_.substr(0, sealed_.size() - 20), "final record is missing");
+  ExpectRefused(sealed_ + "more", "bytes after the final record");
+  ExpectRefused("", "not a sealed envelope");
 }
 
 TEST_F(SealCliTest, WrongKeyIsRefused) {
   NewKey("other.pem");
-  ExpectRefused("sealed", "other.pem", "does not open with this key");
-  EXPECT_EQ(ReadFile(P("opened")), "");  // nothing at all came out
+  RunResult opened = ExpectRefused(sealed_, "does not open with this key", "other.pem");
+  EXPECT_EQ(opened.out, "");  // nothing at all came out
 }
 
 TEST_F(SealCliTest, BadArgumentsAreRefused) {
-  EXPECT_EQ(Capsule("seal --to abcd </dev/null >/dev/null 2>" + Quote(P("err"))), 1);
-  EXPECT_EQ(ReadFile(P("err")).rfind("capsule: --to", 0), 0u);
-  EXPECT_EQ(Capsule("open --key " + Quote(P("missing.pem")) + " <" + Quote(P("sealed")) + " >/dev/null 2>" +
-                    Quote(P("err"))),
-            1);
-  EXPECT_EQ(Capsule("open </dev/null >/dev/null 2>/dev/null"), 2);  // usage: --key is required
+  RunResult bad_key = RunCapsule({"seal", "--to", "abcd"}, "x");
+  EXPECT_EQ(bad_key.exit_code, 1);
+  EXPECT_EQ(bad_key.err.rfind("capsule: --to", 0), 0u) << bad_key.err;
+  EXPECT_EQ(bad_key.out, "");
+  EXPECT_EQ(Open(sealed_, "missing.pem").exit_code, 1);
+  EXPECT_EQ(RunCapsule({"open"}, sealed_).exit_code, 2);  // usage: --key is required
 }
 
 }  // namespace
+}  // namespace capsule::testing

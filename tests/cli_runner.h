@@ -1,0 +1,27 @@
+// Runs the real `capsule` binary from end-to-end tests and captures what it prints.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace capsule::testing {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs ./capsule (the binary in the test's runfiles) with `args`; `stdin_text` is its input.
+RunResult RunCapsule(const std::vector<std::string>& args, const std::string& stdin_text = "");
+// Runs any program found on PATH or by path.
+RunResult RunProgram(const std::string& program, const std::vector<std::string>& args,
+                     const std::string& stdin_text = "");
+
+// A fresh folder under $TEST_TMPDIR.
+std::string MakeTempDir(const std::string& name);
+
+// Runs a shell command, returning its exit status (0 on success).
+int Shell(const std::string& command);
+
+}  // namespace capsule::testing
