@@ -6,6 +6,7 @@
 #include "capsule/cli.h"
 #include "capsule/version.h"
 #include "move/cli_seal.h"
+#include "move/cli_stream.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"capsule: an AI agent's state as a folder of plain files", "capsule"};
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   int exit_code = capsule::cli::kExitOk;
   capsule::cli::RegisterCapsuleCommands(app, &exit_code);
   capsule::cli::RegisterSealCommands(app, &exit_code);
+  capsule::cli::RegisterStreamCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
