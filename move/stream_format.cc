@@ -152,13 +152,7 @@ Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
   return manifest;
 }
 
-Result<std::string> NewMoveId() {
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile("/dev/urandom", O_RDONLY));
-  std::string raw(16, '\0');
-  CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), raw.data(), raw.size(), 0, "/dev/urandom"));
-  if (n != raw.size()) return Status::IOError("/dev/urandom", "short read");
-  return HexEncode(raw);
-}
+Result<std::string> NewMoveId() { return RandomHex(16); }
 
 Result<HaveMap> ParseHave(std::string_view text) {
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, "have"));
