@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "capsule/cli.h"
+#include "capsule/manifest.h"
 #include "journal/journal.h"
 
 namespace capsule::cli {
@@ -81,11 +82,19 @@ int RunAppend(const AppendArgs& args) {
 }
 
 int RunMerge(const MergeArgs& args) {
+  // Two copies of the same agent only.
+  Result<Manifest> here = Manifest::Load(args.dir);
+  if (!here.ok()) return Fail(here.status());
+  Result<Manifest> there = Manifest::Load(args.other);
+  if (!there.ok()) return Fail(there.status());
+  if (here->agent.id != there->agent.id) {
+    return Fail("merge: " + args.other + ": holds agent " + there->agent.id + ", not " + here->agent.id);
+  }
   Result<std::vector<Event>> theirs = Journal::Read(args.other);
   if (!theirs.ok()) return Fail(theirs.status().WithContext("merge: " + args.other));
   Result<Journal> journal = Journal::OpenForWrite(args.dir);
   if (!journal.ok()) return Fail(journal.status());
-  Result<journal::MergeResult> merged = journal->MergeFrom(*theirs);
+  Result<journal::MergeResult> merged = journal->MergeFrom(std::move(*theirs));
   if (!merged.ok()) return Fail(merged.status().WithContext(args.dir));
   std::cout << "merged " << args.other << " into " << args.dir << ": " << merged->added << " event"
             << (merged->added == 1 ? "" : "s") << " added, " << merged->total << " in all\n";

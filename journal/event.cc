@@ -213,6 +213,23 @@ Result<Event> ParseEventLine(std::string_view line, const std::string& where) {
   return event;
 }
 
+Status CheckEventFields(const Event& event) {
+  auto fail = [&](const std::string& why) { return Status::Corruption(DescribeEvent(event), why); };
+  if (event.clock == 0 || event.seq == 0) return fail("clock and seq must be positive");
+  if (event.machine.empty()) return fail("machine: must be a non-empty string");
+  if (!event.data.is_object()) return fail("data: must be a JSON object");
+  if (event.type.empty()) return fail("type: must be a non-empty string");
+  if (!IsRfc3339Utc(event.ts)) return fail("ts: must be UTC RFC 3339 (2026-12-02T16:40:00Z)");
+  if ((event.seq == 1) != !event.prev.has_value()) {
+    return fail(event.seq == 1 ? "seq 1 must have prev null" : "prev is null but seq is not 1");
+  }
+  if (event.prev && !IsSha256Hex(*event.prev)) return fail("prev: must be an event id");
+  Result<std::string> id = event.ComputeId();
+  if (!id.ok()) return fail(id.status().message());
+  if (*id != event.id) return fail("id does not match the event's content");
+  return Status::Ok();
+}
+
 std::string UtcNowRfc3339() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};

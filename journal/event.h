@@ -60,6 +60,10 @@ Status CheckEventData(const std::string& type, const Json& data);
 // does not match the content.
 Result<Event> ParseEventLine(std::string_view line, const std::string& where);
 
+// Checks an event given as a struct (for example one received from another machine): the
+// fields' shapes and that its id matches its content. Corruption naming the event.
+Status CheckEventFields(const Event& event);
+
 // The current time as UTC RFC 3339 with seconds: 2026-12-02T16:40:00Z.
 std::string UtcNowRfc3339();
 bool IsRfc3339Utc(std::string_view ts);

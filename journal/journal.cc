@@ -100,9 +100,13 @@ Result<Event> Journal::Append(const std::string& type, const Json& data) {
   return event;
 }
 
-Result<MergeResult> Journal::MergeFrom(const std::vector<Event>& events) {
+Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
   // The other side, checked on its own first.
-  std::vector<Event> theirs = events;
+  std::vector<Event> theirs = std::move(events);
+  for (const Event& event : theirs) {
+    Status fields = CheckEventFields(event);
+    if (!fields.ok()) return fields.WithContext("merge: the other journal");
+  }
   std::sort(theirs.begin(), theirs.end(), EventOrderLess);
   Status their_status = CheckEvents(theirs);
   if (!their_status.ok()) return their_status.WithContext("merge: the other journal");

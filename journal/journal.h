@@ -66,7 +66,7 @@ class Journal {
   // order through the durable-write path, and the manifest's entry for the journal is
   // refreshed. A conflicting event (same machine and seq, different id) refuses the merge
   // (Corruption naming both ids). Idempotent, commutative and associative.
-  Result<MergeResult> MergeFrom(const std::vector<Event>& events);
+  Result<MergeResult> MergeFrom(std::vector<Event> events);
 
   const std::string& machine() const { return machine_; }
   const std::string& capsule_dir() const { return dir_; }

@@ -121,7 +121,7 @@ int Main(int argc, char** argv) {
   Check(theirs.status(), "read b");
   Result<Journal> journal = Journal::OpenForWrite(a_dir);
   Check(journal.status(), "open a");
-  Result<MergeResult> merged = journal->MergeFrom(*theirs);
+  Result<MergeResult> merged = journal->MergeFrom(std::move(*theirs));
   Check(merged.status(), "merge");
   double merge = Seconds(start);
   std::printf("merge 2 x %llu events: %10.2f s (%zu added, %zu in all); sort -m -u %.2f s; ratio %.1fx\n",

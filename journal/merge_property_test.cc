@@ -148,6 +148,11 @@ TEST(MergeConflictTest, BrokenOtherSideIsRefused) {
   Result<MergeResult> merged = a.MergeFrom(gap);
   EXPECT_EQ(merged.status().code(), Code::kCorruption);
   EXPECT_NE(merged.status().message().find("the other journal"), std::string::npos) << merged.status().message();
+  Event edited = one;
+  edited.data["text"] = "edited";  // id no longer matches
+  merged = a.MergeFrom({edited, two});
+  EXPECT_EQ(merged.status().code(), Code::kCorruption);
+  EXPECT_NE(merged.status().message().find("id does not match"), std::string::npos) << merged.status().message();
 }
 
 }  // namespace
