@@ -11,6 +11,7 @@
 #include "capsule/holder.h"
 #include "capsule/layout.h"
 #include "capsule/manifest.h"
+#include "capsule/sha256.h"
 #include "journal/journal_file.h"
 
 namespace capsule::journal {
@@ -140,7 +141,24 @@ Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
     }
   }
   MergeResult result{added.size(), ours.size() + added.size()};
-  if (added.empty()) return result;  // nothing new: the journal is left as it is
+  if (added.empty()) {
+    // Nothing new: the journal is left as it is. But a crash of an earlier merge between its
+    // rename and its manifest update leaves a manifest entry that no longer describes the
+    // journal's first bytes: that is repaired here, so running the merge again finishes it.
+    CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
+    auto entry = manifest.files.find(kJournalPath);
+    if (entry != manifest.files.end()) {
+      std::string prefix;
+      uint64_t file_size = 0;
+      CAPSULE_ASSIGN_OR_RETURN(std::string whole,
+                               Sha256FileWithPrefix(path, entry->second.size, &prefix, &file_size));
+      if ((entry->second.size == file_size ? whole : prefix) != entry->second.sha256) {
+        CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(dir_, {kJournalPath}, &manifest));
+        CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
+      }
+    }
+    return result;
+  }
 
   // Both sides are in order: merge them like sort -m, writing our lines as they are.
   CAPSULE_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(path, 0644));

@@ -9,6 +9,8 @@
 #include "capsule/file_io.h"
 #include "capsule/holder.h"
 #include "capsule/layout.h"
+#include "capsule/manifest.h"
+#include "capsule/verify.h"
 #include "journal/test_util.h"
 
 namespace capsule::journal {
@@ -136,6 +138,31 @@ TEST_F(JournalTest, TwoProcessesAppendingAtOnceLoseNothing) {
   ASSERT_TRUE(events.ok()) << events.status().message();
   ASSERT_EQ(events->size(), 2u * kPerChild);
   EXPECT_EQ(events->back().seq, 2u * kPerChild);
+}
+
+TEST_F(JournalTest, RepeatedMergeFinishesOneCutShortBeforeItsManifestUpdate) {
+  std::string other = DirName(dir_) + "/other";
+  ASSERT_TRUE(CopyCapsuleAs(dir_, other, MachineName(2)).ok());
+  Journal here = Open(dir_), there = Open(other);
+  ASSERT_TRUE(here.Append("user_message", Text("here 1")).ok());
+  ASSERT_TRUE(here.Append("user_message", Text("here 2")).ok());  // clock 2
+  ASSERT_TRUE(there.Append("user_message", Text("there")).ok());   // clock 1: sorts before "here 2"
+  // A manifest whose digest covers the whole journal as it is now.
+  Manifest manifest = *Manifest::Load(dir_);
+  ASSERT_TRUE(RefreshManifestEntries(dir_, {kJournalPath}, &manifest).ok());
+  ASSERT_TRUE(manifest.Save(dir_).ok());
+  std::string manifest_before = *ReadFile(JoinPath(dir_, kManifestPath));
+  ASSERT_EQ(here.MergeFrom(*Journal::Read(other))->added, 1u);  // rewrites the journal in a new order
+  VerifyOptions options;
+  options.check_journal = CheckJournalText;
+  EXPECT_TRUE(VerifyFolder(dir_, options)->ok());
+  // The crash: the journal was renamed into place, the manifest not yet rewritten.
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(dir_, kManifestPath), manifest_before).ok());
+  EXPECT_FALSE(VerifyFolder(dir_, options)->ok());
+  EXPECT_EQ(here.MergeFrom(*Journal::Read(other))->added, 0u);
+  Result<VerifyReport> report = VerifyFolder(dir_, options);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << (report->problems.empty() ? "" : report->problems[0]);
 }
 
 // Tampering with one event of a journal of three machines: verify names it.
