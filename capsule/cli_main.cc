@@ -7,6 +7,7 @@
 #include "capsule/version.h"
 #include "move/cli_seal.h"
 #include "move/cli_stream.h"
+#include "journal/cli_journal.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"capsule: an AI agent's state as a folder of plain files", "capsule"};
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   capsule::cli::RegisterCapsuleCommands(app, &exit_code);
   capsule::cli::RegisterSealCommands(app, &exit_code);
   capsule::cli::RegisterStreamCommands(app, &exit_code);
+  capsule::cli::RegisterJournalCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
