@@ -13,6 +13,7 @@
 #include "capsule/manifest.h"
 #include "capsule/sha256.h"
 #include "journal/journal_file.h"
+#include "journal/merge_text.h"
 
 namespace capsule::journal {
 
@@ -125,21 +126,7 @@ Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
   std::vector<Event>& ours = *read;
   std::vector<std::string_view> our_lines = SplitLines(text);
 
-  // Each machine's chain here, by seq: a chain is whole from seq 1, so seq k is at k - 1.
-  std::unordered_map<std::string, std::vector<const Event*>> chains;
-  for (const Event& event : ours) chains[event.machine].push_back(&event);
-  std::vector<const Event*> added;
-  for (const Event& event : theirs) {
-    const std::vector<const Event*>& chain = chains[event.machine];
-    if (event.seq > chain.size()) {
-      added.push_back(&event);
-    } else if (chain[event.seq - 1]->id != event.id) {
-      return Status::Corruption("merge: conflicting events for machine " + event.machine + ", seq " +
-                                    std::to_string(event.seq),
-                                "event " + chain[event.seq - 1]->id + " here, event " + event.id +
-                                    " in the other journal; refusing to merge");
-    }
-  }
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<const Event*> added, EventsToAdd(ours, theirs));
   MergeResult result{added.size(), ours.size() + added.size()};
   if (added.empty()) {
     // Nothing new: the journal is left as it is. But a crash of an earlier merge between its

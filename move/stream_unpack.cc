@@ -14,6 +14,8 @@
 #include "capsule/sha256.h"
 #include "capsule/verify.h"
 #include "capsule/workspace.h"
+#include "journal/check.h"
+#include "journal/merge_text.h"
 #include "move/stream_reader.h"
 
 namespace capsule::move {
@@ -68,7 +70,7 @@ Status CheckMoveId(const std::string& staging, const StreamManifest& manifest) {
   return Status::Ok();
 }
 
-Status TakeJournal(const std::string& staging, const std::string& received_path, const UnpackOptions& options) {
+Status TakeJournal(const std::string& staging, const std::string& received_path) {
   std::string target = JoinPath(staging, kJournalPath);
   CAPSULE_ASSIGN_OR_RETURN(std::string arriving, ReadFile(received_path));
   std::string held;
@@ -80,10 +82,9 @@ Status TakeJournal(const std::string& staging, const std::string& received_path,
     result = std::move(arriving);  // what is held is a prefix: append the rest
   } else if (StartsWith(held, arriving)) {
     return Status::Ok();  // the stream is behind what is held: nothing to add
-  } else if (options.merge_journals) {
-    CAPSULE_ASSIGN_OR_RETURN(result, options.merge_journals(held, arriving));
   } else {
-    return Status::FailedPrecondition(kJournalPath, "held and arriving journals diverged, and no merge is available");
+    // The two diverged: a set union, as capsule merge does.
+    CAPSULE_ASSIGN_OR_RETURN(result, journal::MergeJournalTexts(held, arriving));
   }
   return WriteFileAtomic(target, result);
 }
@@ -137,7 +138,7 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
   return snapshot.Save(staging);
 }
 
-Status ApplyOtherFiles(const std::string& staging, const ReceivedStream& stream, const UnpackOptions& options,
+Status ApplyOtherFiles(const std::string& staging, const ReceivedStream& stream,
                        UnpackStats* stats) {
   for (const std::string& removed : stream.manifest.removed) {
     if (!StartsWith(removed, "memory/")) continue;
@@ -162,7 +163,7 @@ Status ApplyOtherFiles(const std::string& staging, const ReceivedStream& stream,
     std::string received = JoinPath(JoinPath(staging, kReceivedDir), path);
     ++stats->files_received;
     if (*capsule_path == kJournalPath) {
-      CAPSULE_RETURN_IF_ERROR(TakeJournal(staging, received, options));
+      CAPSULE_RETURN_IF_ERROR(TakeJournal(staging, received));
       continue;
     }
     std::string target = JoinPath(staging, *capsule_path);
@@ -219,7 +220,7 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
     if (held) CAPSULE_RETURN_IF_ERROR(CopyCapsuleInto(dir, staging));
     CAPSULE_RETURN_IF_ERROR(CheckMoveId(staging, manifest));
     CAPSULE_RETURN_IF_ERROR(ApplyWorkspace(staging, stream, &local));
-    CAPSULE_RETURN_IF_ERROR(ApplyOtherFiles(staging, stream, options, &local));
+    CAPSULE_RETURN_IF_ERROR(ApplyOtherFiles(staging, stream, &local));
     CAPSULE_RETURN_IF_ERROR(RemoveTree(received_dir));
     Json record = {{"move", manifest.move}, {"phase", PhaseName(manifest.phase)}};
     CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(staging, kMoveRecord), record.dump() + "\n"));
@@ -234,7 +235,7 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
     CAPSULE_ASSIGN_OR_RETURN(Manifest new_manifest, BuildManifest(staging, manifest.agent, holder_machine, holder_epoch));
     CAPSULE_RETURN_IF_ERROR(new_manifest.Save(staging));
     VerifyOptions verify;
-    verify.check_journal = options.check_journal;
+    verify.check_journal = journal::CheckJournalText;
     CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifyFolder(staging, verify));
     if (!report.ok()) {
       return Status::Corruption("received capsule", "does not verify (" + report.problems.front() + "); nothing was placed");

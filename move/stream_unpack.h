@@ -24,11 +24,6 @@ namespace capsule::move {
 struct UnpackOptions {
   // True when the stream arrived inside a sealed envelope: a switch is refused otherwise.
   bool sealed = false;
-  // Merges two journals that diverged (neither is a prefix of the other); the result is the
-  // new journal's text. When absent, diverged journals refuse the stream.
-  std::function<Result<std::string>(const std::string& held, const std::string& arriving)> merge_journals;
-  // Extra check of the staged capsule's journal, as for capsule verify.
-  std::function<std::vector<std::string>(const std::string& journal_text)> check_journal;
 };
 
 struct UnpackStats {
