@@ -695,3 +695,22 @@ TEST_F(StreamTest, ReadStreamWritesOnlyIntoItsFolder) {
 
 }  // namespace
 }  // namespace capsule::move
+
+namespace capsule::move {
+namespace {
+
+// A path beneath a link would be written through the link wherever the workspace is laid out
+// (files/l -> ../harness, then files/l/x lands in harness/x): refused, in either order.
+TEST_F(StreamTest, RefusesEntriesBeneathALinkOrAFile) {
+  std::string dst = ReceivedCopy();
+  auto link = [](TarWriter& w) { ASSERT_TRUE(w.AddSymlink("files/l", "../harness").ok()); };
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).Raw(link).File("files/l/x", "x").End().Finish(), dst,
+                "lies beneath the link or file 'files/l'");
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/l/x", "x").Raw(link).End().Finish(), dst,
+                "lies beneath the link or file 'files/l'");
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/a", "a").File("files/a/b", "b").End().Finish(), dst,
+                "lies beneath");
+}
+
+}  // namespace
+}  // namespace capsule::move
