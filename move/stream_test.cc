@@ -714,3 +714,43 @@ TEST_F(StreamTest, RefusesEntriesBeneathALinkOrAFile) {
 
 }  // namespace
 }  // namespace capsule::move
+
+namespace capsule::move {
+namespace {
+
+// The agent replaced its folder src/ by a file src: the receiver must not keep src/main.py
+// beneath the new file.
+TEST_F(StreamTest, FileOrLinkArrivingWhereAFolderWasTakesOutWhatWasBeneath) {
+  std::string dst = ReceivedCopy();
+  Snapshot snapshot = *Snapshot::Load(src_);
+  for (const char* path : {"src", "src/main.py", "src/old.py"}) snapshot.Remove(path);
+  ASSERT_TRUE(snapshot.Save(src_).ok());
+  PutSourceFile("src", "now a file\n");
+  PackOptions copy;
+  copy.have = *HaveOfCapsule(dst);
+  Status status = Unpack(Pack(src_, copy), dst);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  Snapshot received = *Snapshot::Load(dst);
+  EXPECT_EQ(received.Find("src/main.py"), nullptr);
+  EXPECT_EQ(received.Find("src/old.py"), nullptr);
+  EXPECT_EQ(*ReadWorkspaceFile(dst, "src"), "now a file\n");
+  EXPECT_EQ(received.entries(), Snapshot::Load(src_)->entries());
+  // A link arriving where a folder was does the same.
+  std::string link = Forge(ManifestText(Phase::kCopy))
+                         .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddSymlink("files/src", "README.md").ok()); })
+                         .End()
+                         .Finish();
+  ASSERT_TRUE(Unpack(link, dst).ok());
+  EXPECT_EQ(Snapshot::Load(dst)->Find("src")->type, SnapshotEntry::Type::kSymlink);
+}
+
+// A forged stream that puts a file beneath a file or link the capsule holds, without
+// replacing it by a folder, is refused.
+TEST_F(StreamTest, RefusesEntryBeneathAHeldFileOrLink) {
+  std::string dst = ReceivedCopy();
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/README.md/x", "x").End().Finish(), dst,
+                "lies beneath the link or file 'README.md'");
+}
+
+}  // namespace
+}  // namespace capsule::move
