@@ -67,6 +67,25 @@ Status ReceiveFile(TarReader* reader, const TarEntry& entry, const std::string& 
   return Status::Ok();
 }
 
+// A path beneath a link or a file would be written through the link wherever the workspace is
+// laid out. Refuses `path` when it lies beneath a link or file of the stream, or when it is a
+// link or file and an entry already lies beneath it.
+Status CheckNotBeneath(const std::map<std::string, ReceivedEntry>& entries, const std::string& path, bool folder) {
+  for (std::string dir = DirName(path); dir != "." && !dir.empty(); dir = DirName(dir)) {
+    auto it = entries.find(dir);
+    if (it != entries.end() && it->second.kind != ReceivedEntry::Kind::kFolder) {
+      return Refuse(path, "lies beneath the link or file '" + dir + "'");
+    }
+  }
+  if (!folder) {
+    auto it = entries.lower_bound(path + "/");
+    if (it != entries.end() && it->first.rfind(path + "/", 0) == 0) {
+      return Refuse(it->first, "lies beneath the link or file '" + path + "'");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
@@ -98,6 +117,7 @@ Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
     if (entry.path == kStreamManifestName) return Refuse(entry.path, "appears twice");
     CAPSULE_RETURN_IF_ERROR(CheckStreamPath(entry.path, phase).WithContext("refused"));
     if (stream.entries.count(entry.path)) return Refuse(entry.path, "duplicate entry");
+    CAPSULE_RETURN_IF_ERROR(CheckNotBeneath(stream.entries, entry.path, entry.type == TarEntry::Type::kDirectory));
     ReceivedEntry received;
     received.mode = entry.mode & 07777;
     switch (entry.type) {

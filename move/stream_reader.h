@@ -3,7 +3,8 @@
 // Every fault refuses the whole stream, with an error naming the entry and the reason: a
 // missing or misplaced manifest or end, another format, a digest that differs or is missing,
 // a path the phase does not allow, a link that escapes, an entry that is not a file, folder
-// or link, a duplicate, a header or size that lies, a stream cut short, bytes after the end.
+// or link, a duplicate, an entry beneath a link or file of the stream, a header or size that
+// lies, a stream cut short, bytes after the end.
 #pragma once
 
 #include <map>

@@ -133,7 +133,26 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
         break;
       }
     }
+    if (item.type != SnapshotEntry::Type::kDirectory) {
+      // A file or link where a folder was: what was beneath it is gone.
+      std::vector<std::string> beneath;
+      for (auto it = snapshot.entries().lower_bound(rel + "/");
+           it != snapshot.entries().end() && StartsWith(it->first, rel + "/"); ++it) {
+        beneath.push_back(it->first);
+      }
+      for (const std::string& gone : beneath) snapshot.Remove(gone);
+    }
     snapshot.Set(rel, item);
+  }
+  // Nothing may lie beneath a file or link of the workspace.
+  for (const auto& [path, entry] : snapshot.entries()) {
+    for (std::string dir = DirName(path); dir != "." && !dir.empty(); dir = DirName(dir)) {
+      const SnapshotEntry* parent = snapshot.Find(dir);
+      if (parent != nullptr && parent->type != SnapshotEntry::Type::kDirectory) {
+        return Status::Corruption("stream entry 'files/" + path + "'",
+                                  "lies beneath the link or file '" + dir + "' the capsule holds; the whole stream is refused");
+      }
+    }
   }
   return snapshot.Save(staging);
 }

@@ -5,7 +5,8 @@
 // stream holds; it must verify; then it takes the capsule's place in one atomic exchange. A
 // refused stream leaves the capsule exactly as it was.
 //
-// What a receiver replaces: the workspace files the stream holds; notes, vector index and
+// What a receiver replaces: the workspace files the stream holds (a file or link arriving
+// where a folder was takes out what was beneath it); notes, vector index and
 // environment spec; in a switch, the whole schedule folder, and the paths listed in
 // `removed`. The journal is never replaced: what the receiver holds must be a prefix of what
 // arrives (the rest is appended) or, when the two diverged, they are merged as a set union.
