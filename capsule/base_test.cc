@@ -10,15 +10,12 @@
 #include "capsule/sha256.h"
 #include "capsule/status.h"
 
+#include "tests/cli_runner.h"
+
 namespace capsule {
 namespace {
 
-std::string TempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern = std::string(base ? base : "/tmp") + "/base_test.XXXXXX";
-  EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
-  return pattern;
-}
+std::string TempDir() { return testing::MakeTempDir("base_test"); }
 
 TEST(StatusTest, CarriesCodeMessageAndErrno) {
   Status status = Status::IOError("some/file", ENOSPC);

@@ -12,13 +12,13 @@
 #include "capsule/verify.h"
 #include "capsule/workspace.h"
 
+#include "tests/cli_runner.h"
+
 namespace capsule {
 namespace {
 
 std::string NewCapsule() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string root = std::string(base ? base : "/tmp") + "/format_test.XXXXXX";
-  EXPECT_NE(::mkdtemp(root.data()), nullptr);
+  std::string root = testing::MakeTempDir("format_test");
   CreateOptions options;
   options.agent = {"agent-1", "Agent", std::nullopt};
   EXPECT_TRUE(CreateCapsule(root + "/cap", options).ok());

@@ -7,15 +7,12 @@
 
 #include "capsule/file_io.h"
 
+#include "tests/cli_runner.h"
+
 namespace capsule {
 namespace {
 
-std::string TempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern = std::string(base ? base : "/tmp") + "/tar_test.XXXXXX";
-  EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
-  return pattern;
-}
+std::string TempDir() { return testing::MakeTempDir("tar_test"); }
 
 const std::string kLongName = "files/" + std::string(150, 'n') + "/" + std::string(120, 'm') + ".txt";
 

@@ -7,6 +7,7 @@
 #   SMALL_FILES=20000 SMALL_KIB=24 LARGE_FILES=4 LARGE_MIB=128 tests/bench_capsule.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tests/bench_common.sh
 small_files=${SMALL_FILES:-20000}
 small_kib=${SMALL_KIB:-24}
 large_files=${LARGE_FILES:-4}
@@ -17,29 +18,10 @@ mkdir -p "$work"
 bazel build -c opt //:capsule >/dev/null 2>&1
 capsule="$PWD/bazel-bin/capsule"
 
-now() { date +%s.%N; }
-elapsed() { echo "$(now) - $1" | bc -l; }
-ratio() { echo "scale=2; $1 / $2" | bc -l; }
 
-echo "== generating a workspace: $small_files files of ~${small_kib} KiB, $large_files of ${large_mib} MiB"
 ws="$work/ws"
 rm -rf "$ws" "$work/cap" "$work"/*.tar
-mkdir -p "$ws"
-head -c $((large_mib * 1024 * 1024)) /dev/urandom > "$work/seed"
-for i in $(seq 1 "$large_files"); do
-  { echo "$i"; cat "$work/seed"; } > "$ws/large-$i.bin"
-done
-python3 - "$ws" "$small_files" "$small_kib" <<'PY'
-import os, sys
-ws, n, kib = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-seed = os.urandom(kib * 2048)
-for i in range(n):
-    d = os.path.join(ws, "dir%03d" % (i % 200))
-    os.makedirs(d, exist_ok=True)
-    size = (i * 7919) % (kib * 2048) + 1
-    with open(os.path.join(d, "f%05d.dat" % i), "wb") as f:
-        f.write(b"%d" % i + seed[:size])
-PY
+generate_workspace "$ws" "$small_files" "$small_kib" "$large_files" "$large_mib"
 
 t=$(now); "$capsule" init "$work/cap" --id bench --name Bench --workspace "$ws" >/dev/null; init_s=$(elapsed "$t")
 bytes=$(du -sb "$work/cap" | cut -f1)

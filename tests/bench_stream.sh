@@ -15,6 +15,7 @@
 #   SMALL_FILES=20000 SMALL_KIB=24 LARGE_FILES=4 LARGE_MIB=128 CHANGE_PERCENT=1 tests/bench_stream.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tests/bench_common.sh
 small_files=${SMALL_FILES:-20000}
 small_kib=${SMALL_KIB:-24}
 large_files=${LARGE_FILES:-4}
@@ -23,35 +24,14 @@ change_percent=${CHANGE_PERCENT:-1}
 work=${1:-$(mktemp -d /tmp/stream-bench.XXXXXX)}
 mkdir -p "$work"
 
-bazel --output_base=/root/.cache/bazel-stream build -c opt //:capsule >/dev/null 2>&1
+bazel build -c opt //:capsule >/dev/null 2>&1
 capsule="$work/capsule"
 cp -f bazel-bin/capsule "$capsule"
 
-now() { date +%s.%N; }
-elapsed() { echo "$(now) - $1" | bc -l; }
-ratio() { echo "scale=2; $1 / $2" | bc -l; }
-mbps() { echo "$1 / 1000000 / $2" | bc -l; }
 
-echo "== generating a workspace: $small_files files of ~${small_kib} KiB, $large_files of ${large_mib} MiB"
 ws="$work/ws"
 rm -rf "$ws" "$work/src" "$work/src2" "$work/dst" "$work/gnu-x" "$work"/*.tar "$work"/*.stream
-mkdir -p "$ws"
-head -c $((large_mib * 1024 * 1024)) /dev/urandom > "$work/seed"
-for i in $(seq 1 "$large_files"); do
-  { echo "$i"; cat "$work/seed"; } > "$ws/large-$i.bin"
-done
-rm -f "$work/seed"
-python3 - "$ws" "$small_files" "$small_kib" <<'PY'
-import os, sys
-ws, n, kib = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-seed = os.urandom(kib * 2048)
-for i in range(n):
-    d = os.path.join(ws, "dir%03d" % (i % 200))
-    os.makedirs(d, exist_ok=True)
-    size = (i * 7919) % (kib * 2048) + 1
-    with open(os.path.join(d, "f%05d.dat" % i), "wb") as f:
-        f.write(b"%d" % i + seed[:size])
-PY
+generate_workspace "$ws" "$small_files" "$small_kib" "$large_files" "$large_mib"
 "$capsule" init "$work/src" --id bench --name Bench --workspace "$ws" >/dev/null
 ws_bytes=$(du -sb --apparent-size "$ws" | cut -f1)
 ws_files=$(find "$ws" -type f | wc -l)
