@@ -11,8 +11,9 @@ capsule="$PWD/bazel-bin/capsule"
 
 work=$(mktemp -d /tmp/capsule-demo.XXXXXX)
 cd "$work"
-step() { echo; echo "\$ $*"; "$@"; }
-step_may_fail() { echo; echo "\$ $*"; "$@" || echo "(exit $?)"; }
+show() { echo; printf '$'; printf ' %q' "$@"; echo; }
+step() { show "$@"; "$@"; }
+step_may_fail() { show "$@"; "$@" || echo "(exit $?)"; }
 
 echo
 echo "== a sample workspace for an agent"
@@ -47,6 +48,30 @@ truncate -s 5 damaged/memory/working_memory.md
 echo "stray" > damaged/memory/stray.txt
 rm damaged/memory/vector_index/index.json
 step_may_fail "$capsule" verify damaged
+
+echo
+echo "== the journal: hash-chained events, appended durably"
+step "$capsule" log append agent --type system --data '{"text":"You plan trips."}'
+step "$capsule" log append agent --type user_message --data '{"text":"Three days in Lisbon?"}'
+step "$capsule" log append agent --type tool_call --data '{"call_id":"c1","name":"search","arguments":{"q":"Lisbon"}}'
+step_may_fail "$capsule" log append agent --type tool_call --data '{"call_id":"c2","name":"search","arguments":"not an object"}'
+step "$capsule" log agent
+step "$capsule" verify agent
+
+echo
+echo "== moving the state: a Move Stream copy, then a sealed switch with only what changed"
+"$capsule" keygen --type x25519 -o target.key > target.pub
+step "$capsule" stream pack agent --phase copy -o copy.stream
+step "$capsule" stream unpack copy.stream target
+move=$(grep -ao '"move":"[0-9a-f]*"' copy.stream | head -n 1 | cut -d'"' -f4)
+"$capsule" stream have target > target.have
+step "$capsule" log append agent --type user_message --data '{"text":"And a day trip to Sintra."}'
+step "$capsule" stream pack agent --phase switch --move "$move" --have target.have --seal-to "$(cat target.pub)" -o switch.stream
+step head -c 8 switch.stream
+echo
+step "$capsule" stream unpack switch.stream target --open-with target.key
+step "$capsule" log target
+step "$capsule" verify target
 
 echo
 echo "== an import verifies before it places anything"
