@@ -11,7 +11,15 @@ capsule="$PWD/bazel-bin/capsule"
 
 work=$(mktemp -d /tmp/capsule-demo.XXXXXX)
 cd "$work"
-show() { echo; printf '$'; printf ' %q' "$@"; echo; }
+# Prints a command as one would type it: plain words bare, others in single quotes.
+show() {
+  local line='$' word
+  for word in "$@"; do
+    if [[ $word =~ ^[A-Za-z0-9_./:=@+-]+$ ]]; then line+=" $word"; else line+=" '$word'"; fi
+  done
+  echo
+  echo "$line"
+}
 step() { show "$@"; "$@"; }
 step_may_fail() { show "$@"; "$@" || echo "(exit $?)"; }
 
