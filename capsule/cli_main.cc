@@ -5,6 +5,7 @@
 
 #include "capsule/cli.h"
 #include "capsule/version.h"
+#include "fs/cli_mount.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"capsule: an AI agent's state as a folder of plain files", "capsule"};
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = capsule::cli::kExitOk;
   capsule::cli::RegisterCapsuleCommands(app, &exit_code);
+  capsule::cli::RegisterMountCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
