@@ -44,6 +44,8 @@ struct Handle {
   std::string data;                       // rendered documents and the control file
   std::vector<DirEntry> entries;          // folders: listed at opendir
   std::unique_ptr<LineAssembler> journal; // the journal, when a sink is plugged in
+  bool append = false;                    // O_APPEND: every write lands at the end
+  std::optional<WorkingCopy> wc;          // writers: guarded by node->wc_mu
 };
 
 // What a read answers: a file to splice from, or bytes.
@@ -124,10 +126,10 @@ class CapsuleFs {
   void AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const;
 
   // commit.cc: working copies, commits, checkpoints.
-  Status EnsureWorkingCopy(Node* node, bool empty);     // needs node->wc_mu
-  Status CommitWorkingCopy(Node* node);                 // needs node->wc_mu
-  Status CommitRealFile(Node* node);                    // needs node->wc_mu
-  void DropWorkingCopy(Node* node);                     // needs node->wc_mu
+  Status EnsureWorkingCopy(Node* node, Handle* h, bool empty);  // needs node->wc_mu
+  Status CommitWorkingCopy(Node* node, Handle* h);              // needs node->wc_mu
+  Status CommitRealFile(Node* node, Handle* h);                 // needs node->wc_mu
+  void DropWorkingCopy(Handle* h);                              // needs node->wc_mu
   Status LogChange(const WorkspaceChange& change);      // needs tree_mu_ (unique)
   Status SyncLog();
   Status CommitAll();

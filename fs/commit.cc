@@ -108,14 +108,14 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
   return fs;
 }
 
-Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
-  if (node->wc) {
+Status CapsuleFs::EnsureWorkingCopy(Node* node, Handle* h, bool empty) {
+  if (h->wc) {
     if (empty) {
-      if (::ftruncate(node->wc->fd.get(), 0) != 0) return Status::IOError(node->wc->path, errno);
-      node->wc->size = 0;
-      node->wc->dirty = true;
-      node->wc->hash = std::make_unique<Sha256>();
-      node->wc->hashed = 0;
+      if (::ftruncate(h->wc->fd.get(), 0) != 0) return Status::IOError(h->wc->path, errno);
+      h->wc->size = 0;
+      h->wc->dirty = true;
+      h->wc->hash = std::make_unique<Sha256>();
+      h->wc->hashed = 0;
     }
     return Status::Ok();
   }
@@ -143,14 +143,14 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd from, OpenFile(source, O_RDONLY | O_CLOEXEC));
     CAPSULE_RETURN_IF_ERROR(CopyFd(from.get(), wc.fd.get(), &wc.size, wc.path));
   }
-  node->wc = std::move(wc);
+  h->wc.emplace(std::move(wc));
   return Status::Ok();
 }
 
-void CapsuleFs::DropWorkingCopy(Node* node) {
-  if (!node->wc) return;
-  ::unlink(node->wc->path.c_str());
-  node->wc.reset();
+void CapsuleFs::DropWorkingCopy(Handle* h) {
+  if (!h->wc) return;
+  ::unlink(h->wc->path.c_str());
+  h->wc.reset();
 }
 
 Status CapsuleFs::LogChange(const WorkspaceChange& change) {
@@ -161,10 +161,10 @@ Status CapsuleFs::LogChange(const WorkspaceChange& change) {
 
 Status CapsuleFs::SyncLog() { return log_ ? log_->Sync() : Status::Ok(); }
 
-Status CapsuleFs::CommitWorkingCopy(Node* node) {
-  if (node->kind == NodeKind::kRealFile) return CommitRealFile(node);
-  if (!node->wc || !node->wc->dirty) return Status::Ok();
-  WorkingCopy& wc = *node->wc;
+Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h) {
+  if (node->kind == NodeKind::kRealFile) return CommitRealFile(node, h);
+  if (!h->wc || !h->wc->dirty) return Status::Ok();
+  WorkingCopy& wc = *h->wc;
   {
     std::shared_lock lock(tree_mu_);
     if (node->parent == nullptr) {  // unlinked while open: its content goes nowhere
@@ -186,7 +186,7 @@ Status CapsuleFs::CommitWorkingCopy(Node* node) {
   } else if (::rename(wc.path.c_str(), blob.c_str()) != 0) {
     return Status::IOError(blob, errno);
   }
-  node->wc.reset();
+  h->wc.reset();
   CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, kBlobsDir)));
   {
     std::unique_lock lock(tree_mu_);
@@ -203,9 +203,9 @@ Status CapsuleFs::CommitWorkingCopy(Node* node) {
   return SyncLog();
 }
 
-Status CapsuleFs::CommitRealFile(Node* node) {
-  if (!node->wc || !node->wc->dirty) return Status::Ok();
-  WorkingCopy& wc = *node->wc;
+Status CapsuleFs::CommitRealFile(Node* node, Handle* h) {
+  if (!h->wc || !h->wc->dirty) return Status::Ok();
+  WorkingCopy& wc = *h->wc;
   std::string rel;
   {
     std::shared_lock lock(tree_mu_);
@@ -220,13 +220,13 @@ Status CapsuleFs::CommitRealFile(Node* node) {
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(wc.path));
     Status checked = CheckEnvironmentSpec(text);
     if (!checked.ok()) {
-      DropWorkingCopy(node);  // the old content stays
+      DropWorkingCopy(h);  // the old content stays
       return FsError(EINVAL, checked.message());
     }
   }
   std::string target = JoinPath(options_.dir, rel);
   if (::rename(wc.path.c_str(), target.c_str()) != 0) return Status::IOError(target, errno);
-  node->wc.reset();
+  h->wc.reset();
   CAPSULE_RETURN_IF_ERROR(SyncDirectory(DirName(target)));
   std::unique_lock lock(tree_mu_);
   clock_gettime(CLOCK_REALTIME, &node->mtime);
@@ -244,8 +244,10 @@ Status CapsuleFs::CommitAll() {
   for (const auto& node : all) {
     if (node->kind != NodeKind::kWsFile && node->kind != NodeKind::kRealFile) continue;
     std::lock_guard wc_lock(node->wc_mu);
-    Status committed = CommitWorkingCopy(node.get());
-    if (first.ok() && !committed.ok()) first = committed;
+    for (Handle* h : node->writers) {
+      Status committed = CommitWorkingCopy(node.get(), h);
+      if (first.ok() && !committed.ok()) first = committed;
+    }
   }
   return first;
 }

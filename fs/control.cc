@@ -11,6 +11,7 @@
 
 #include "capsule/canonical_json.h"
 #include "fs/capsule_fs.h"
+#include "fs/control_client.h"
 
 namespace capsule::fs {
 
@@ -20,8 +21,9 @@ Status ControlServer::Start(CapsuleFs* fs, const std::string& socket_path, uid_t
   owner_ = owner;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument(socket_path, "path too long for a socket");
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  UniqueFd dir_fd;
+  CAPSULE_ASSIGN_OR_RETURN(std::string name, SocketName(socket_path, &dir_fd));
+  std::memcpy(addr.sun_path, name.c_str(), name.size() + 1);
   listen_fd_.Reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!listen_fd_.valid()) return Status::IOError(socket_path, errno);
   ::unlink(socket_path.c_str());

@@ -1,5 +1,6 @@
 #include "fs/control_client.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -23,11 +24,21 @@ Result<std::string> FindControlSocket(const std::string& path) {
   return Status::NotFound(path, "no capsulefs mount here (no .capsulefs-control, no .capsule/control.sock)");
 }
 
+Result<std::string> SocketName(const std::string& path, UniqueFd* dir_fd) {
+  sockaddr_un addr{};
+  if (path.size() < sizeof(addr.sun_path)) return path;
+  CAPSULE_ASSIGN_OR_RETURN(*dir_fd, OpenFile(DirName(path), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  std::string name = "/proc/self/fd/" + std::to_string(dir_fd->get()) + "/" + BaseName(path);
+  if (name.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument(path, "socket name too long");
+  return name;
+}
+
 Result<Json> SendControl(const std::string& socket_path, const std::string& command) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument(socket_path, "path too long");
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  UniqueFd dir_fd;
+  CAPSULE_ASSIGN_OR_RETURN(std::string name, SocketName(socket_path, &dir_fd));
+  std::memcpy(addr.sun_path, name.c_str(), name.size() + 1);
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Status::IOError(socket_path, errno);
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {

@@ -85,8 +85,9 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto h = Fs(req)->do_open(ino, fi->flags);
   if (!h.ok()) return ReplyStatus(req, h.status());
   fi->fh = reinterpret_cast<uint64_t>(*h);
-  // Writers bypass the page cache so that readers of the same inode never see their pages.
-  fi->direct_io = (*h)->writer || (*h)->journal || !(*h)->data.empty();
+  // No page cache: a reader must see the committed content whole, never the size or the pages
+  // of a writer's working copy (the kernel shares both per inode).
+  fi->direct_io = 1;
   fuse_reply_open(req, fi);
 }
 
@@ -94,7 +95,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
   auto created = Fs(req)->do_create(parent, name, mode, fi->flags);
   if (!created.ok()) return ReplyStatus(req, created.status());
   fi->fh = reinterpret_cast<uint64_t>(created->second);
-  fi->direct_io = created->second->writer;
+  fi->direct_io = 1;
   fuse_reply_create(req, &created->first, fi);
 }
 

@@ -81,6 +81,8 @@ int Run(const Args& args) {
   fs->SetControlPath(socket_path);
 
   std::vector<std::string> words = {"capsulefs", "-o", "fsname=capsulefs,subtype=capsulefs"};
+  // Not held here (or -o ro): the kernel mount is read-only too, so statfs says so.
+  if (fs->gate().state() == capsule::fs::MountState::kReadOnly) words.insert(words.end(), {"-o", "ro"});
   for (const std::string& option : args.fuse_options) {
     words.push_back("-o");
     words.push_back(option);

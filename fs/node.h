@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "capsule/file_io.h"
@@ -35,7 +36,10 @@ enum class NodeKind {
 
 enum class Document { kNone, kManifest, kSnapshot };
 
-// A private copy that a file's writers change; it replaces the file whole when committed.
+struct Handle;
+
+// The private copy of one open handle (each opening for writing gets its own); it replaces
+// the file whole when committed at close or fsync. The last commit wins.
 struct WorkingCopy {
   std::string path;  // in DIR/.capsule/work/
   UniqueFd fd;
@@ -64,10 +68,9 @@ struct Node {
   uint64_t size = 0;   // kWsFile: committed size
   std::string target;  // kWsLink
 
-  // Guarded by wc_mu.
+  // Guarded by wc_mu: the writer handles of this node and their working copies (Handle::wc).
   std::mutex wc_mu;
-  std::optional<WorkingCopy> wc;
-  int writers = 0;  // open handles that may write
+  std::set<Handle*> writers;
 };
 
 bool IsDirKind(NodeKind kind);

@@ -70,9 +70,10 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags) {
   if (writes && !h->journal) {
     CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
     std::lock_guard wc_lock(node->wc_mu);
-    if (flags & O_TRUNC) CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), true));
-    ++node->writers;
+    if (flags & O_TRUNC) CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), h.get(), true));
+    node->writers.insert(h.get());
     h->writer = true;
+    h->append = (flags & O_APPEND) != 0;
   }
   return h.release();
 }
@@ -154,8 +155,8 @@ Result<ReadReply> CapsuleFs::do_read(Handle* h, size_t size, off_t off) {
   std::lock_guard wc_lock(node->wc_mu);
   UniqueFd committed;
   int fd = -1;
-  if (node->wc) {
-    fd = node->wc->fd.get();
+  if (h->wc) {
+    fd = h->wc->fd.get();
   } else if (node->kind == NodeKind::kRealFile) {
     fd = h->fd.get();
   } else {
@@ -182,8 +183,9 @@ Result<size_t> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, off_
   if (!h->writer) return FsError(EBADF, h->node->name + ": not open for writing");
   Node* node = h->node.get();
   std::lock_guard wc_lock(node->wc_mu);
-  CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, false));
-  WorkingCopy& wc = *node->wc;
+  CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, h, false));
+  WorkingCopy& wc = *h->wc;
+  if (h->append) off = static_cast<off_t>(wc.size);
   size_t done = 0;
   while (done < size) {
     ssize_t n = ::pwrite(wc.fd.get(), buf + done, size - done, off + static_cast<off_t>(done));
@@ -212,11 +214,11 @@ Status CapsuleFs::do_flush(Handle* h) {
   Node* node = h->node.get();
   {
     std::lock_guard wc_lock(node->wc_mu);
-    if (!node->wc || !node->wc->dirty) return Status::Ok();
+    if (!h->wc || !h->wc->dirty) return Status::Ok();
   }
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
   std::lock_guard wc_lock(node->wc_mu);
-  return CommitWorkingCopy(node);
+  return CommitWorkingCopy(node, h);
 }
 
 Status CapsuleFs::do_fsync(Handle* h) { return do_flush(h); }
@@ -228,13 +230,13 @@ void CapsuleFs::do_release(Handle* raw) {
   bool dirty = false;
   {
     std::lock_guard wc_lock(node->wc_mu);
-    dirty = node->wc && node->wc->dirty;
+    dirty = h->wc && h->wc->dirty;
   }
   Result<WriteTicket> ticket = dirty ? gate_.EnterWrite() : Result<WriteTicket>(WriteTicket(nullptr));
   std::lock_guard wc_lock(node->wc_mu);
-  --node->writers;
-  if (ticket.ok()) (void)CommitWorkingCopy(node);
-  if (node->writers == 0) DropWorkingCopy(node);
+  node->writers.erase(h.get());
+  if (ticket.ok()) (void)CommitWorkingCopy(node, h.get());
+  DropWorkingCopy(h.get());
 }
 
 }  // namespace capsule::fs

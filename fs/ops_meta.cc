@@ -69,14 +69,16 @@ Status CapsuleFs::Detach(Node* node) {
 
 Status CapsuleFs::TruncateNow(Node* node, uint64_t size) {
   std::lock_guard wc_lock(node->wc_mu);
-  CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, size == 0));
-  WorkingCopy& wc = *node->wc;
+  Handle h;  // a working copy of its own, committed at once
+  CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, &h, size == 0));
+  WorkingCopy& wc = *h.wc;
   if (::ftruncate(wc.fd.get(), static_cast<off_t>(size)) != 0) return Status::IOError(wc.path, errno);
   if (size < wc.hashed || size > wc.size) wc.hash.reset();
   wc.size = size;
   wc.dirty = true;
-  if (node->writers > 0) return Status::Ok();  // an open writer commits it
-  return CommitWorkingCopy(node);
+  Status committed = CommitWorkingCopy(node, &h);
+  DropWorkingCopy(&h);
+  return committed;
 }
 
 Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& attr, int to_set, Handle* h) {
@@ -104,8 +106,8 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     uint64_t size = static_cast<uint64_t>(attr.st_size);
     if (h != nullptr && h->writer) {
       std::lock_guard wc_lock(node->wc_mu);
-      CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), size == 0));
-      WorkingCopy& wc = *node->wc;
+      CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), h, size == 0));
+      WorkingCopy& wc = *h->wc;
       if (::ftruncate(wc.fd.get(), attr.st_size) != 0) return Status::IOError(wc.path, errno);
       if (size < wc.hashed || size > wc.size) wc.hash.reset();
       wc.size = size;

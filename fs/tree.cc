@@ -180,11 +180,6 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
   st.st_gid = ::getgid();
   st.st_blksize = 4096;
   st.st_nlink = 1;
-  std::optional<uint64_t> working_size;
-  if (node->kind == NodeKind::kWsFile) {
-    std::lock_guard wc_lock(node->wc_mu);
-    if (node->wc) working_size = node->wc->size;
-  }
   bool read_only_mount = gate_.state() == MountState::kReadOnly || gate_.state() == MountState::kRetired;
   std::shared_lock lock(tree_mu_);
   st.st_mtim = st.st_atim = st.st_ctim = node->mtime;
@@ -221,7 +216,7 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
       break;
     case NodeKind::kWsFile:
       st.st_mode = S_IFREG | (node->mode & 07777);
-      st.st_size = static_cast<off_t>(working_size.value_or(node->size));
+      st.st_size = static_cast<off_t>(node->size);  // the committed size: what readers get
       break;
     case NodeKind::kWsLink:
       st.st_mode = S_IFLNK | 0777;
