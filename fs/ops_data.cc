@@ -70,7 +70,11 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags) {
   if (writes && !h->journal) {
     CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
     std::lock_guard wc_lock(node->wc_mu);
-    if (flags & O_TRUNC) CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), h.get(), true));
+    if (flags & O_TRUNC) {
+      CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), h.get(), true));
+      std::shared_lock lock(tree_mu_);
+      if (node->kind == NodeKind::kWsFile && node->size == 0) h->wc->dirty = false;  // nothing to commit yet
+    }
     node->writers.insert(h.get());
     h->writer = true;
     h->append = (flags & O_APPEND) != 0;
