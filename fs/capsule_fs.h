@@ -101,6 +101,7 @@ class CapsuleFs {
   Status do_flush(Handle* h);
   void do_release(Handle* h);
   Status do_fsync(Handle* h);
+  Status do_fsyncdir() { return SyncAll(); }
   Result<Handle*> do_opendir(fuse_ino_t ino);
   Result<struct statvfs> do_statfs();
 
@@ -127,11 +128,13 @@ class CapsuleFs {
 
   // commit.cc: working copies, commits, checkpoints.
   Status EnsureWorkingCopy(Node* node, Handle* h, bool empty);  // needs node->wc_mu
-  Status CommitWorkingCopy(Node* node, Handle* h);              // needs node->wc_mu
+  // Durable: the blob and the log line reach the disk before it returns (fsync).
+  Status CommitWorkingCopy(Node* node, Handle* h, bool durable = false);  // needs node->wc_mu
   Status CommitRealFile(Node* node, Handle* h);                 // needs node->wc_mu
   void DropWorkingCopy(Handle* h);                              // needs node->wc_mu
   Status LogChange(const WorkspaceChange& change);      // needs tree_mu_ (unique)
   Status SyncLog();
+  Status SyncAll();  // syncfs(2) of the capsule's file system
   Status CommitAll();
   Status Checkpoint();
   bool WritableRealPath(const std::string& rel) const;

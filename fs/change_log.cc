@@ -29,7 +29,8 @@ Result<std::string> ChangeToLine(const WorkspaceChange& change) {
   return text + "\n";
 }
 
-Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot) {
+Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot,
+                             const std::function<bool(const SnapshotEntry&)>& blob_ok) {
   size_t applied = 0;
   while (!text.empty()) {
     size_t newline = text.find('\n');
@@ -37,15 +38,19 @@ Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot) {
     std::string_view line = text.substr(0, newline);
     text.remove_prefix(newline + 1);
     Result<Json> json = ParseJson(line, "workspace.log", Code::kCorruption);
-    if (!json.ok() || !json->is_object() || !(*json)["del"].is_array() || !(*json)["set"].is_object()) {
-      return Status::Corruption(".capsule/workspace.log", "line " + std::to_string(applied + 1) + " is not a change");
+    if (!json.ok() || !json->is_object() || !(*json)["del"].is_array() || !(*json)["set"].is_object()) break;
+    Result<std::string> sets = CanonicalJson((*json)["set"], "workspace.log");
+    Result<Snapshot> parsed = sets.ok() ? Snapshot::Parse(*sets) : Result<Snapshot>(sets.status());
+    if (!parsed.ok()) break;
+    bool whole = true;
+    for (const auto& [path, entry] : parsed->entries()) {
+      if (entry.type == SnapshotEntry::Type::kFile && blob_ok && !blob_ok(entry)) whole = false;
     }
+    if (!whole) continue;
     for (const auto& path : (*json)["del"]) {
       if (path.is_string()) snapshot->Remove(path.get<std::string>());
     }
-    CAPSULE_ASSIGN_OR_RETURN(std::string sets, CanonicalJson((*json)["set"], "workspace.log"));
-    CAPSULE_ASSIGN_OR_RETURN(Snapshot parsed, Snapshot::Parse(sets));
-    for (const auto& [path, entry] : parsed.entries()) snapshot->Set(path, entry);
+    for (const auto& [path, entry] : parsed->entries()) snapshot->Set(path, entry);
     ++applied;
   }
   return applied;

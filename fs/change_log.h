@@ -8,10 +8,15 @@
 // snapshot.json and manifest.json are rewritten, and the log emptied, only at a checkpoint:
 // mount recovery, freeze and unmount.
 //
+// Durability: a line is written at each change and made durable (with its blob) only by
+// fsync, fsyncdir, freeze and unmount; a crash of the driver loses nothing (the lines are in
+// the kernel), a power cut may lose the changes since the last sync, never tearing a file.
+//
 // Thread-safety: Append and Sync are safe from any thread (mu_ orders the lines); Truncate
 // needs the caller to have stopped every writer.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -30,8 +35,12 @@ struct WorkspaceChange {
 };
 
 Result<std::string> ChangeToLine(const WorkspaceChange& change);
-// Applies every whole line of `text` to `snapshot`; returns how many lines were applied.
-Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot);
+// Applies the whole lines of `text` to `snapshot`, up to the first line that is not a change
+// (a torn tail after a crash); returns how many lines were applied. A line with a file entry
+// whose blob `blob_ok` rejects (its content did not reach the disk before a power cut) is
+// skipped whole: those paths keep their older state.
+Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot,
+                             const std::function<bool(const SnapshotEntry&)>& blob_ok = nullptr);
 
 class ChangeLog {
  public:

@@ -10,6 +10,7 @@
 #include <climits>
 #include <set>
 #include <cstdlib>
+#include <functional>
 #include <thread>
 
 #include "capsule/environment_spec.h"
@@ -58,8 +59,18 @@ Status ScanBlobs(const std::string& dir, Manifest* manifest) {
     if (IsTempDebris(entry.path)) {
       ::unlink(JoinPath(dir, rel).c_str());
     } else if (IsBlobPath(rel) && entry.type == TreeEntry::Type::kFile) {
+      if (manifest->files.count(rel) == 0) {
+        // Placed since the last checkpoint: after a power cut its content may not have
+        // reached the disk, so it is kept only when it matches its name.
+        uint64_t size = 0;
+        Result<std::string> sha = Sha256File(JoinPath(dir, rel), &size);
+        if (!sha.ok() || *sha != BaseName(rel)) {
+          ::unlink(JoinPath(dir, rel).c_str());
+          continue;
+        }
+        manifest->files[rel] = FileDigest{*sha, size};
+      }
       present.insert(rel);
-      if (manifest->files.count(rel) == 0) manifest->files[rel] = FileDigest{BaseName(rel), entry.size};
     }
   }
   for (auto it = manifest->files.begin(); it != manifest->files.end();) {
@@ -87,12 +98,6 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
   std::unique_ptr<CapsuleFs> fs(new CapsuleFs(options, state));
   const std::string& dir = fs->options_.dir;
   bool writable = state != MountState::kReadOnly;
-  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(dir));
-  std::string log_path = JoinPath(dir, kLogPath);
-  if (PathExists(log_path)) {
-    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(log_path));
-    CAPSULE_RETURN_IF_ERROR(ReplayChanges(text, &snapshot).status());
-  }
   CAPSULE_ASSIGN_OR_RETURN(fs->manifest_, Manifest::Load(dir));
   if (writable) {
     CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(dir, kWorkDir)));
@@ -100,6 +105,21 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kScheduleDir)));
     CAPSULE_RETURN_IF_ERROR(PutBlob(dir, "").status());
     CAPSULE_RETURN_IF_ERROR(ScanBlobs(dir, &fs->manifest_));
+  }
+  // The change log over the last snapshot; a line whose blob is not whole is not replayed.
+  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(dir));
+  std::string log_path = JoinPath(dir, kLogPath);
+  if (PathExists(log_path)) {
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(log_path));
+    const Manifest& manifest = fs->manifest_;
+    std::function<bool(const SnapshotEntry&)> blob_ok = [&](const SnapshotEntry& entry) {
+      auto it = manifest.files.find(BlobPath(entry.sha256));
+      return it != manifest.files.end() && it->second.size == entry.size;
+    };
+    if (!writable) blob_ok = nullptr;
+    CAPSULE_RETURN_IF_ERROR(ReplayChanges(text, &snapshot, blob_ok).status());
+  }
+  if (writable) {
     CAPSULE_ASSIGN_OR_RETURN(ChangeLog * log, ChangeLog::Open(log_path));
     fs->log_.reset(log);
   }
@@ -161,7 +181,13 @@ Status CapsuleFs::LogChange(const WorkspaceChange& change) {
 
 Status CapsuleFs::SyncLog() { return log_ ? log_->Sync() : Status::Ok(); }
 
-Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h) {
+Status CapsuleFs::SyncAll() {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(options_.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (::syncfs(fd.get()) != 0) return Status::IOError(options_.dir, errno);
+  return Status::Ok();
+}
+
+Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h, bool durable) {
   if (node->kind == NodeKind::kRealFile) return CommitRealFile(node, h);
   if (!h->wc || !h->wc->dirty) return Status::Ok();
   WorkingCopy& wc = *h->wc;
@@ -172,7 +198,7 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h) {
       return Status::Ok();
     }
   }
-  if (::fsync(wc.fd.get()) != 0) return Status::IOError(wc.path, errno);
+  if (durable && ::fsync(wc.fd.get()) != 0) return Status::IOError(wc.path, errno);
   std::string sha;
   uint64_t size = wc.size;
   if (wc.hash && wc.hashed == wc.size) {
@@ -187,7 +213,7 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h) {
     return Status::IOError(blob, errno);
   }
   h->wc.reset();
-  CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, kBlobsDir)));
+  if (durable) CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, kBlobsDir)));
   {
     std::unique_lock lock(tree_mu_);
     node->sha256 = sha;
@@ -200,7 +226,7 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h) {
       CAPSULE_RETURN_IF_ERROR(LogChange(change));
     }
   }
-  return SyncLog();
+  return durable ? SyncLog() : Status::Ok();
 }
 
 Status CapsuleFs::CommitRealFile(Node* node, Handle* h) {
@@ -254,6 +280,7 @@ Status CapsuleFs::CommitAll() {
 
 Status CapsuleFs::Checkpoint() {
   const std::string& dir = options_.dir;
+  CAPSULE_RETURN_IF_ERROR(SyncAll());  // every blob the snapshot names is on disk first
   Snapshot snapshot;
   {
     std::shared_lock lock(tree_mu_);

@@ -156,7 +156,7 @@ void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   fuse_reply_err(req, 0);
 }
 
-void Fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }
+void Fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { ReplyStatus(req, Fs(req)->do_fsyncdir()); }
 
 void Statfs(fuse_req_t req, fuse_ino_t) {
   auto st = Fs(req)->do_statfs();

@@ -131,7 +131,7 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
     }
     ++node->nlookup;
   }
-  Status synced = SyncLog();
+  Status synced;
   Result<fuse_entry_param> entry = synced.ok() ? Entry(node) : Result<fuse_entry_param>(synced);
   Result<Handle*> h = entry.ok() ? do_open(node->ino, flags & ~(O_CREAT | O_EXCL)) : Result<Handle*>(entry.status());
   if (!h.ok()) {
@@ -225,7 +225,17 @@ Status CapsuleFs::do_flush(Handle* h) {
   return CommitWorkingCopy(node, h);
 }
 
-Status CapsuleFs::do_fsync(Handle* h) { return do_flush(h); }
+Status CapsuleFs::do_fsync(Handle* h) {
+  if (h->journal || !h->writer) return SyncAll();
+  Node* node = h->node.get();
+  {
+    std::lock_guard wc_lock(node->wc_mu);
+    if (!h->wc || !h->wc->dirty) return SyncAll();  // what an earlier close committed
+  }
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  std::lock_guard wc_lock(node->wc_mu);
+  return CommitWorkingCopy(node, h, /*durable=*/true);
+}
 
 void CapsuleFs::do_release(Handle* raw) {
   std::unique_ptr<Handle> h(raw);

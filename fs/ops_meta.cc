@@ -126,7 +126,6 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
         CAPSULE_RETURN_IF_ERROR(LogChange(change));
       }
     }
-    CAPSULE_RETURN_IF_ERROR(SyncLog());
   } else if ((to_set & FUSE_SET_ATTR_MODE) && !ws) {
     return FsError(EPERM, rel + ": modes of capsule files are fixed");
   }
@@ -231,7 +230,7 @@ Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
     CAPSULE_RETURN_IF_ERROR(Detach(node.get()));
     CAPSULE_RETURN_IF_ERROR(LogChange(change));
   }
-  return SyncLog();
+  return Status::Ok();
 }
 
 Status CapsuleFs::do_rmdir(fuse_ino_t parent_ino, const std::string& name) {
@@ -256,7 +255,7 @@ Status CapsuleFs::do_rmdir(fuse_ino_t parent_ino, const std::string& name) {
     CAPSULE_RETURN_IF_ERROR(Detach(node.get()));
     CAPSULE_RETURN_IF_ERROR(LogChange(change));
   }
-  return SyncLog();
+  return Status::Ok();
 }
 
 Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse_ino_t newparent_ino,
@@ -318,7 +317,7 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
     AddSubtree(node.get(), WsPath(node.get()), &change);
     CAPSULE_RETURN_IF_ERROR(LogChange(change));
   }
-  return SyncLog();
+  return Status::Ok();
 }
 
 Result<Handle*> CapsuleFs::do_opendir(fuse_ino_t ino) {
