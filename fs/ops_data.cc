@@ -91,10 +91,11 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent,
   }
   if (parent->kind != NodeKind::kRealDir || !CreatableRealPath(rel)) return FsError(EPERM, rel + ": no new files here");
   std::string path = JoinPath(options_.dir, rel);
-  if (PathExists(path) && (flags & O_EXCL)) return FsError(EEXIST, rel);
-  if (!PathExists(path)) CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(path, "", mode & 07777));
   std::shared_ptr<Node> node;
   {
+    CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());  // released before do_open takes its own
+    if (PathExists(path) && (flags & O_EXCL)) return FsError(EEXIST, rel);
+    if (!PathExists(path)) CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(path, "", mode & 07777));
     std::unique_lock lock(tree_mu_);
     CAPSULE_ASSIGN_OR_RETURN(node, Child(parent, name));
     ++node->nlookup;
@@ -109,10 +110,11 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
                                                                   mode_t mode, int flags) {
   std::shared_ptr<Node> parent = Get(parent_ino);
   if (!parent) return FsError(ENOENT, name);
+  if (parent->kind != NodeKind::kWsDir) return CreateReal(parent.get(), name, mode, flags);
   std::shared_ptr<Node> node;
   {
+    // Released before do_open takes its own: a ticket is never held while waiting for another.
     CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
-    if (parent->kind != NodeKind::kWsDir) return CreateReal(parent.get(), name, mode, flags);
     std::unique_lock lock(tree_mu_);
     Result<std::shared_ptr<Node>> existing = Child(parent.get(), name);
     if (existing.ok()) {
