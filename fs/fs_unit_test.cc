@@ -37,6 +37,21 @@ TEST(ChangeLog, ReplayIsIdempotentAndIgnoresATornTail) {
   EXPECT_EQ(snapshot.Find("b")->sha256, Sha256Hex("one"));
 }
 
+TEST(ChangeLog, ALineWhoseBlobIsNotWholeIsSkippedWhole) {
+  WorkspaceChange first, lost, later;
+  first.set["a"] = File("one");
+  lost.del = {"a"};
+  lost.set["b"] = File("lost");
+  later.set["c"] = File("three");
+  std::string text = *ChangeToLine(first) + *ChangeToLine(lost) + *ChangeToLine(later);
+  Snapshot snapshot;
+  auto blob_ok = [](const SnapshotEntry& entry) { return entry.sha256 != Sha256Hex("lost"); };
+  ASSERT_EQ(*ReplayChanges(text, &snapshot, blob_ok), 2u);
+  EXPECT_NE(snapshot.Find("a"), nullptr);  // the rename did not happen
+  EXPECT_EQ(snapshot.Find("b"), nullptr);
+  EXPECT_NE(snapshot.Find("c"), nullptr);
+}
+
 TEST(ErrnoMap, OneTable) {
   EXPECT_EQ(ToErrno(FsError(ENOTEMPTY, "x")), ENOTEMPTY);
   EXPECT_EQ(ToErrno(Status::NotFound("x", "y")), ENOENT);
