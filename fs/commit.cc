@@ -246,7 +246,8 @@ Status CapsuleFs::CommitRealFile(Node* node, Handle* h) {
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(wc.path));
     Status checked = CheckEnvironmentSpec(text);
     if (!checked.ok()) {
-      DropWorkingCopy(h);  // the old content stays
+      // The old content stays; the handle keeps its copy, so that a later write and close
+      // through it (or a dup of it) can still make the file whole and valid.
       return FsError(EINVAL, checked.message());
     }
   }

@@ -299,6 +299,13 @@ TEST_F(CapsulefsTest, EnvironmentSpecWithASecretIsRefusedAtClose) {
   std::string good = R"({"env":{"LANG":"C"},"secrets":["API_KEY"]})";
   EXPECT_EQ(Put(spec, good), 0);
   EXPECT_EQ(Slurp(spec), good);
+  // A shell's redirection opens, dups and closes the first descriptor before writing: the
+  // empty intermediate state is refused, the handle keeps its copy, the final close decides.
+  testing::Shell("echo '{\"env\":{\"DB_PASSWORD\":\"p\"}}' > " + spec);
+  EXPECT_EQ(Slurp(spec), good);
+  std::string other = "{\"env\":{\"LANG\":\"C.UTF-8\"}}\n";
+  EXPECT_EQ(testing::Shell("echo '{\"env\":{\"LANG\":\"C.UTF-8\"}}' > " + spec), 0);
+  EXPECT_EQ(Slurp(spec), other);
   EXPECT_EQ(mount.Unmount(), 0);
   ExpectVerifies();
 }
