@@ -33,7 +33,7 @@ step cat mnt/files/src/plan.py
 step cat mnt/artifacts/snapshot.json
 step_may_fail sh -c 'echo "{}" > mnt/manifest.json'
 step_may_fail sh -c 'echo "{}" >> mnt/memory/timeline_events.jsonl'
-step_may_fail python3 -c 'open("mnt/environment/spec.json", "w").write("{\"env\":{\"API_KEY\":\"sk-1\"}}")'
+step_may_fail python3 -c 'f = open("mnt/environment/spec.json", "w"); f.write("{\"env\":{\"API_KEY\":\"sk-1\"}}"); f.close()'
 step cat mnt/environment/spec.json
 
 echo; echo "== freeze: writes wait, reads go on; thaw lets them go"
