@@ -76,6 +76,9 @@ class CapsuleFs {
   Status Freeze();
   Status Thaw();
   Status Retire();
+  // Retires the mount when the holder record no longer says this machine holds the agent
+  // (retired, missing or unreadable): the sidecar may change the record without the socket.
+  void CheckHolder();
   Result<std::string> StatusJson();
   // Commits every working copy and rewrites snapshot.json and manifest.json (unmount).
   Status Shutdown();

@@ -355,6 +355,13 @@ Status CapsuleFs::Retire() {
   return Status::Ok();
 }
 
+void CapsuleFs::CheckHolder() {
+  MountState state = gate_.state();
+  if (state != MountState::kActive && state != MountState::kFrozen) return;
+  Result<HolderRecord> record = HolderRecord::Load(options_.dir);
+  if (!record.ok() || record->state == HolderState::kRetired) (void)Retire();
+}
+
 Result<std::string> CapsuleFs::StatusJson() {
   Json json = {{"state", MountStateName(gate_.state())}};
   Result<HolderRecord> record = HolderRecord::Load(options_.dir);

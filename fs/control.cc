@@ -52,11 +52,16 @@ void ControlServer::Stop() {
 void ControlServer::Serve() {
   for (;;) {
     pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {stop_read_.get(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
+    int ready = ::poll(fds, 2, 500);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       return;
     }
     if (fds[1].revents != 0) return;
+    if (ready == 0) {  // every half second: has the holder record moved on?
+      fs_->CheckHolder();
+      continue;
+    }
     UniqueFd conn(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!conn.valid()) continue;
     ucred cred{};

@@ -6,6 +6,8 @@
 // reads one canonical JSON line back: {"agent","epoch","ok":true,"state"} or
 // {"error":"...","ok":false}. One connection, one command.
 //
+// The same thread also watches the holder record every half second (CapsuleFs::CheckHolder).
+//
 // Thread-safety: one thread serves the socket, one connection at a time.
 #pragma once
 

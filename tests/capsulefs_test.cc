@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "capsule/file_io.h"
+#include "capsule/holder.h"
 #include "capsule/sha256.h"
 #include "fs/control_client.h"
 #include "tests/cli_runner.h"
@@ -386,6 +387,23 @@ TEST_F(CapsulefsTest, OnlyTheMountsOwnerMayUseTheControlChannel) {
   if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "cannot become nobody here (user namespace)";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "nobody must be refused";
   EXPECT_NE(RunCapsule({"status", mnt_}).out.find("active"), std::string::npos);
+}
+
+TEST_F(CapsulefsTest, AHolderRecordThatMovesOnRetiresTheMount) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  ASSERT_EQ(Put(F("a.txt"), "one"), 0);
+  Result<HolderRecord> record = HolderRecord::Load(dir_);
+  ASSERT_TRUE(record.ok());
+  record->state = HolderState::kRetired;
+  ASSERT_TRUE(record->Save(dir_).ok());
+  int err = 0;
+  for (int i = 0; i < 100 && err != EROFS; ++i) {
+    err = Put(F("a.txt"), "two");
+    if (err != EROFS) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(err, EROFS);
+  EXPECT_NE(RunCapsule({"status", mnt_}).out.find("retired"), std::string::npos);
 }
 
 TEST_F(CapsulefsTest, ACapsuleNotHeldHereMountsReadOnly) {
