@@ -155,7 +155,7 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, Handle* h, bool empty) {
     struct stat st;
     if (::stat(source.c_str(), &st) == 0) mode = st.st_mode & 07777;
   }
-  ::fchmod(wc.fd.get(), node->kind == NodeKind::kWsFile ? 0644 : mode);
+  if (node->kind == NodeKind::kRealFile) ::fchmod(wc.fd.get(), mode);  // blobs stay 0644
   if (empty) {
     wc.hash = std::make_unique<Sha256>();
     wc.dirty = true;
@@ -206,12 +206,9 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h, bool durable) {
   } else {
     CAPSULE_ASSIGN_OR_RETURN(sha, Sha256File(wc.path, &size));
   }
+  // A blob already there has the same bytes: renaming over it changes nothing a reader sees.
   std::string blob = JoinPath(options_.dir, BlobPath(sha));
-  if (PathExists(blob)) {
-    ::unlink(wc.path.c_str());
-  } else if (::rename(wc.path.c_str(), blob.c_str()) != 0) {
-    return Status::IOError(blob, errno);
-  }
+  if (::rename(wc.path.c_str(), blob.c_str()) != 0) return Status::IOError(blob, errno);
   h->wc.reset();
   if (durable) CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, kBlobsDir)));
   {
