@@ -206,9 +206,13 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h, bool durable) {
   } else {
     CAPSULE_ASSIGN_OR_RETURN(sha, Sha256File(wc.path, &size));
   }
-  // A blob already there has the same bytes: renaming over it changes nothing a reader sees.
+  // Stored once by content: a blob already there has the same bytes.
   std::string blob = JoinPath(options_.dir, BlobPath(sha));
-  if (::rename(wc.path.c_str(), blob.c_str()) != 0) return Status::IOError(blob, errno);
+  if (PathExists(blob)) {
+    ::unlink(wc.path.c_str());
+  } else if (::rename(wc.path.c_str(), blob.c_str()) != 0) {
+    return Status::IOError(blob, errno);
+  }
   h->wc.reset();
   if (durable) CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, kBlobsDir)));
   {
