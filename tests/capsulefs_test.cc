@@ -437,9 +437,23 @@ TEST_F(CapsulefsTest, KillNineLeavesEveryFileOldOrNewAndTheCapsuleRecovers) {
   std::vector<int> acknowledged(kFiles, 0);  // the last version whose close returned 0
   std::vector<int> attempted(kFiles, 0);
   std::mt19937 rng(42);
+  {  // a folder that the workload renames back and forth: it moves whole or not at all
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    ASSERT_EQ(::mkdir(F("dirA").c_str(), 0755), 0);
+    for (int g = 0; g < 4; ++g) ASSERT_EQ(Put(F("dirA/g" + std::to_string(g)), "g" + std::to_string(g) + "\n"), 0);
+  }
+  auto check_folder = [&] {
+    bool a = PathExists(F("dirA")), b = PathExists(F("dirB"));
+    ASSERT_NE(a, b) << "exactly one of dirA and dirB";
+    for (int g = 0; g < 4; ++g) {
+      EXPECT_EQ(Slurp(F(std::string(a ? "dirA" : "dirB") + "/g" + std::to_string(g))), "g" + std::to_string(g) + "\n");
+    }
+  };
   for (int iteration = 0; iteration < 12; ++iteration) {
     Mount mount(dir_, mnt_);
     ASSERT_TRUE(mount.up()) << "iteration " << iteration;
+    check_folder();
     for (int i = 0; i < kFiles; ++i) {
       std::string name = "f" + std::to_string(i);
       int version = PathExists(F(name)) ? VersionOf(name, Slurp(F(name))) : 0;
@@ -458,6 +472,10 @@ TEST_F(CapsulefsTest, KillNineLeavesEveryFileOldOrNewAndTheCapsuleRecovers) {
         std::string data;
         for (size_t n = 1 + local() % 3000; n > 0; --n) data += line;
         int err;
+        if (local() % 4 == 0) {
+          bool a = PathExists(F("dirA"));
+          if (::rename(F(a ? "dirA" : "dirB").c_str(), F(a ? "dirB" : "dirA").c_str()) != 0) break;
+        }
         if (local() % 2 == 0) {
           err = Put(F(name), data);
         } else {  // write a temporary, then rename it over
@@ -483,6 +501,7 @@ TEST_F(CapsulefsTest, KillNineLeavesEveryFileOldOrNewAndTheCapsuleRecovers) {
       EXPECT_GE(version, acknowledged[i]) << name;
       EXPECT_LE(version, attempted[i]) << name;
     }
+    check_folder();
     EXPECT_EQ(mount.Unmount(), 0);
   }
   ExpectVerifies();
