@@ -10,6 +10,7 @@
 #include "capsule/export.h"
 #include "capsule/keys.h"
 #include "capsule/verify.h"
+#include "journal/check.h"
 
 namespace capsule::cli {
 
@@ -38,6 +39,7 @@ struct VerifyArgs {
 
 int RunVerify(const VerifyArgs& args) {
   VerifyOptions options;
+  options.check_journal = journal::CheckJournalText;
   if (!args.pubkey.empty()) {
     Result<std::string> key = LoadPublicKeyHexFile(args.pubkey);
     if (!key.ok()) return Fail(key.status());
@@ -87,6 +89,7 @@ struct ImportArgs {
 int RunImport(const ImportArgs& args) {
   ImportOptions options;
   options.adopt = args.adopt;
+  options.verify.check_journal = journal::CheckJournalText;
   std::vector<std::string> problems;
   Status status = ImportCapsule(args.tar, args.dir, options, &problems);
   if (!status.ok()) {

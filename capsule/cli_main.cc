@@ -5,6 +5,9 @@
 
 #include "capsule/cli.h"
 #include "capsule/version.h"
+#include "move/cli_seal.h"
+#include "move/cli_stream.h"
+#include "journal/cli_journal.h"
 #include "fs/cli_mount.h"
 
 int main(int argc, char** argv) {
@@ -13,6 +16,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = capsule::cli::kExitOk;
   capsule::cli::RegisterCapsuleCommands(app, &exit_code);
+  capsule::cli::RegisterSealCommands(app, &exit_code);
+  capsule::cli::RegisterStreamCommands(app, &exit_code);
+  capsule::cli::RegisterJournalCommands(app, &exit_code);
   capsule::cli::RegisterMountCommands(app, &exit_code);
   try {
     app.parse(argc, argv);

@@ -21,14 +21,6 @@ std::string LocalPath(const std::string& capsule_dir, const char* name) {
   return JoinPath(JoinPath(capsule_dir, kLocalDir), name);
 }
 
-Result<std::string> RandomHex(size_t bytes) {
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile("/dev/urandom", O_RDONLY));
-  std::string raw(bytes, '\0');
-  CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), raw.data(), bytes, 0, "/dev/urandom"));
-  if (n != bytes) return Status::IOError("/dev/urandom", "short read");
-  return HexEncode(raw);
-}
-
 }  // namespace
 
 const char* HolderStateName(HolderState state) {

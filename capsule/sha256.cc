@@ -111,6 +111,14 @@ Result<std::string> HexDecode(std::string_view hex, const std::string& what) {
   return out;
 }
 
+Result<std::string> RandomHex(size_t bytes) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile("/dev/urandom", O_RDONLY));
+  std::string raw(bytes, '\0');
+  CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), raw.data(), bytes, 0, "/dev/urandom"));
+  if (n != bytes) return Status::IOError("/dev/urandom", "short read");
+  return HexEncode(raw);
+}
+
 bool IsSha256Hex(std::string_view text) {
   if (text.size() != 64) return false;
   for (char c : text) {

@@ -42,6 +42,8 @@ inline std::string HexEncode(const Sha256Digest& digest) {
 }
 // Decodes lowercase or uppercase hex; nullopt-like failure as InvalidArgument naming `what`.
 Result<std::string> HexDecode(std::string_view hex, const std::string& what);
+// `bytes` random bytes from /dev/urandom, in hex.
+Result<std::string> RandomHex(size_t bytes);
 // True for exactly 64 lowercase hex digits.
 bool IsSha256Hex(std::string_view text);
 

@@ -128,6 +128,33 @@ Status TarWriter::Emit(std::string_view data) {
   return Status::Ok();
 }
 
+namespace {
+
+// One ustar header block with the fixed owner (0/0, root/root) and time (0).
+std::string UstarHeader(const std::string& name, mode_t mode, uint64_t size, char type_flag,
+                        const std::string& link_target) {
+  char block[kBlock] = {};
+  PutString(block, kName, name);
+  PutOctal(block, kMode, mode & 07777);
+  PutOctal(block, kUid, 0);
+  PutOctal(block, kGid, 0);
+  PutOctal(block, kSize, size > kMaxOctalSize ? 0 : size);
+  PutOctal(block, kMtime, 0);
+  block[kTypeFlag.offset] = type_flag;
+  PutString(block, kLinkName, link_target);
+  PutString(block, kMagic, std::string_view("ustar\0", 6));
+  PutString(block, kVersion, "00");
+  PutString(block, kUname, "root");
+  PutString(block, kGname, "root");
+  PutOctal(block, kDevMajor, 0);
+  PutOctal(block, kDevMinor, 0);
+  std::snprintf(block + kChecksum.offset, 8, "%06o", Checksum(block));
+  block[kChecksum.offset + 7] = ' ';
+  return std::string(block, kBlock);
+}
+
+}  // namespace
+
 Status TarWriter::WriteHeader(const TarEntry& entry) {
   if (finished_ || in_file_) return Status::FailedPrecondition("tar writer", "entry out of order");
   std::string name = entry.path;
@@ -139,51 +166,16 @@ Status TarWriter::WriteHeader(const TarEntry& entry) {
   if (!pax.empty()) {
     std::string body;
     for (const auto& [key, value] : pax) body += PaxRecord(key, value);
-    TarEntry header;
-    header.path = "PaxHeader/" + name.substr(0, 80);
-    while (!header.path.empty() && header.path.back() == '/') header.path.pop_back();
-    header.type_flag = 'x';
-    header.size = body.size();
-    char block[kBlock] = {};
-    PutString(block, kName, header.path);
-    PutOctal(block, kMode, 0644);
-    PutOctal(block, kUid, 0);
-    PutOctal(block, kGid, 0);
-    PutOctal(block, kSize, body.size());
-    PutOctal(block, kMtime, 0);
-    block[kTypeFlag.offset] = 'x';
-    PutString(block, kMagic, std::string_view("ustar\0", 6));
-    PutString(block, kVersion, "00");
-    PutString(block, kUname, "root");
-    PutString(block, kGname, "root");
-    PutOctal(block, kDevMajor, 0);
-    PutOctal(block, kDevMinor, 0);
-    std::snprintf(block + kChecksum.offset, 8, "%06o", Checksum(block));
-    block[kChecksum.offset + 7] = ' ';
-    CAPSULE_RETURN_IF_ERROR(Emit(std::string_view(block, kBlock)));
+    std::string pax_name = "PaxHeader/" + name.substr(0, 80);
+    while (!pax_name.empty() && pax_name.back() == '/') pax_name.pop_back();
+    CAPSULE_RETURN_IF_ERROR(Emit(UstarHeader(pax_name, 0644, body.size(), 'x', "")));
     body.resize((body.size() + kBlock - 1) / kBlock * kBlock, '\0');
     CAPSULE_RETURN_IF_ERROR(Emit(body));
   }
-  char block[kBlock] = {};
-  PutString(block, kName, name);
-  PutOctal(block, kMode, entry.mode & 07777);
-  PutOctal(block, kUid, 0);
-  PutOctal(block, kGid, 0);
-  PutOctal(block, kSize, entry.size > kMaxOctalSize ? 0 : entry.size);
-  PutOctal(block, kMtime, 0);
-  block[kTypeFlag.offset] = entry.type == TarEntry::Type::kDirectory ? '5'
-                            : entry.type == TarEntry::Type::kSymlink ? '2'
-                                                                      : '0';
-  PutString(block, kLinkName, entry.link_target);
-  PutString(block, kMagic, std::string_view("ustar\0", 6));
-  PutString(block, kVersion, "00");
-  PutString(block, kUname, "root");
-  PutString(block, kGname, "root");
-  PutOctal(block, kDevMajor, 0);
-  PutOctal(block, kDevMinor, 0);
-  std::snprintf(block + kChecksum.offset, 8, "%06o", Checksum(block));
-  block[kChecksum.offset + 7] = ' ';
-  return Emit(std::string_view(block, kBlock));
+  char type_flag = entry.type == TarEntry::Type::kDirectory ? '5'
+                   : entry.type == TarEntry::Type::kSymlink ? '2'
+                                                             : '0';
+  return Emit(UstarHeader(name, entry.mode, entry.size, type_flag, entry.link_target));
 }
 
 Status TarWriter::AddDirectory(const std::string& path, mode_t mode) {

@@ -44,7 +44,7 @@ PY
 t=$(now); "$capsule" init "$work/cap" --id bench --name Bench --workspace "$ws" >/dev/null; init_s=$(elapsed "$t")
 bytes=$(du -sb "$work/cap" | cut -f1)
 files=$(find "$work/cap" -type f -not -path '*/.capsule/*' | wc -l)
-echo "capsule: $files files, $((bytes / 1024 / 1024)) MiB (init took ${init_s}s, every file written durably)"
+echo "capsule: $files files, $((bytes / 1024 / 1024)) MiB (init took ${init_s}s: blobs written, staging folder synced once, placed by rename)"
 
 # Warm the page cache for everyone.
 find "$work/cap" -type f -not -path '*/.capsule/*' -print0 | xargs -0 cat > /dev/null

@@ -7,7 +7,7 @@ packages=(
   bazel-bootstrap bazel-rules-cc bazel-rules-java bazel-skylib bazel-platforms
   g++ libfuse3-dev fuse3 libsqlite3-dev libssl-dev openssl nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libspdlog-dev libfmt-dev
-  mandoc libarchive-tools tar coreutils python3
+  mandoc libarchive-tools tar coreutils python3 bc clang-14 libclang-rt-14-dev
 )
 
 missing=()

@@ -1,0 +1,122 @@
+// Tests of the capsule format's library: the workspace API, the environment spec check, the
+// holder record and the layout's path rules.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "capsule/create.h"
+#include "capsule/environment_spec.h"
+#include "capsule/file_io.h"
+#include "capsule/holder.h"
+#include "capsule/layout.h"
+#include "capsule/verify.h"
+#include "capsule/workspace.h"
+
+namespace capsule {
+namespace {
+
+std::string NewCapsule() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string root = std::string(base ? base : "/tmp") + "/format_test.XXXXXX";
+  EXPECT_NE(::mkdtemp(root.data()), nullptr);
+  CreateOptions options;
+  options.agent = {"agent-1", "Agent", std::nullopt};
+  EXPECT_TRUE(CreateCapsule(root + "/cap", options).ok());
+  return root + "/cap";
+}
+
+TEST(WorkspaceTest, PutThenReadBackStoresOnceByContent) {
+  std::string cap = NewCapsule();
+  std::string src = cap + "/../source.txt";
+  ASSERT_TRUE(WriteFileAtomic(src, "workspace body", 0750).ok());
+  ASSERT_TRUE(PutWorkspaceFile(cap, "dir/a.txt", src).ok());
+  ASSERT_TRUE(PutWorkspaceFile(cap, "b.txt", src).ok());
+  EXPECT_EQ(*ReadWorkspaceFile(cap, "dir/a.txt"), "workspace body");
+  auto snapshot = Snapshot::Load(cap);
+  ASSERT_TRUE(snapshot.ok());
+  const SnapshotEntry* entry = snapshot->Find("dir/a.txt");
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->mode, 0750u);
+  EXPECT_EQ(entry->size, 14u);
+  EXPECT_EQ(snapshot->Find("b.txt")->sha256, entry->sha256);
+  EXPECT_EQ(ListTree(cap + "/artifacts/blobs")->size(), 1u);  // one blob for both
+  EXPECT_EQ(ReadWorkspaceFile(cap, "missing").status().code(), Code::kNotFound);
+  EXPECT_FALSE(PutWorkspaceFile(cap, "../escape", src).ok());
+}
+
+TEST(WorkspaceTest, ReadBackCatchesADamagedBlob) {
+  std::string cap = NewCapsule();
+  std::string src = cap + "/../s";
+  ASSERT_TRUE(WriteFileAtomic(src, "original").ok());
+  ASSERT_TRUE(PutWorkspaceFile(cap, "f", src).ok());
+  std::string blob = cap + "/" + BlobPath(Snapshot::Load(cap)->Find("f")->sha256);
+  ASSERT_TRUE(WriteFileAtomic(blob, "tampered").ok());
+  EXPECT_EQ(ReadWorkspaceFile(cap, "f").status().code(), Code::kCorruption);
+}
+
+TEST(EnvironmentSpecTest, SecretNamesAreRefusedByName) {
+  for (const char* name : {"TOKEN", "KEY", "GITHUB_TOKEN", "api_key", "DB_PASSWORD", "AWS_SECRET"}) {
+    EXPECT_TRUE(IsSecretVariableName(name)) << name;
+    std::string spec = std::string(R"({"env":{")") + name + R"(":"v"}})";
+    Status status = CheckEnvironmentSpec(spec);
+    EXPECT_EQ(status.code(), Code::kInvalidArgument) << name;
+    EXPECT_NE(status.message().find(name), std::string::npos) << status.message();
+  }
+  for (const char* name : {"PATH", "KEYBOARD", "TOKENS_DIR", "MONKEY"}) EXPECT_FALSE(IsSecretVariableName(name)) << name;
+  EXPECT_TRUE(CheckEnvironmentSpec(R"({"env":{"PATH":"/bin"},"secrets":["OPENAI_API_KEY"]})").ok());
+  EXPECT_FALSE(CheckEnvironmentSpec(R"({"services":[{"env":{"X_TOKEN":"t"}}]})").ok());  // at any depth
+  EXPECT_FALSE(CheckEnvironmentSpec(R"({"secrets":["sk-live value"]})").ok());
+  EXPECT_FALSE(CheckEnvironmentSpec("[1]").ok());
+  EXPECT_TRUE(CheckEnvironmentSpec(DefaultEnvironmentSpec()).ok());
+}
+
+TEST(HolderTest, NewCapsuleIsHeldAndStatesRefuseWrites) {
+  std::string cap = NewCapsule();
+  EXPECT_TRUE(CheckHeldForWrite(cap).ok());
+  auto record = HolderRecord::Load(cap);
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->epoch, 1u);
+  EXPECT_EQ(record->machine, *LoadOrCreateMachineId(cap));  // stable across calls
+  record->state = HolderState::kFrozen;
+  ASSERT_TRUE(record->Save(cap).ok());
+  EXPECT_EQ(CheckHeldForWrite(cap).code(), Code::kFailedPrecondition);
+  record->state = HolderState::kRetired;
+  ASSERT_TRUE(record->Save(cap).ok());
+  EXPECT_NE(CheckHeldForWrite(cap).message().find("retired"), std::string::npos);
+  ASSERT_EQ(::unlink((cap + "/.capsule/holder.json").c_str()), 0);
+  EXPECT_NE(CheckHeldForWrite(cap).message().find("no holder record"), std::string::npos);
+  ASSERT_TRUE(WriteFileAtomic(cap + "/.capsule/holder.json", "{garbage").ok());
+  EXPECT_EQ(CheckHeldForWrite(cap).code(), Code::kFailedPrecondition);  // fail safe
+}
+
+TEST(LayoutTest, PlainRelativePaths) {
+  for (const char* good : {"a", "a/b", "files/x.txt", "..a", "a..b"}) EXPECT_TRUE(IsPlainRelativePath(good)) << good;
+  for (const char* bad : {"", "/a", "a/../b", "..", ".", "a//b", "a/", "./a"}) {
+    EXPECT_FALSE(IsPlainRelativePath(bad)) << bad;
+  }
+  EXPECT_FALSE(IsPlainRelativePath(std::string("a\0b", 3)));
+  EXPECT_TRUE(IsBlobPath("artifacts/blobs/" + std::string(64, 'a')));
+  EXPECT_FALSE(IsBlobPath("artifacts/blobs/" + std::string(63, 'a')));
+  EXPECT_TRUE(IsTempDebris("x/.tmp-file.123"));
+  EXPECT_FALSE(CheckAgentId("a/b").ok());
+  EXPECT_TRUE(CheckAgentId("agent_1.v2-x").ok());
+}
+
+TEST(VerifyTest, JournalPrefixRuleAllowsAppendsAndCatchesEdits) {
+  std::string cap = NewCapsule();
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + kJournalPath, "line one\n").ok());
+  auto manifest = Manifest::Load(cap);
+  ASSERT_TRUE(RefreshManifestEntries(cap, {kJournalPath}, &*manifest).ok());
+  ASSERT_TRUE(manifest->Save(cap).ok());
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + kJournalPath, "line one\nline two\n").ok());
+  EXPECT_TRUE(VerifyFolder(cap)->ok());  // appended: the manifest's prefix still holds
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + kJournalPath, "line One\nline two\n").ok());
+  auto edited = VerifyFolder(cap);
+  ASSERT_EQ(edited->problems.size(), 1u);
+  EXPECT_NE(edited->problems[0].find("digest mismatch"), std::string::npos);
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + kJournalPath, "line").ok());
+  EXPECT_NE(VerifyFolder(cap)->problems[0].find("truncated"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace capsule

@@ -1,0 +1,59 @@
+// Reading and checking a journal's text: split it into lines, parse each event, and check
+// the whole: every id, every machine's chain, clocks, the file's order, no duplicates.
+//
+// The rules (man/capsule.5, "The journal"):
+//   - each line is one event in canonical form whose id matches its content;
+//   - each machine's events have seq 1, 2, 3 ... without gaps, and prev is the id of the same
+//     machine's previous event (null for seq 1);
+//   - a machine's clocks strictly increase along its chain;
+//   - the lines are in strictly increasing (clock, machine, seq) order, so no event repeats.
+// A last line without its newline is a torn append (a crash mid-write): it was never
+// acknowledged, is not an event, and is left out here; writers cut it off (journal.h).
+//
+// Thread-safety: pure functions; safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/status.h"
+#include "journal/event.h"
+
+namespace capsule::journal {
+
+// The length of `text` without a torn last line: up to and including its last newline.
+size_t CompleteLength(std::string_view text);
+
+// Parses every complete line of `text` in file order; the first bad line is Corruption
+// naming its line number. Chains and order are not checked here.
+Result<std::vector<Event>> ParseJournalText(std::string_view text);
+
+// Checks chains, clocks, order and duplicates of events given in file order. Corruption
+// naming the first bad event and why, e.g.
+//   "journal: event <id> (machine m1, seq 7): prev does not link to seq 6".
+Status CheckEvents(const std::vector<Event>& events);
+
+// ParseJournalText then CheckEvents.
+Result<std::vector<Event>> ReadJournalText(std::string_view text);
+
+// The hook for `capsule verify` (VerifyOptions::check_journal): one line per problem,
+// empty when the journal is sound. Reports the first fault only.
+std::vector<std::string> CheckJournalText(const std::string& text);
+
+// What an appender needs to know of a journal: each machine's last event and the largest
+// clock seen.
+struct MachineTail {
+  uint64_t seq = 0;
+  std::string id;
+  uint64_t clock = 0;
+};
+struct JournalTail {
+  uint64_t max_clock = 0;
+  std::map<std::string, MachineTail> machines;
+  void Add(const Event& event);
+};
+
+}  // namespace capsule::journal

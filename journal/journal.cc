@@ -1,0 +1,190 @@
+#include "journal/journal.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <unordered_map>
+
+#include "capsule/holder.h"
+#include "capsule/layout.h"
+#include "capsule/manifest.h"
+#include "capsule/sha256.h"
+#include "journal/journal_file.h"
+#include "journal/merge_text.h"
+
+namespace capsule::journal {
+
+namespace {
+
+std::string JournalFile(const std::string& dir) { return JoinPath(dir, kJournalPath); }
+
+Result<UniqueFd> OpenJournalForWrite(const std::string& dir) {
+  return OpenFile(JournalFile(dir), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+}
+
+// Splits complete lines of `text` (each without its newline).
+std::vector<std::string_view> SplitLines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) break;
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace
+
+Result<Journal> Journal::OpenForWrite(const std::string& capsule_dir, JournalOptions options) {
+  CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(capsule_dir));
+  CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(capsule_dir));
+  std::string lock_path = JoinPath(JoinPath(capsule_dir, kLocalDir), kJournalLockName);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock_fd, OpenFile(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  {
+    CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd.get()));
+    CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(capsule_dir));
+    CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), JournalFile(capsule_dir)));
+    (void)size;
+  }
+  return Journal(capsule_dir, std::move(machine), std::move(lock_fd), std::move(options));
+}
+
+Result<std::vector<Event>> Journal::Read(const std::string& capsule_dir) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JournalFile(capsule_dir)));
+  return ReadJournalText(text);
+}
+
+Status Journal::Verify(const std::string& capsule_dir) { return Read(capsule_dir).status(); }
+
+Result<Event> Journal::Append(const std::string& type, const Json& data) {
+  CAPSULE_RETURN_IF_ERROR(CheckEventData(type, data));
+  CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
+  // Checked under the lock each time: a move may have frozen or retired the capsule since.
+  CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(dir_));
+  std::string path = JournalFile(dir_);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
+  CAPSULE_ASSIGN_OR_RETURN(JournalTail tail, LoadJournalTail(dir_, fd.get(), size));
+
+  Event event;
+  const MachineTail* mine = nullptr;
+  if (auto it = tail.machines.find(machine_); it != tail.machines.end()) mine = &it->second;
+  event.clock = tail.max_clock + 1;
+  event.data = data;
+  event.machine = machine_;
+  event.seq = mine ? mine->seq + 1 : 1;
+  if (mine) event.prev = mine->id;
+  event.ts = options_.now();
+  event.type = type;
+  CAPSULE_ASSIGN_OR_RETURN(event.id, event.ComputeId());
+  CAPSULE_ASSIGN_OR_RETURN(std::string line, event.CanonicalLine());
+  line += '\n';
+
+  // One write(2) of the whole line on the O_APPEND descriptor; a short write is undone.
+  ssize_t wrote = ::write(fd.get(), line.data(), line.size());
+  if (wrote != static_cast<ssize_t>(line.size())) {
+    int err = wrote < 0 ? errno : ENOSPC;
+    if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+      return Status::IOError(path + ": undoing a short append (the next writer cuts it off)", errno);
+    }
+    return Status::IOError(path + ": appending an event", err);
+  }
+  if (options_.sync && ::fdatasync(fd.get()) != 0) return Status::IOError(path + ": fdatasync", errno);
+
+  tail.Add(event);
+  // The cache is an optimisation: failing to write it costs the next append a full read.
+  (void)SaveJournalTail(dir_, fd.get(), line, tail);
+  return event;
+}
+
+Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
+  // The other side, checked on its own first.
+  std::vector<Event> theirs = std::move(events);
+  for (const Event& event : theirs) {
+    Status fields = CheckEventFields(event);
+    if (!fields.ok()) return fields.WithContext("merge: the other journal");
+  }
+  std::sort(theirs.begin(), theirs.end(), EventOrderLess);
+  Status their_status = CheckEvents(theirs);
+  if (!their_status.ok()) return their_status.WithContext("merge: the other journal");
+
+  CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
+  CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(dir_));
+  std::string path = JournalFile(dir_);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
+  std::string text(size, '\0');
+  CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd.get(), text.data(), size, 0, path));
+  text.resize(got);
+  Result<std::vector<Event>> read = ReadJournalText(text);
+  if (!read.ok()) return read.status().WithContext("merge: this journal");
+  std::vector<Event>& ours = *read;
+  std::vector<std::string_view> our_lines = SplitLines(text);
+
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<const Event*> added, EventsToAdd(ours, theirs));
+  MergeResult result{added.size(), ours.size() + added.size()};
+  if (added.empty()) {
+    // Nothing new: the journal is left as it is. But a crash of an earlier merge between its
+    // rename and its manifest update leaves a manifest entry that no longer describes the
+    // journal's first bytes: that is repaired here, so running the merge again finishes it.
+    CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
+    auto entry = manifest.files.find(kJournalPath);
+    if (entry != manifest.files.end()) {
+      std::string prefix;
+      uint64_t file_size = 0;
+      CAPSULE_ASSIGN_OR_RETURN(std::string whole,
+                               Sha256FileWithPrefix(path, entry->second.size, &prefix, &file_size));
+      if ((entry->second.size == file_size ? whole : prefix) != entry->second.sha256) {
+        CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(dir_, {kJournalPath}, &manifest));
+        CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
+      }
+    }
+    return result;
+  }
+
+  // Both sides are in order: merge them like sort -m, writing our lines as they are.
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(path, 0644));
+  std::string buffer;
+  std::string last_line;
+  JournalTail tail;
+  size_t i = 0, j = 0;
+  auto flush = [&](bool force) -> Status {
+    if (buffer.size() < (1 << 20) && !force) return Status::Ok();
+    Status status = out.Append(buffer);
+    buffer.clear();
+    return status;
+  };
+  while (i < ours.size() || j < added.size()) {
+    bool take_ours = j == added.size() || (i < ours.size() && EventOrderLess(ours[i], *added[j]));
+    const Event& event = take_ours ? ours[i] : *added[j];
+    if (take_ours) {
+      last_line.assign(our_lines[i]);
+      ++i;
+    } else {
+      CAPSULE_ASSIGN_OR_RETURN(last_line, event.CanonicalLine());
+      ++j;
+    }
+    last_line += '\n';
+    buffer += last_line;
+    tail.Add(event);
+    CAPSULE_RETURN_IF_ERROR(flush(false));
+  }
+  CAPSULE_RETURN_IF_ERROR(flush(true));
+  CAPSULE_RETURN_IF_ERROR(out.Commit());
+
+  // The journal was rewritten, not appended to: its manifest entry must cover the new bytes.
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
+  CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(dir_, {kJournalPath}, &manifest));
+  CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
+
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(dir_));
+  (void)SaveJournalTail(dir_, merged.get(), last_line, tail);
+  return result;
+}
+
+}  // namespace capsule::journal

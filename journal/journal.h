@@ -1,0 +1,85 @@
+// The journal of one capsule, memory/timeline_events.jsonl: appending events, reading them in
+// order, verifying them, and merging another copy's events in.
+//
+// Durability policy: Append writes the whole line with one write(2) on an O_APPEND descriptor,
+// then fdatasync(2)s the file, and only then returns the event (acknowledges it). An
+// acknowledged event survives a crash of the process or the machine. A crash before the
+// fdatasync returns may leave the line whole, absent, or torn (a last line without its
+// newline); a torn line was never acknowledged and is cut off (ftruncate to the last newline)
+// the next time a writer opens the journal. JournalOptions::sync = false skips the fdatasync:
+// for the benchmark only.
+//
+// Concurrency: every writer (Append, MergeFrom, the torn-tail repair) holds flock(2) on
+// .capsule/journal.lock, so two processes appending at once lose no event and break no chain.
+// Readers take no lock: they see a prefix of the journal and ignore a torn last line.
+//
+// Appends do not reread the journal: .capsule/journal.tail caches each machine's last event
+// and the largest clock, and is trusted only when the journal's inode, size and last line
+// match what it records; otherwise the journal is read (and checked) once from the start.
+//
+// Thread-safety: a Journal object is used by one thread at a time; separate objects (in one
+// process or many) may append to the same capsule concurrently.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "capsule/canonical_json.h"
+#include "capsule/file_io.h"
+#include "capsule/status.h"
+#include "journal/check.h"
+#include "journal/event.h"
+
+namespace capsule::journal {
+
+struct JournalOptions {
+  // fdatasync each append before acknowledging it. false is for the benchmark only.
+  bool sync = true;
+  // The time written into `ts` (UTC RFC 3339); injectable for tests.
+  std::function<std::string()> now = UtcNowRfc3339;
+};
+
+struct MergeResult {
+  size_t added = 0;  // events of the other side this journal lacked
+  size_t total = 0;  // events in the journal afterwards
+};
+
+class Journal {
+ public:
+  // Opens the journal of the capsule at `capsule_dir` for writing: refuses
+  // (FailedPrecondition) unless this machine holds the capsule, and cuts off a torn last line.
+  static Result<Journal> OpenForWrite(const std::string& capsule_dir, JournalOptions options = {});
+
+  // Every event of the capsule's journal in order, after checking them all (Corruption
+  // names the first bad event). Never needs the capsule held; a torn last line is ignored.
+  static Result<std::vector<Event>> Read(const std::string& capsule_dir);
+  // Read without keeping the events: ok, or the first fault.
+  static Status Verify(const std::string& capsule_dir);
+
+  // Appends one event of `type` with `data` (checked by CheckEventData); assigns machine,
+  // seq, prev, clock, ts and id. Returns the event once it is durable (see the policy above).
+  Result<Event> Append(const std::string& type, const Json& data);
+
+  // Adds every event of `events` (another copy's journal, in any order) that this journal
+  // lacks: both sides are checked first; the union by id is written in (clock, machine, seq)
+  // order through the durable-write path, and the manifest's entry for the journal is
+  // refreshed. A conflicting event (same machine and seq, different id) refuses the merge
+  // (Corruption naming both ids). Idempotent, commutative and associative.
+  Result<MergeResult> MergeFrom(std::vector<Event> events);
+
+  const std::string& machine() const { return machine_; }
+  const std::string& capsule_dir() const { return dir_; }
+
+ private:
+  Journal(std::string dir, std::string machine, UniqueFd lock_fd, JournalOptions options)
+      : dir_(std::move(dir)), machine_(std::move(machine)), lock_fd_(std::move(lock_fd)),
+        options_(std::move(options)) {}
+
+  std::string dir_;
+  std::string machine_;
+  UniqueFd lock_fd_;  // .capsule/journal.lock, flock(2)ed by each write
+  JournalOptions options_;
+};
+
+}  // namespace capsule::journal

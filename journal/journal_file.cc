@@ -1,0 +1,156 @@
+#include "journal/journal_file.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "capsule/canonical_json.h"
+#include "capsule/file_io.h"
+#include "capsule/layout.h"
+#include "capsule/sha256.h"
+
+namespace capsule::journal {
+
+namespace {
+
+std::string TailPath(const std::string& capsule_dir) {
+  return JoinPath(JoinPath(capsule_dir, kLocalDir), kJournalTailName);
+}
+
+Result<std::string> ReadRange(int fd, uint64_t offset, uint64_t length, const std::string& name) {
+  std::string buffer(length, '\0');
+  CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd, buffer.data(), length, static_cast<off_t>(offset), name));
+  buffer.resize(got);
+  return buffer;
+}
+
+Json TailToJson(const TailCache& cache) {
+  Json machines = Json::object();
+  for (const auto& [machine, last] : cache.tail.machines) {
+    machines[machine] = {{"clock", last.clock}, {"id", last.id}, {"seq", last.seq}};
+  }
+  return {{"inode", cache.inode},
+          {"size", cache.size},
+          {"last_line_length", cache.last_line_length},
+          {"last_line_sha256", cache.last_line_sha256},
+          {"max_clock", cache.tail.max_clock},
+          {"machines", machines}};
+}
+
+// The cache as it was written, or nothing usable (missing, torn, or failing its checksum).
+std::optional<TailCache> ParseTailCache(const std::string& text) {
+  size_t newline = text.find('\n');
+  if (newline == std::string::npos) return std::nullopt;
+  std::string body = text.substr(0, newline);
+  if (text.substr(newline + 1) != Sha256Hex(body) + "\n") return std::nullopt;
+  Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return std::nullopt;
+  try {
+    TailCache cache;
+    cache.inode = json.at("inode").get<uint64_t>();
+    cache.size = json.at("size").get<uint64_t>();
+    cache.last_line_length = json.at("last_line_length").get<uint64_t>();
+    cache.last_line_sha256 = json.at("last_line_sha256").get<std::string>();
+    cache.tail.max_clock = json.at("max_clock").get<uint64_t>();
+    for (const auto& [machine, last] : json.at("machines").items()) {
+      cache.tail.machines[machine] = MachineTail{last.at("seq").get<uint64_t>(), last.at("id").get<std::string>(),
+                                                 last.at("clock").get<uint64_t>()};
+    }
+    return cache;
+  } catch (const Json::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+Result<JournalLock> JournalLock::Acquire(int fd) {
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) return Status::IOError("flock .capsule/journal.lock", errno);
+  }
+  return JournalLock(fd);
+}
+
+JournalLock::~JournalLock() {
+  if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+}
+
+Result<uint64_t> CutTornTail(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::IOError(path, errno);
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size == 0) return size;
+  CAPSULE_ASSIGN_OR_RETURN(std::string last, ReadRange(fd, size - 1, 1, path));
+  if (last == "\n") return size;
+  // Read backward for the last newline.
+  constexpr uint64_t kChunk = 64 * 1024;
+  uint64_t end = size;
+  uint64_t cut = 0;
+  while (end > 0) {
+    uint64_t begin = end > kChunk ? end - kChunk : 0;
+    CAPSULE_ASSIGN_OR_RETURN(std::string chunk, ReadRange(fd, begin, end - begin, path));
+    size_t at = chunk.rfind('\n');
+    if (at != std::string::npos) {
+      cut = begin + at + 1;
+      break;
+    }
+    end = begin;
+  }
+  if (::ftruncate(fd, static_cast<off_t>(cut)) != 0) return Status::IOError(path + ": cutting a torn last line", errno);
+  if (::fdatasync(fd) != 0) return Status::IOError(path, errno);
+  return cut;
+}
+
+Result<JournalTail> LoadJournalTail(const std::string& capsule_dir, int fd, uint64_t size) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::IOError(kJournalPath, errno);
+  Result<std::string> text = ReadFile(TailPath(capsule_dir));
+  if (text.ok()) {
+    std::optional<TailCache> cache = ParseTailCache(*text);
+    if (cache && cache->inode == static_cast<uint64_t>(st.st_ino) && cache->size == size &&
+        cache->last_line_length <= size) {
+      CAPSULE_ASSIGN_OR_RETURN(std::string last,
+                               ReadRange(fd, size - cache->last_line_length, cache->last_line_length, kJournalPath));
+      bool starts_line = cache->last_line_length == size;
+      if (!starts_line) {
+        CAPSULE_ASSIGN_OR_RETURN(std::string before,
+                                 ReadRange(fd, size - cache->last_line_length - 1, 1, kJournalPath));
+        starts_line = before == "\n";
+      }
+      if (starts_line && Sha256Hex(last) == cache->last_line_sha256) return cache->tail;
+    }
+  }
+  // No usable cache: read and check the whole journal once.
+  CAPSULE_ASSIGN_OR_RETURN(std::string journal, ReadRange(fd, 0, size, kJournalPath));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<Event> events, ReadJournalText(journal));
+  JournalTail tail;
+  for (const Event& event : events) tail.Add(event);
+  return tail;
+}
+
+Status SaveJournalTail(const std::string& capsule_dir, int fd, const std::string& last_line,
+                       const JournalTail& tail) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::IOError(kJournalPath, errno);
+  TailCache cache;
+  cache.inode = static_cast<uint64_t>(st.st_ino);
+  cache.size = static_cast<uint64_t>(st.st_size);
+  cache.last_line_length = last_line.size();
+  cache.last_line_sha256 = Sha256Hex(last_line);
+  cache.tail = tail;
+  std::string body = TailToJson(cache).dump();
+  std::string text = body + "\n" + Sha256Hex(body) + "\n";
+  // Rewritten in place under the journal lock; a torn or stale cache fails its checks.
+  std::string path = TailPath(capsule_dir);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd out, OpenFile(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  if (::pwrite(out.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    return Status::IOError(path, errno);
+  }
+  if (::ftruncate(out.get(), static_cast<off_t>(text.size())) != 0) return Status::IOError(path, errno);
+  return Status::Ok();
+}
+
+}  // namespace capsule::journal

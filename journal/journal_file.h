@@ -1,0 +1,54 @@
+// Low-level pieces of the journal file shared by Journal's writers (internal to journal/):
+// the writers' lock, the torn-tail repair, and the tail cache in .capsule/journal.tail.
+//
+// Thread-safety: JournalLock is a single-owner RAII object; the functions are safe from any
+// thread as long as the caller holds the lock when it changes the journal.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "capsule/status.h"
+#include "journal/check.h"
+
+namespace capsule::journal {
+
+inline constexpr char kJournalLockName[] = "journal.lock";
+inline constexpr char kJournalTailName[] = "journal.tail";
+
+// Holds flock(LOCK_EX) on `fd` for its lifetime.
+class JournalLock {
+ public:
+  static Result<JournalLock> Acquire(int fd);
+  JournalLock(JournalLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  JournalLock& operator=(JournalLock&&) = delete;
+  ~JournalLock();
+
+ private:
+  explicit JournalLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+// Cuts a last line without its newline off the open journal `fd` (ftruncate to just after
+// the last newline, then fdatasync). Returns the journal's size afterwards.
+Result<uint64_t> CutTornTail(int fd, const std::string& path);
+
+// What the tail cache records: the journal it describes and that journal's tail.
+struct TailCache {
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  uint64_t last_line_length = 0;  // with its newline
+  std::string last_line_sha256;
+  JournalTail tail;
+};
+
+// The tail of the journal open at `fd` (size `size`, no torn tail): from the cache when it
+// matches the file, otherwise by reading and checking the whole journal.
+Result<JournalTail> LoadJournalTail(const std::string& capsule_dir, int fd, uint64_t size);
+
+// Records `tail` as the tail of the journal open at `fd`, whose last line is `last_line`
+// (with its newline). Not synced: a stale or torn cache is detected and ignored.
+Status SaveJournalTail(const std::string& capsule_dir, int fd, const std::string& last_line,
+                       const JournalTail& tail);
+
+}  // namespace capsule::journal

@@ -1,0 +1,285 @@
+// Append, read, torn tails, the tail cache, concurrent appenders, and tamper detection.
+#include "journal/journal.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "capsule/file_io.h"
+#include "capsule/holder.h"
+#include "capsule/layout.h"
+#include "capsule/manifest.h"
+#include "capsule/verify.h"
+#include "journal/test_util.h"
+
+namespace capsule::journal {
+namespace {
+
+using testing::CopyCapsuleAs;
+using testing::FixedTimeOptions;
+using testing::MachineName;
+using testing::MakeScratchDir;
+using testing::MakeTestCapsule;
+
+std::string JournalText(const std::string& dir) { return *ReadFile(JoinPath(dir, kJournalPath)); }
+
+Json Text(const std::string& text) { return {{"text", text}}; }
+
+class JournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeScratchDir("journal") + "/capsule";
+    ASSERT_TRUE(MakeTestCapsule(dir_, MachineName(1)).ok());
+  }
+  Journal Open(const std::string& dir) {
+    Result<Journal> journal = Journal::OpenForWrite(dir, FixedTimeOptions(false));
+    EXPECT_TRUE(journal.ok()) << journal.status().message();
+    return std::move(journal).value();
+  }
+  std::string dir_;
+};
+
+TEST_F(JournalTest, AppendAssignsSeqPrevClockAndId) {
+  Journal journal = Open(dir_);
+  Event first = *journal.Append("user_message", Text("hi"));
+  Event second = *journal.Append("assistant_message", {{"text", "hello"}, {"provider", "openai"}, {"model", "x"}});
+  EXPECT_EQ(first.seq, 1u);
+  EXPECT_FALSE(first.prev.has_value());
+  EXPECT_EQ(first.clock, 1u);
+  EXPECT_EQ(first.machine, MachineName(1));
+  EXPECT_EQ(first.ts, "2026-12-02T16:40:00Z");
+  EXPECT_EQ(second.seq, 2u);
+  EXPECT_EQ(second.prev, first.id);
+  EXPECT_EQ(second.clock, 2u);
+  EXPECT_EQ(JournalText(dir_), *first.CanonicalLine() + "\n" + *second.CanonicalLine() + "\n");
+  Result<std::vector<Event>> events = Journal::Read(dir_);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[1].id, second.id);
+  EXPECT_TRUE(Journal::Verify(dir_).ok());
+}
+
+TEST_F(JournalTest, AppendRefusesBadDataAndUnheldCapsule) {
+  Journal journal = Open(dir_);
+  Result<Event> bad = journal.Append("tool_call", {{"call_id", "c"}, {"name", "n"}, {"arguments", 1}});
+  EXPECT_EQ(bad.status().message(), "tool_call: data.arguments: must be a JSON object");
+  EXPECT_EQ(JournalText(dir_), "");
+
+  HolderRecord holder = *HolderRecord::Load(dir_);
+  holder.state = HolderState::kFrozen;
+  ASSERT_TRUE(holder.Save(dir_).ok());
+  EXPECT_EQ(journal.Append("user_message", Text("x")).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(Journal::OpenForWrite(dir_).status().code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(Journal::Read(dir_).ok());  // reading never needs the capsule held
+}
+
+TEST_F(JournalTest, TornTailIsIgnoredByReadersAndCutByWriters) {
+  {
+    Journal journal = Open(dir_);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(journal.Append("user_message", Text("m" + std::to_string(i))).ok());
+  }
+  std::string whole = JournalText(dir_);
+  std::string torn = whole + whole.substr(0, 40);  // a crash mid-append
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(dir_, kJournalPath), torn).ok());
+  EXPECT_EQ(Journal::Read(dir_)->size(), 3u);
+  EXPECT_TRUE(CheckJournalText(torn).empty());
+  Journal journal = Open(dir_);
+  EXPECT_EQ(JournalText(dir_), whole);
+  Event next = *journal.Append("user_message", Text("after"));
+  EXPECT_EQ(next.seq, 4u);
+  EXPECT_TRUE(Journal::Verify(dir_).ok());
+}
+
+TEST_F(JournalTest, MalformedCompleteLineIsCorruption) {
+  Journal journal = Open(dir_);
+  ASSERT_TRUE(journal.Append("user_message", Text("a")).ok());
+  std::string text = JournalText(dir_) + "{\"type\":\"user_message\"}\n";
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(dir_, kJournalPath), text).ok());  // new inode: cache misses
+  EXPECT_EQ(Journal::Read(dir_).status().code(), Code::kCorruption);
+  Result<Event> refused = journal.Append("user_message", Text("b"));
+  EXPECT_EQ(refused.status().code(), Code::kCorruption);
+  EXPECT_NE(refused.status().message().find("journal: line 2"), std::string::npos) << refused.status().message();
+}
+
+TEST_F(JournalTest, TailCacheMissingOrDamagedFallsBackToReading) {
+  Journal journal = Open(dir_);
+  ASSERT_TRUE(journal.Append("user_message", Text("a")).ok());
+  std::string cache = JoinPath(JoinPath(dir_, kLocalDir), "journal.tail");
+  ASSERT_TRUE(PathExists(cache));
+  ASSERT_TRUE(WriteFileAtomic(cache, "garbage").ok());
+  EXPECT_EQ(journal.Append("user_message", Text("b"))->seq, 2u);
+  ::unlink(cache.c_str());
+  EXPECT_EQ(journal.Append("user_message", Text("c"))->seq, 3u);
+  EXPECT_TRUE(Journal::Verify(dir_).ok());
+}
+
+TEST_F(JournalTest, TwoProcessesAppendingAtOnceLoseNothing) {
+  constexpr int kPerChild = 150;
+  pid_t children[2];
+  for (pid_t& child : children) {
+    child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      Result<Journal> journal = Journal::OpenForWrite(dir_, FixedTimeOptions(false));
+      if (!journal.ok()) ::_exit(2);
+      for (int i = 0; i < kPerChild; ++i) {
+        if (!journal->Append("user_message", Text(std::to_string(::getpid()) + "/" + std::to_string(i))).ok()) ::_exit(3);
+      }
+      ::_exit(0);
+    }
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  Result<std::vector<Event>> events = Journal::Read(dir_);
+  ASSERT_TRUE(events.ok()) << events.status().message();
+  ASSERT_EQ(events->size(), 2u * kPerChild);
+  EXPECT_EQ(events->back().seq, 2u * kPerChild);
+}
+
+TEST_F(JournalTest, RepeatedMergeFinishesOneCutShortBeforeItsManifestUpdate) {
+  std::string other = DirName(dir_) + "/other";
+  ASSERT_TRUE(CopyCapsuleAs(dir_, other, MachineName(2)).ok());
+  Journal here = Open(dir_), there = Open(other);
+  ASSERT_TRUE(here.Append("user_message", Text("here 1")).ok());
+  ASSERT_TRUE(here.Append("user_message", Text("here 2")).ok());  // clock 2
+  ASSERT_TRUE(there.Append("user_message", Text("there")).ok());   // clock 1: sorts before "here 2"
+  // A manifest whose digest covers the whole journal as it is now.
+  Manifest manifest = *Manifest::Load(dir_);
+  ASSERT_TRUE(RefreshManifestEntries(dir_, {kJournalPath}, &manifest).ok());
+  ASSERT_TRUE(manifest.Save(dir_).ok());
+  std::string manifest_before = *ReadFile(JoinPath(dir_, kManifestPath));
+  ASSERT_EQ(here.MergeFrom(*Journal::Read(other))->added, 1u);  // rewrites the journal in a new order
+  VerifyOptions options;
+  options.check_journal = CheckJournalText;
+  EXPECT_TRUE(VerifyFolder(dir_, options)->ok());
+  // The crash: the journal was renamed into place, the manifest not yet rewritten.
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(dir_, kManifestPath), manifest_before).ok());
+  EXPECT_FALSE(VerifyFolder(dir_, options)->ok());
+  EXPECT_EQ(here.MergeFrom(*Journal::Read(other))->added, 0u);
+  Result<VerifyReport> report = VerifyFolder(dir_, options);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << (report->problems.empty() ? "" : report->problems[0]);
+}
+
+// Tampering with one event of a journal of three machines: verify names it.
+class TamperTest : public JournalTest {
+ protected:
+  void SetUp() override {
+    JournalTest::SetUp();
+    std::string root = DirName(dir_);
+    ASSERT_TRUE(CopyCapsuleAs(dir_, root + "/b", MachineName(2)).ok());
+    ASSERT_TRUE(CopyCapsuleAs(dir_, root + "/c", MachineName(3)).ok());
+    Journal a = Open(dir_), b = Open(root + "/b"), c = Open(root + "/c");
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(a.Append("user_message", Text("a" + std::to_string(i))).ok());
+      ASSERT_TRUE(b.Append("user_message", Text("b" + std::to_string(i))).ok());
+      ASSERT_TRUE(c.Append("user_message", Text("c" + std::to_string(i))).ok());
+    }
+    ASSERT_TRUE(a.MergeFrom(*Journal::Read(root + "/b")).ok());
+    ASSERT_TRUE(a.MergeFrom(*Journal::Read(root + "/c")).ok());
+    text_ = JournalText(dir_);
+    ASSERT_TRUE(CheckJournalText(text_).empty());
+    size_t start = 0;
+    while (start < text_.size()) {
+      size_t end = text_.find('\n', start);
+      lines_.push_back(text_.substr(start, end - start));
+      start = end + 1;
+    }
+    ASSERT_EQ(lines_.size(), 12u);
+  }
+  std::string Join(const std::vector<std::string>& lines) {
+    std::string out;
+    for (const std::string& line : lines) out += line + "\n";
+    return out;
+  }
+  std::string Check(const std::vector<std::string>& lines) {
+    std::vector<std::string> problems = CheckJournalText(Join(lines));
+    EXPECT_EQ(problems.size(), 1u);
+    return problems.empty() ? "" : problems[0];
+  }
+  Event At(size_t i) { return *ParseEventLine(lines_[i], "line"); }
+  std::string text_;
+  std::vector<std::string> lines_;
+};
+
+TEST_F(TamperTest, EditIsCaught) {
+  std::vector<std::string> lines = lines_;
+  lines[5].replace(lines[5].find("\"text\":\"") + 8, 1, "X");
+  std::string problem = Check(lines);
+  EXPECT_NE(problem.find("line 6"), std::string::npos) << problem;
+  EXPECT_NE(problem.find(At(5).id), std::string::npos) << problem;
+  EXPECT_NE(problem.find("id does not match"), std::string::npos) << problem;
+}
+
+TEST_F(TamperTest, DropIsCaught) {
+  std::vector<std::string> lines = lines_;
+  Event dropped = At(4);
+  lines.erase(lines.begin() + 4);
+  std::string problem = Check(lines);
+  // The dropped event's successor on the same machine is named.
+  EXPECT_NE(problem.find("machine " + dropped.machine + ", seq " + std::to_string(dropped.seq + 1)), std::string::npos)
+      << problem;
+  EXPECT_NE(problem.find("follows seq " + std::to_string(dropped.seq - 1)), std::string::npos) << problem;
+}
+
+TEST_F(TamperTest, ReorderIsCaught) {
+  std::vector<std::string> lines = lines_;
+  std::swap(lines[3], lines[7]);
+  std::string problem = Check(lines);
+  // The first event out of place is the one moved up: its chain skips a seq here.
+  EXPECT_NE(problem.find(At(7).id), std::string::npos) << problem;
+  // Two adjacent events of different machines swapped: only the order is wrong.
+  lines = lines_;
+  size_t i = 0;
+  while (At(i).machine == At(i + 1).machine) ++i;
+  std::swap(lines[i], lines[i + 1]);
+  problem = Check(lines);
+  EXPECT_NE(problem.find(At(i).id), std::string::npos) << problem;
+  EXPECT_NE(problem.find("out of order"), std::string::npos) << problem;
+}
+
+TEST_F(TamperTest, DuplicateIsCaught) {
+  std::vector<std::string> lines = lines_;
+  lines.insert(lines.begin() + 6, lines[6]);
+  std::string problem = Check(lines);
+  EXPECT_NE(problem.find(At(6).id), std::string::npos) << problem;
+  EXPECT_NE(problem.find("duplicate"), std::string::npos) << problem;
+}
+
+TEST_F(TamperTest, RechainIsCaught) {
+  // Event at line 8 re-chained to point at its machine's first event, with a fresh valid id.
+  std::vector<std::string> lines = lines_;
+  Event event = At(8);
+  ASSERT_GE(event.seq, 3u);
+  for (size_t i = 0; i < lines_.size(); ++i) {
+    Event other = At(i);
+    if (other.machine == event.machine && other.seq == 1) event.prev = other.id;
+  }
+  event.id = *event.ComputeId();
+  lines[8] = *event.CanonicalLine();
+  std::string problem = Check(lines);
+  EXPECT_NE(problem.find(event.id), std::string::npos) << problem;
+  EXPECT_NE(problem.find("prev does not link to seq " + std::to_string(event.seq - 1)), std::string::npos) << problem;
+}
+
+TEST_F(TamperTest, ForgedClockIsCaught) {
+  // A machine's clock going backward along its chain, with a valid id and a consistent order.
+  std::vector<std::string> lines = lines_;
+  Event last = At(11);
+  Event earlier;
+  for (size_t i = 0; i < 11; ++i) {
+    if (At(i).machine == last.machine && At(i).seq == last.seq - 1) earlier = At(i);
+  }
+  last.clock = earlier.clock;
+  last.id = *last.ComputeId();
+  lines[11] = *last.CanonicalLine();
+  std::string problem = Check(lines);
+  EXPECT_NE(problem.find(last.id), std::string::npos) << problem;
+}
+
+}  // namespace
+}  // namespace capsule::journal

@@ -1,0 +1,273 @@
+#include "move/stream_unpack.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "capsule/create.h"
+#include "capsule/file_io.h"
+#include "capsule/holder.h"
+#include "capsule/layout.h"
+#include "capsule/manifest.h"
+#include "capsule/sha256.h"
+#include "capsule/verify.h"
+#include "capsule/workspace.h"
+#include "journal/check.h"
+#include "journal/merge_text.h"
+#include "move/stream_reader.h"
+
+namespace capsule::move {
+
+namespace {
+
+constexpr char kReceivedDir[] = ".capsule/received";
+constexpr char kMoveRecord[] = ".capsule/move.json";
+
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+Status CopyFile(const std::string& from, const std::string& to) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string data, ReadFile(from));
+  return WriteFileAtomic(to, data);
+}
+
+// The capsule as it is, into the staging folder: blobs hard-linked (they never change), the
+// other files copied, and the local records of .capsule/.
+Status CopyCapsuleInto(const std::string& dir, const std::string& staging) {
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir}));
+  for (const TreeEntry& entry : entries) {
+    if (IsTempDebris(entry.path)) continue;
+    std::string from = JoinPath(dir, entry.path), to = JoinPath(staging, entry.path);
+    if (entry.type == TreeEntry::Type::kDirectory) {
+      CAPSULE_RETURN_IF_ERROR(MakeDirectories(to));
+    } else if (entry.type == TreeEntry::Type::kFile) {
+      CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(to)));
+      if (IsBlobPath(entry.path) && ::link(from.c_str(), to.c_str()) == 0) continue;
+      CAPSULE_RETURN_IF_ERROR(CopyFile(from, to));
+    }
+  }
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(staging, kLocalDir)));
+  for (const char* local : {"machine", "holder.json", "move.json"}) {
+    std::string from = JoinPath(JoinPath(dir, kLocalDir), local);
+    if (PathExists(from)) CAPSULE_RETURN_IF_ERROR(CopyFile(from, JoinPath(JoinPath(staging, kLocalDir), local)));
+  }
+  return Status::Ok();
+}
+
+Status CheckMoveId(const std::string& staging, const StreamManifest& manifest) {
+  if (manifest.phase != Phase::kSwitch) return Status::Ok();
+  Result<std::string> text = ReadFile(JoinPath(staging, kMoveRecord));
+  std::string copy_move;
+  if (text.ok()) {
+    Result<Json> json = ParseJson(*text, kMoveRecord, Code::kCorruption);
+    if (json.ok() && json->is_object()) copy_move = json->value("move", "");
+  }
+  if (copy_move.empty()) return Status::FailedPrecondition("switch of move " + manifest.move, "no copy of that move was received here");
+  if (copy_move != manifest.move) {
+    return Status::FailedPrecondition("switch of move " + manifest.move, "the copy received here was of move " + copy_move);
+  }
+  return Status::Ok();
+}
+
+Status TakeJournal(const std::string& staging, const std::string& received_path) {
+  std::string target = JoinPath(staging, kJournalPath);
+  CAPSULE_ASSIGN_OR_RETURN(std::string arriving, ReadFile(received_path));
+  std::string held;
+  if (PathExists(target)) {
+    CAPSULE_ASSIGN_OR_RETURN(held, ReadFile(target));
+  }
+  std::string result;
+  if (StartsWith(arriving, held)) {
+    result = std::move(arriving);  // what is held is a prefix: append the rest
+  } else if (StartsWith(held, arriving)) {
+    return Status::Ok();  // the stream is behind what is held: nothing to add
+  } else {
+    // The two diverged: a set union, as capsule merge does.
+    CAPSULE_ASSIGN_OR_RETURN(result, journal::MergeJournalTexts(held, arriving));
+  }
+  return WriteFileAtomic(target, result);
+}
+
+Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats) {
+  Snapshot snapshot;
+  if (PathExists(JoinPath(staging, kSnapshotPath))) {
+    CAPSULE_ASSIGN_OR_RETURN(snapshot, Snapshot::Load(staging));
+  }
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(staging, kBlobsDir)));
+  for (const std::string& removed : stream.manifest.removed) {
+    if (!StartsWith(removed, "files/")) continue;
+    std::string rel = removed.substr(6);
+    std::vector<std::string> doomed;
+    for (const auto& [path, entry] : snapshot.entries()) {
+      if (path == rel || StartsWith(path, rel + "/")) doomed.push_back(path);
+    }
+    for (const std::string& path : doomed) snapshot.Remove(path);
+    ++stats->removed;
+  }
+  for (const auto& [path, entry] : stream.entries) {
+    if (!StartsWith(path, "files/")) continue;
+    std::string rel = path.substr(6);
+    SnapshotEntry item;
+    switch (entry.kind) {
+      case ReceivedEntry::Kind::kFolder:
+        item.type = SnapshotEntry::Type::kDirectory;
+        item.mode = entry.mode;
+        break;
+      case ReceivedEntry::Kind::kLink:
+        item.type = SnapshotEntry::Type::kSymlink;
+        item.target = entry.link_target;
+        break;
+      case ReceivedEntry::Kind::kFile: {
+        std::string received = JoinPath(JoinPath(staging, kReceivedDir), path);
+        std::string blob = JoinPath(staging, BlobPath(entry.sha256));
+        if (PathExists(blob)) {
+          ::unlink(received.c_str());
+        } else if (::rename(received.c_str(), blob.c_str()) != 0) {
+          return Status::IOError(blob, errno);
+        }
+        item.sha256 = entry.sha256;
+        item.size = entry.size;
+        item.mode = entry.mode;
+        ++stats->files_received;
+        break;
+      }
+    }
+    if (item.type != SnapshotEntry::Type::kDirectory) {
+      // A file or link where a folder was: what was beneath it is gone.
+      std::vector<std::string> beneath;
+      for (auto it = snapshot.entries().lower_bound(rel + "/");
+           it != snapshot.entries().end() && StartsWith(it->first, rel + "/"); ++it) {
+        beneath.push_back(it->first);
+      }
+      for (const std::string& gone : beneath) snapshot.Remove(gone);
+    }
+    snapshot.Set(rel, item);
+  }
+  // Nothing may lie beneath a file or link of the workspace.
+  for (const auto& [path, entry] : snapshot.entries()) {
+    for (std::string dir = DirName(path); dir != "." && !dir.empty(); dir = DirName(dir)) {
+      const SnapshotEntry* parent = snapshot.Find(dir);
+      if (parent != nullptr && parent->type != SnapshotEntry::Type::kDirectory) {
+        return Status::Corruption("stream entry 'files/" + path + "'",
+                                  "lies beneath the link or file '" + dir + "' the capsule holds; the whole stream is refused");
+      }
+    }
+  }
+  return snapshot.Save(staging);
+}
+
+Status ApplyOtherFiles(const std::string& staging, const ReceivedStream& stream,
+                       UnpackStats* stats) {
+  for (const std::string& removed : stream.manifest.removed) {
+    if (!StartsWith(removed, "memory/")) continue;
+    std::optional<std::string> capsule_path = CapsulePathOfStreamFile(removed);
+    if (capsule_path == std::string(kJournalPath)) {
+      return Status::Corruption(kStreamManifestName, "removed names the journal, which is never removed");
+    }
+    if (capsule_path) (void)RemoveTree(JoinPath(staging, *capsule_path));
+    ++stats->removed;
+  }
+  if (stream.manifest.phase == Phase::kSwitch) {
+    // Schedules are sent in full on each switch: what is held is replaced.
+    CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(staging, kScheduleDir)));
+  }
+  for (const auto& [path, entry] : stream.entries) {
+    if (StartsWith(path, "files/") || path == "files" || entry.kind == ReceivedEntry::Kind::kFolder) continue;
+    std::optional<std::string> capsule_path = CapsulePathOfStreamFile(path);
+    if (!capsule_path || entry.kind != ReceivedEntry::Kind::kFile) {
+      ++stats->ignored;
+      continue;
+    }
+    std::string received = JoinPath(JoinPath(staging, kReceivedDir), path);
+    ++stats->files_received;
+    if (*capsule_path == kJournalPath) {
+      CAPSULE_RETURN_IF_ERROR(TakeJournal(staging, received));
+      continue;
+    }
+    std::string target = JoinPath(staging, *capsule_path);
+    CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(target)));
+    if (::rename(received.c_str(), target.c_str()) != 0) return Status::IOError(target, errno);
+  }
+  return Status::Ok();
+}
+
+Status Swap(const std::string& staging, const std::string& dir, bool dir_exists) {
+  if (!dir_exists) return PlaceStagingDir(staging, dir);
+  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
+    return Status::IOError(dir, errno);
+  }
+  CAPSULE_RETURN_IF_ERROR(SyncDirectory(DirName(dir)));
+  return RemoveTree(staging);  // now the old capsule
+}
+
+}  // namespace
+
+Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOptions& options,
+                    UnpackStats* stats) {
+  bool dir_exists = PathExists(JoinPath(dir, kManifestPath));
+  std::optional<Manifest> held;
+  if (dir_exists) {
+    CAPSULE_ASSIGN_OR_RETURN(held, Manifest::Load(dir));
+    // Fail safe: a stream never lands on a capsule this machine runs.
+    Result<HolderRecord> record = HolderRecord::Load(dir);
+    if (record.ok() && record->state != HolderState::kRetired) {
+      return Status::FailedPrecondition(dir, std::string("this machine holds the agent (") +
+                                                 HolderStateName(record->state) + " at epoch " +
+                                                 std::to_string(record->epoch) + "); a stream is received only where it is not held");
+    }
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(dir));
+  UnpackStats local;
+  Status status = [&]() -> Status {
+    StagingSync sync(staging);
+    std::string received_dir = JoinPath(staging, kReceivedDir);
+    CAPSULE_RETURN_IF_ERROR(MakeDirectories(received_dir));
+    CAPSULE_ASSIGN_OR_RETURN(ReceivedStream stream, ReadStream(source, received_dir));
+    local.manifest = stream.manifest;
+    local.file_bytes = stream.file_bytes;
+    const StreamManifest& manifest = stream.manifest;
+    if (manifest.phase == Phase::kSwitch && !options.sealed) {
+      return Status::Corruption("switch of move " + manifest.move, "did not arrive sealed; a switch always is");
+    }
+    if (held && held->agent.id != manifest.agent.id) {
+      return Status::FailedPrecondition(dir, "holds agent " + held->agent.id + ", the stream is for agent " + manifest.agent.id);
+    }
+    if (!held && manifest.phase != Phase::kCopy) {
+      return Status::FailedPrecondition(dir, std::string("a ") + PhaseName(manifest.phase) + " stream needs the capsule its copy made");
+    }
+    if (held) CAPSULE_RETURN_IF_ERROR(CopyCapsuleInto(dir, staging));
+    CAPSULE_RETURN_IF_ERROR(CheckMoveId(staging, manifest));
+    CAPSULE_RETURN_IF_ERROR(ApplyWorkspace(staging, stream, &local));
+    CAPSULE_RETURN_IF_ERROR(ApplyOtherFiles(staging, stream, &local));
+    CAPSULE_RETURN_IF_ERROR(RemoveTree(received_dir));
+    Json record = {{"move", manifest.move}, {"phase", PhaseName(manifest.phase)}};
+    CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(staging, kMoveRecord), record.dump() + "\n"));
+    CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
+    if (!PathExists(JoinPath(staging, ".capsule/holder.json"))) {
+      // A received copy is not held here until a move activates it.
+      HolderRecord record_here{manifest.agent.id, machine, manifest.epoch, HolderState::kRetired};
+      CAPSULE_RETURN_IF_ERROR(record_here.Save(staging));
+    }
+    std::string holder_machine = held ? held->holder_machine : machine;
+    uint64_t holder_epoch = held ? held->holder_epoch : manifest.epoch;
+    CAPSULE_ASSIGN_OR_RETURN(Manifest new_manifest, BuildManifest(staging, manifest.agent, holder_machine, holder_epoch));
+    CAPSULE_RETURN_IF_ERROR(new_manifest.Save(staging));
+    VerifyOptions verify;
+    verify.check_journal = journal::CheckJournalText;
+    CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifyFolder(staging, verify));
+    if (!report.ok()) {
+      return Status::Corruption("received capsule", "does not verify (" + report.problems.front() + "); nothing was placed");
+    }
+    CAPSULE_RETURN_IF_ERROR(sync.Finish());
+    return Swap(staging, dir, dir_exists);
+  }();
+  if (!status.ok()) {
+    (void)RemoveTree(staging);
+    return status;
+  }
+  if (stats != nullptr) *stats = local;
+  return Status::Ok();
+}
+
+}  // namespace capsule::move

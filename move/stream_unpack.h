@@ -1,0 +1,41 @@
+// Receiving a Move Stream into a capsule folder: all of it or nothing.
+//
+// The stream is read into a staging folder beside the capsule; the new state of the capsule is
+// built there from the capsule as it is (blobs hard-linked, other files copied) and what the
+// stream holds; it must verify; then it takes the capsule's place in one atomic exchange. A
+// refused stream leaves the capsule exactly as it was.
+//
+// What a receiver replaces: the workspace files the stream holds (a file or link arriving
+// where a folder was takes out what was beneath it); notes, vector index and
+// environment spec; in a switch, the whole schedule folder, and the paths listed in
+// `removed`. The journal is never replaced: what the receiver holds must be a prefix of what
+// arrives (the rest is appended) or, when the two diverged, they are merged as a set union.
+// A switch is refused unless its move id is the one of the copy this capsule received.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "capsule/byte_stream.h"
+#include "capsule/status.h"
+#include "move/stream_format.h"
+
+namespace capsule::move {
+
+struct UnpackOptions {
+  // True when the stream arrived inside a sealed envelope: a switch is refused otherwise.
+  bool sealed = false;
+};
+
+struct UnpackStats {
+  StreamManifest manifest;
+  uint64_t files_received = 0;
+  uint64_t file_bytes = 0;
+  uint64_t removed = 0;
+  uint64_t ignored = 0;  // entries a capsule has no place for (connections/, other harness/ files)
+};
+
+Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOptions& options,
+                    UnpackStats* stats);
+
+}  // namespace capsule::move
