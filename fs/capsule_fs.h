@@ -1,0 +1,172 @@
+// CapsuleFs: the capsule as a live directory. Each FUSE callback (fuse_table.cc) only replies;
+// the work is in a do_<op> method returning a Status or Result.
+//
+// Lock order (take in this order, never the reverse):
+//   1. StateGate ticket (gate_)          a mutating op holds one while it runs
+//   2. Node::wc_mu                       one node's working copy; never two at once
+//   2b. render_mu_                       the cache of rendered documents
+//   3. tree_mu_                          the tree, the workspace metadata, manifest_
+//   4. ChangeLog::mu_                    orders the lines of the change log
+// fdatasync of the change log happens with no lock held but the node's wc_mu.
+#pragma once
+
+#include <fuse3/fuse_lowlevel.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "capsule/manifest.h"
+#include "capsule/status.h"
+#include "capsule/workspace.h"
+#include "fs/change_log.h"
+#include "fs/journal_sink.h"
+#include "fs/node.h"
+#include "fs/state_gate.h"
+
+namespace capsule::fs {
+
+struct DirEntry {
+  std::string name;
+  fuse_ino_t ino;
+  mode_t type;
+};
+
+// What fi->fh points to.
+struct Handle {
+  std::shared_ptr<Node> node;
+  bool writer = false;
+  UniqueFd fd;                            // readers: the blob or the real file
+  std::string data;                       // rendered documents and the control file
+  std::vector<DirEntry> entries;          // folders: listed at opendir
+  std::unique_ptr<LineAssembler> journal; // the journal, when a sink is plugged in
+  bool append = false;                    // O_APPEND: every write lands at the end
+  std::optional<WorkingCopy> wc;          // writers: guarded by node->wc_mu
+};
+
+// What a read answers: a file to splice from, or bytes.
+struct ReadReply {
+  int fd = -1;
+  std::string data;
+};
+
+struct MountOptions {
+  std::string dir;          // the capsule folder
+  std::string mountpoint;
+  bool read_only = false;   // -o ro
+};
+
+class CapsuleFs {
+ public:
+  // Recovers the capsule (drops working copies, replays the change log, rewrites the
+  // snapshot and the manifest) and builds the view.
+  static Result<std::unique_ptr<CapsuleFs>> Open(const MountOptions& options);
+  ~CapsuleFs();
+
+  void SetSession(fuse_session* session) { session_ = session; }
+  void SetJournalSink(JournalSink sink) { journal_sink_ = std::move(sink); }
+  void SetControlPath(std::string path) { control_path_ = std::move(path); }
+
+  // Control commands.
+  StateGate& gate() { return gate_; }
+  Status Freeze();
+  Status Thaw();
+  Status Retire();
+  // Retires the mount when the holder record no longer says this machine holds the agent
+  // (retired, missing or unreadable): the sidecar may change the record without the socket.
+  void CheckHolder();
+  Result<std::string> StatusJson();
+  // Commits every working copy and rewrites snapshot.json and manifest.json (unmount).
+  Status Shutdown();
+
+  Result<fuse_entry_param> do_lookup(fuse_ino_t parent, const std::string& name);
+  void do_forget(fuse_ino_t ino, uint64_t n);
+  Result<struct stat> do_getattr(fuse_ino_t ino);
+  Result<struct stat> do_setattr(fuse_ino_t ino, const struct stat& attr, int to_set, Handle* h);
+  Result<std::string> do_readlink(fuse_ino_t ino);
+  Result<fuse_entry_param> do_mknod(fuse_ino_t parent, const std::string& name, mode_t mode);
+  Result<fuse_entry_param> do_mkdir(fuse_ino_t parent, const std::string& name, mode_t mode);
+  Result<fuse_entry_param> do_symlink(const std::string& target, fuse_ino_t parent, const std::string& name);
+  Status do_unlink(fuse_ino_t parent, const std::string& name);
+  Status do_rmdir(fuse_ino_t parent, const std::string& name);
+  Status do_rename(fuse_ino_t parent, const std::string& name, fuse_ino_t newparent,
+                   const std::string& newname, unsigned flags);
+  Status do_link();
+  Result<Handle*> do_open(fuse_ino_t ino, int flags);
+  Result<std::pair<fuse_entry_param, Handle*>> do_create(fuse_ino_t parent, const std::string& name,
+                                                         mode_t mode, int flags);
+  Result<ReadReply> do_read(Handle* h, size_t size, off_t off);
+  Result<size_t> do_write(Handle* h, const char* buf, size_t size, off_t off);
+  Status do_flush(Handle* h);
+  void do_release(Handle* h);
+  Status do_fsync(Handle* h);
+  Status do_fsyncdir() { return SyncAll(); }
+  Result<Handle*> do_opendir(fuse_ino_t ino);
+  Result<struct statvfs> do_statfs();
+
+  const std::string& dir() const { return options_.dir; }
+  fuse_session* session() const { return session_; }
+  double attr_timeout() const { return 1.0; }
+
+ private:
+  explicit CapsuleFs(MountOptions options, MountState state);
+
+  // tree.cc: nodes, paths, attributes.
+  std::shared_ptr<Node> NewNode(NodeKind kind, Node* parent, const std::string& name);  // needs tree_mu_
+  std::shared_ptr<Node> Get(fuse_ino_t ino);
+  std::string RelPath(const Node* node) const;   // path in the capsule; needs tree_mu_
+  std::string WsPath(const Node* node) const;    // path under files/; needs tree_mu_
+  Status BuildTree(const Snapshot& snapshot);
+  Snapshot BuildSnapshot() const;                // needs tree_mu_
+  Result<struct stat> Attr(Node* node);          // takes wc_mu then tree_mu_
+  Result<fuse_entry_param> Entry(const std::shared_ptr<Node>& node);  // counts a lookup
+  Result<std::shared_ptr<Node>> Child(Node* parent, const std::string& name);  // needs tree_mu_
+  Result<std::string> Render(Document document);
+  SnapshotEntry EntryOf(const Node* node) const;  // needs tree_mu_
+  void AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const;
+
+  // commit.cc: working copies, commits, checkpoints.
+  Status EnsureWorkingCopy(Node* node, Handle* h, bool empty);  // needs node->wc_mu
+  // Durable: the blob and the log line reach the disk before it returns (fsync).
+  Status CommitWorkingCopy(Node* node, Handle* h, bool durable = false);  // needs node->wc_mu
+  Status CommitRealFile(Node* node, Handle* h);                 // needs node->wc_mu
+  void DropWorkingCopy(Handle* h);                              // needs node->wc_mu
+  Status LogChange(const WorkspaceChange& change);      // needs tree_mu_ (unique)
+  Status SyncLog();
+  Status SyncAll();  // syncfs(2) of the capsule's file system
+  Status CommitAll();
+  Status Checkpoint();
+  bool WritableRealPath(const std::string& rel) const;
+  bool CreatableRealPath(const std::string& rel) const;
+
+  // ops_meta.cc helpers.
+  Status Detach(Node* node);  // needs tree_mu_ (unique)
+  Status TruncateNow(Node* node, uint64_t size);
+  Result<std::pair<fuse_entry_param, Handle*>> CreateReal(Node* parent, const std::string& name, mode_t mode,
+                                                          int flags);
+
+  const MountOptions options_;
+  fuse_session* session_ = nullptr;
+  StateGate gate_;
+  std::string control_path_;
+  JournalSink journal_sink_;
+  std::unique_ptr<ChangeLog> log_;
+  std::atomic<uint64_t> work_counter_{0};
+
+  mutable std::shared_mutex tree_mu_;
+  std::unordered_map<fuse_ino_t, std::shared_ptr<Node>> nodes_;  // guarded by tree_mu_
+  fuse_ino_t next_ino_ = 2;                                      // guarded by tree_mu_
+  std::shared_ptr<Node> root_;                                   // set once
+  std::shared_ptr<Node> files_;                                  // set once: files/
+  Manifest manifest_;                                            // guarded by tree_mu_
+  uint64_t generation_ = 0;                                      // guarded by tree_mu_: bumps on change
+  std::mutex render_mu_;                                         // guards the render cache
+  uint64_t rendered_generation_[3] = {~0ull, ~0ull, ~0ull};      // guarded by render_mu_
+  std::string rendered_[3];                                      // guarded by render_mu_
+};
+
+}  // namespace capsule::fs

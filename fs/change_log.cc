@@ -1,0 +1,82 @@
+#include "fs/change_log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "capsule/canonical_json.h"
+
+namespace capsule::fs {
+namespace {
+
+Result<Json> EntryJson(const std::string& path, const SnapshotEntry& entry) {
+  Snapshot one;
+  one.Set(path, entry);
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, one.ToCanonicalText());
+  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, "workspace.log"));
+  return json[path];
+}
+
+}  // namespace
+
+Result<std::string> ChangeToLine(const WorkspaceChange& change) {
+  Json line = {{"del", change.del}, {"set", Json::object()}};
+  for (const auto& [path, entry] : change.set) {
+    CAPSULE_ASSIGN_OR_RETURN(line["set"][path], EntryJson(path, entry));
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(line, "workspace.log"));
+  return text + "\n";
+}
+
+Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot,
+                             const std::function<bool(const SnapshotEntry&)>& blob_ok) {
+  size_t applied = 0;
+  while (!text.empty()) {
+    size_t newline = text.find('\n');
+    if (newline == std::string_view::npos) break;  // torn last line: never acknowledged
+    std::string_view line = text.substr(0, newline);
+    text.remove_prefix(newline + 1);
+    Result<Json> json = ParseJson(line, "workspace.log", Code::kCorruption);
+    if (!json.ok() || !json->is_object() || !(*json)["del"].is_array() || !(*json)["set"].is_object()) break;
+    Result<std::string> sets = CanonicalJson((*json)["set"], "workspace.log");
+    Result<Snapshot> parsed = sets.ok() ? Snapshot::Parse(*sets) : Result<Snapshot>(sets.status());
+    if (!parsed.ok()) break;
+    bool whole = true;
+    for (const auto& [path, entry] : parsed->entries()) {
+      if (entry.type == SnapshotEntry::Type::kFile && blob_ok && !blob_ok(entry)) whole = false;
+    }
+    if (!whole) continue;
+    for (const auto& path : (*json)["del"]) {
+      if (path.is_string()) snapshot->Remove(path.get<std::string>());
+    }
+    for (const auto& [path, entry] : parsed->entries()) snapshot->Set(path, entry);
+    ++applied;
+  }
+  return applied;
+}
+
+Result<ChangeLog*> ChangeLog::Open(const std::string& path) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  return new ChangeLog(path, std::move(fd));
+}
+
+Status ChangeLog::Append(const WorkspaceChange& change) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string line, ChangeToLine(change));
+  std::lock_guard lock(mu_);
+  return WriteAll(fd_.get(), line, path_);
+}
+
+Status ChangeLog::Sync() {
+  if (::fdatasync(fd_.get()) != 0) return Status::IOError(path_, errno);
+  return Status::Ok();
+}
+
+Status ChangeLog::Truncate() {
+  std::lock_guard lock(mu_);
+  if (::ftruncate(fd_.get(), 0) != 0) return Status::IOError(path_, errno);
+  if (::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
+  return Status::Ok();
+}
+
+}  // namespace capsule::fs

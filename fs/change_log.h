@@ -1,0 +1,62 @@
+// The workspace change log, .capsule/workspace.log: what makes a commit cost independent of
+// the workspace's size. Each change to the workspace is one canonical JSON line,
+//   {"del":["<path>",...],"set":{"<path>":<snapshot entry>,...}}
+// applied deletes first, then sets. Each line states the absolute result for the paths it
+// names, so replaying the log over a snapshot that already holds some of its changes gives
+// the same state (replay is idempotent). A torn last line (a crash mid-append) is ignored.
+//
+// snapshot.json and manifest.json are rewritten, and the log emptied, only at a checkpoint:
+// mount recovery, freeze and unmount.
+//
+// Durability: a line is written at each change and made durable (with its blob) only by
+// fsync, fsyncdir, freeze and unmount; a crash of the driver loses nothing (the lines are in
+// the kernel), a power cut may lose the changes since the last sync, never tearing a file.
+//
+// Thread-safety: Append and Sync are safe from any thread (mu_ orders the lines); Truncate
+// needs the caller to have stopped every writer.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "capsule/file_io.h"
+#include "capsule/status.h"
+#include "capsule/workspace.h"
+
+namespace capsule::fs {
+
+struct WorkspaceChange {
+  std::vector<std::string> del;
+  std::map<std::string, SnapshotEntry> set;
+  bool empty() const { return del.empty() && set.empty(); }
+};
+
+Result<std::string> ChangeToLine(const WorkspaceChange& change);
+// Applies the whole lines of `text` to `snapshot`, up to the first line that is not a change
+// (a torn tail after a crash); returns how many lines were applied. A line with a file entry
+// whose blob `blob_ok` rejects (its content did not reach the disk before a power cut) is
+// skipped whole: those paths keep their older state.
+Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot,
+                             const std::function<bool(const SnapshotEntry&)>& blob_ok = nullptr);
+
+class ChangeLog {
+ public:
+  static Result<ChangeLog*> Open(const std::string& path);  // owned by the caller
+  // Writes the line (not yet durable); lines reach the file in call order.
+  Status Append(const WorkspaceChange& change);
+  // fdatasync: every line appended before the call is durable on return.
+  Status Sync();
+  // Empties the log durably.
+  Status Truncate();
+
+ private:
+  ChangeLog(std::string path, UniqueFd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
+  const std::string path_;
+  std::mutex mu_;
+  UniqueFd fd_;  // O_APPEND; writes guarded by mu_
+};
+
+}  // namespace capsule::fs

@@ -1,0 +1,383 @@
+// Working copies and commits: how a write becomes visible whole, and the checkpoint that
+// makes the files on disk (snapshot.json, manifest.json) current again.
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <set>
+#include <cstdlib>
+#include <functional>
+#include <thread>
+
+#include "capsule/environment_spec.h"
+#include "capsule/holder.h"
+#include "capsule/layout.h"
+#include "capsule/sha256.h"
+#include "capsule/verify.h"
+#include "fs/capsule_fs.h"
+#include "fs/errno_map.h"
+
+namespace capsule::fs {
+namespace {
+
+constexpr char kWorkDir[] = ".capsule/work";
+constexpr char kLogPath[] = ".capsule/workspace.log";
+
+Status CopyFd(int from, int to, uint64_t* copied, const std::string& what) {
+  *copied = 0;
+  for (;;) {
+    ssize_t n = ::copy_file_range(from, nullptr, to, nullptr, 1 << 30, 0);
+    if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL)) break;
+    if (n < 0) return Status::IOError(what, errno);
+    if (n == 0) return Status::Ok();
+    *copied += static_cast<uint64_t>(n);
+  }
+  std::vector<char> buffer(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(from, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IOError(what, errno);
+    if (n == 0) return Status::Ok();
+    CAPSULE_RETURN_IF_ERROR(WriteAll(to, std::string_view(buffer.data(), static_cast<size_t>(n)), what));
+    *copied += static_cast<uint64_t>(n);
+  }
+}
+
+// Reconciles the manifest's blob entries with artifacts/blobs/ after a crash: a blob placed
+// just before the crash is listed, debris is removed.
+Status ScanBlobs(const std::string& dir, Manifest* manifest) {
+  std::string blobs = JoinPath(dir, kBlobsDir);
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(blobs));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(blobs));
+  std::set<std::string> present;
+  for (const TreeEntry& entry : entries) {
+    std::string rel = std::string(kBlobsDir) + "/" + entry.path;
+    if (IsTempDebris(entry.path)) {
+      ::unlink(JoinPath(dir, rel).c_str());
+    } else if (IsBlobPath(rel) && entry.type == TreeEntry::Type::kFile) {
+      if (manifest->files.count(rel) == 0) {
+        // Placed since the last checkpoint: after a power cut its content may not have
+        // reached the disk, so it is kept only when it matches its name.
+        uint64_t size = 0;
+        Result<std::string> sha = Sha256File(JoinPath(dir, rel), &size);
+        if (!sha.ok() || *sha != BaseName(rel)) {
+          ::unlink(JoinPath(dir, rel).c_str());
+          continue;
+        }
+        manifest->files[rel] = FileDigest{*sha, size};
+      }
+      present.insert(rel);
+    }
+  }
+  for (auto it = manifest->files.begin(); it != manifest->files.end();) {
+    it = (IsBlobPath(it->first) && present.count(it->first) == 0) ? manifest->files.erase(it) : std::next(it);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
+  MountOptions options = given;
+  char resolved[PATH_MAX];
+  if (::realpath(given.dir.c_str(), resolved) == nullptr) return Status::IOError(given.dir, errno);
+  options.dir = resolved;
+  if (!PathExists(JoinPath(options.dir, kManifestPath))) {
+    return Status::InvalidArgument(given.dir, "not a capsule (no manifest.json)");
+  }
+  MountState state = MountState::kReadOnly;
+  if (!options.read_only) {
+    Result<HolderRecord> record = HolderRecord::Load(options.dir);
+    if (record.ok() && record->state == HolderState::kActive) state = MountState::kActive;
+    if (record.ok() && record->state == HolderState::kFrozen) state = MountState::kFrozen;
+  }
+  std::unique_ptr<CapsuleFs> fs(new CapsuleFs(options, state));
+  const std::string& dir = fs->options_.dir;
+  bool writable = state != MountState::kReadOnly;
+  CAPSULE_ASSIGN_OR_RETURN(fs->manifest_, Manifest::Load(dir));
+  if (writable) {
+    CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(dir, kWorkDir)));
+    CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kWorkDir)));
+    CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kScheduleDir)));
+    CAPSULE_RETURN_IF_ERROR(PutBlob(dir, "").status());
+    CAPSULE_RETURN_IF_ERROR(ScanBlobs(dir, &fs->manifest_));
+  }
+  // The change log over the last snapshot; a line whose blob is not whole is not replayed.
+  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(dir));
+  std::string log_path = JoinPath(dir, kLogPath);
+  if (PathExists(log_path)) {
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(log_path));
+    const Manifest& manifest = fs->manifest_;
+    std::function<bool(const SnapshotEntry&)> blob_ok = [&](const SnapshotEntry& entry) {
+      auto it = manifest.files.find(BlobPath(entry.sha256));
+      return it != manifest.files.end() && it->second.size == entry.size;
+    };
+    if (!writable) blob_ok = nullptr;
+    CAPSULE_RETURN_IF_ERROR(ReplayChanges(text, &snapshot, blob_ok).status());
+  }
+  if (writable) {
+    CAPSULE_ASSIGN_OR_RETURN(ChangeLog * log, ChangeLog::Open(log_path));
+    fs->log_.reset(log);
+  }
+  CAPSULE_RETURN_IF_ERROR(fs->BuildTree(snapshot));
+  if (writable) CAPSULE_RETURN_IF_ERROR(fs->Checkpoint());
+  return fs;
+}
+
+Status CapsuleFs::EnsureWorkingCopy(Node* node, Handle* h, bool empty) {
+  if (h->wc) {
+    if (empty) {
+      if (::ftruncate(h->wc->fd.get(), 0) != 0) return Status::IOError(h->wc->path, errno);
+      h->wc->size = 0;
+      h->wc->dirty = true;
+      h->wc->hash = std::make_unique<Sha256>();
+      h->wc->hashed = 0;
+    }
+    return Status::Ok();
+  }
+  std::string source;
+  mode_t mode = 0644;
+  {
+    std::shared_lock lock(tree_mu_);
+    source = node->kind == NodeKind::kWsFile ? JoinPath(options_.dir, BlobPath(node->sha256))
+                                             : JoinPath(options_.dir, RelPath(node));
+    if (node->kind == NodeKind::kWsFile) mode = node->mode & 07777;
+  }
+  WorkingCopy wc;
+  wc.path = JoinPath(options_.dir, std::string(kWorkDir) + "/" + std::to_string(node->ino) + "-" +
+                                       std::to_string(work_counter_++));
+  CAPSULE_ASSIGN_OR_RETURN(wc.fd, OpenFile(wc.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (node->kind == NodeKind::kRealFile) {
+    struct stat st;
+    if (::stat(source.c_str(), &st) == 0) mode = st.st_mode & 07777;
+  }
+  if (node->kind == NodeKind::kRealFile) ::fchmod(wc.fd.get(), mode);  // blobs stay 0644
+  if (empty) {
+    wc.hash = std::make_unique<Sha256>();
+    wc.dirty = true;
+  } else {
+    CAPSULE_ASSIGN_OR_RETURN(UniqueFd from, OpenFile(source, O_RDONLY | O_CLOEXEC));
+    CAPSULE_RETURN_IF_ERROR(CopyFd(from.get(), wc.fd.get(), &wc.size, wc.path));
+  }
+  h->wc.emplace(std::move(wc));
+  return Status::Ok();
+}
+
+void CapsuleFs::DropWorkingCopy(Handle* h) {
+  if (!h->wc) return;
+  ::unlink(h->wc->path.c_str());
+  h->wc.reset();
+}
+
+Status CapsuleFs::LogChange(const WorkspaceChange& change) {
+  if (!log_) return FsError(EROFS, "capsule mounted read-only");
+  ++generation_;
+  return log_->Append(change);
+}
+
+Status CapsuleFs::SyncLog() { return log_ ? log_->Sync() : Status::Ok(); }
+
+Status CapsuleFs::SyncAll() {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(options_.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (::syncfs(fd.get()) != 0) return Status::IOError(options_.dir, errno);
+  return Status::Ok();
+}
+
+Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h, bool durable) {
+  if (node->kind == NodeKind::kRealFile) return CommitRealFile(node, h);
+  if (!h->wc || !h->wc->dirty) return Status::Ok();
+  WorkingCopy& wc = *h->wc;
+  {
+    std::shared_lock lock(tree_mu_);
+    if (node->parent == nullptr) {  // unlinked while open: its content goes nowhere
+      wc.dirty = false;
+      return Status::Ok();
+    }
+  }
+  if (durable && ::fsync(wc.fd.get()) != 0) return Status::IOError(wc.path, errno);
+  std::string sha;
+  uint64_t size = wc.size;
+  if (wc.hash && wc.hashed == wc.size) {
+    sha = wc.hash->FinishHex();
+  } else {
+    CAPSULE_ASSIGN_OR_RETURN(sha, Sha256File(wc.path, &size));
+  }
+  // Stored once by content: a blob already there has the same bytes.
+  std::string blob = JoinPath(options_.dir, BlobPath(sha));
+  if (PathExists(blob)) {
+    ::unlink(wc.path.c_str());
+  } else if (::rename(wc.path.c_str(), blob.c_str()) != 0) {
+    return Status::IOError(blob, errno);
+  }
+  h->wc.reset();
+  if (durable) CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, kBlobsDir)));
+  {
+    std::unique_lock lock(tree_mu_);
+    node->sha256 = sha;
+    node->size = size;
+    clock_gettime(CLOCK_REALTIME, &node->mtime);
+    manifest_.files[BlobPath(sha)] = FileDigest{sha, size};
+    if (node->parent != nullptr) {
+      WorkspaceChange change;
+      change.set[WsPath(node)] = EntryOf(node);
+      CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    }
+  }
+  return durable ? SyncLog() : Status::Ok();
+}
+
+Status CapsuleFs::CommitRealFile(Node* node, Handle* h) {
+  if (!h->wc || !h->wc->dirty) return Status::Ok();
+  WorkingCopy& wc = *h->wc;
+  std::string rel;
+  {
+    std::shared_lock lock(tree_mu_);
+    if (node->parent == nullptr) {
+      wc.dirty = false;
+      return Status::Ok();
+    }
+    rel = RelPath(node);
+  }
+  if (::fsync(wc.fd.get()) != 0) return Status::IOError(wc.path, errno);
+  if (rel == kEnvironmentSpecPath) {
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(wc.path));
+    Status checked = CheckEnvironmentSpec(text);
+    if (!checked.ok()) {
+      // The old content stays; the handle keeps its copy, so that a later write and close
+      // through it (or a dup of it) can still make the file whole and valid.
+      return FsError(EINVAL, checked.message());
+    }
+  }
+  std::string target = JoinPath(options_.dir, rel);
+  if (::rename(wc.path.c_str(), target.c_str()) != 0) return Status::IOError(target, errno);
+  h->wc.reset();
+  CAPSULE_RETURN_IF_ERROR(SyncDirectory(DirName(target)));
+  std::unique_lock lock(tree_mu_);
+  clock_gettime(CLOCK_REALTIME, &node->mtime);
+  ++generation_;
+  return RefreshManifestEntries(options_.dir, {rel}, &manifest_);
+}
+
+Status CapsuleFs::CommitAll() {
+  std::vector<std::shared_ptr<Node>> all;
+  {
+    std::shared_lock lock(tree_mu_);
+    for (const auto& [ino, node] : nodes_) all.push_back(node);
+  }
+  Status first;
+  for (const auto& node : all) {
+    if (node->kind != NodeKind::kWsFile && node->kind != NodeKind::kRealFile) continue;
+    std::lock_guard wc_lock(node->wc_mu);
+    for (Handle* h : node->writers) {
+      Status committed = CommitWorkingCopy(node.get(), h);
+      if (first.ok() && !committed.ok()) first = committed;
+    }
+  }
+  return first;
+}
+
+Status CapsuleFs::Checkpoint() {
+  const std::string& dir = options_.dir;
+  CAPSULE_RETURN_IF_ERROR(SyncAll());  // every blob the snapshot names is on disk first
+  Snapshot snapshot;
+  {
+    std::shared_lock lock(tree_mu_);
+    snapshot = BuildSnapshot();
+  }
+  CAPSULE_RETURN_IF_ERROR(snapshot.Save(dir));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(dir, {kLocalDir, kBlobsDir}));
+  std::set<std::string> paths;
+  for (const TreeEntry& entry : tree) {
+    if (entry.type != TreeEntry::Type::kFile) continue;
+    if (IsTempDebris(entry.path)) {
+      ::unlink(JoinPath(dir, entry.path).c_str());
+    } else if (entry.path != kManifestPath) {
+      paths.insert(entry.path);
+    }
+  }
+  Manifest manifest;
+  {
+    std::unique_lock lock(tree_mu_);
+    for (const auto& [path, digest] : manifest_.files) {
+      if (!IsBlobPath(path)) paths.insert(path);
+    }
+    CAPSULE_RETURN_IF_ERROR(
+        RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &manifest_));
+    manifest = manifest_;
+    ++generation_;
+  }
+  CAPSULE_RETURN_IF_ERROR(manifest.Save(dir));
+  return log_ ? log_->Truncate() : Status::Ok();
+}
+
+Status CapsuleFs::Freeze() {
+  return gate_.Freeze([&]() -> Status {
+    CAPSULE_RETURN_IF_ERROR(CommitAll());
+    CAPSULE_RETURN_IF_ERROR(Checkpoint());
+    CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifyFolder(options_.dir));
+    if (!report.ok()) return Status::Corruption(options_.dir, "does not verify: " + report.problems.front());
+    CAPSULE_ASSIGN_OR_RETURN(HolderRecord record, HolderRecord::Load(options_.dir));
+    record.state = HolderState::kFrozen;
+    return record.Save(options_.dir);
+  });
+}
+
+Status CapsuleFs::Thaw() {
+  if (gate_.state() != MountState::kFrozen) {
+    return Status::FailedPrecondition("thaw", std::string("the mount is ") + MountStateName(gate_.state()));
+  }
+  CAPSULE_ASSIGN_OR_RETURN(HolderRecord record, HolderRecord::Load(options_.dir));
+  record.state = HolderState::kActive;
+  CAPSULE_RETURN_IF_ERROR(record.Save(options_.dir));
+  gate_.Thaw();
+  return Status::Ok();
+}
+
+Status CapsuleFs::Retire() {
+  Result<HolderRecord> record = HolderRecord::Load(options_.dir);
+  if (record.ok()) {
+    record->state = HolderState::kRetired;
+    CAPSULE_RETURN_IF_ERROR(record->Save(options_.dir));
+  }
+  gate_.Retire();
+  // Makes the mount read-only for the kernel too, so that statfs reports ST_RDONLY. The
+  // kernel refuses while a file is open for writing there, so it is retried for a while.
+  std::thread([mountpoint = options_.mountpoint] {
+    for (int i = 0; i < 600; ++i) {
+      if (::mount(nullptr, mountpoint.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0) return;
+      if (errno != EBUSY) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }).detach();
+  return Status::Ok();
+}
+
+void CapsuleFs::CheckHolder() {
+  MountState state = gate_.state();
+  if (state != MountState::kActive && state != MountState::kFrozen) return;
+  Result<HolderRecord> record = HolderRecord::Load(options_.dir);
+  if (!record.ok() || record->state == HolderState::kRetired) (void)Retire();
+}
+
+Result<std::string> CapsuleFs::StatusJson() {
+  Json json = {{"state", MountStateName(gate_.state())}};
+  Result<HolderRecord> record = HolderRecord::Load(options_.dir);
+  std::shared_lock lock(tree_mu_);
+  json["agent"] = manifest_.agent.id;
+  json["epoch"] = record.ok() ? record->epoch : manifest_.holder_epoch;
+  return CanonicalJson(json, "status");
+}
+
+Status CapsuleFs::Shutdown() {
+  MountState state = gate_.state();
+  if (state == MountState::kReadOnly) return Status::Ok();
+  Status committed = state == MountState::kRetired ? Status::Ok() : CommitAll();
+  Status checkpointed = Checkpoint();
+  return committed.ok() ? checkpointed : committed;
+}
+
+}  // namespace capsule::fs

@@ -1,0 +1,107 @@
+#include "fs/control.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "capsule/canonical_json.h"
+#include "fs/capsule_fs.h"
+#include "fs/control_client.h"
+
+namespace capsule::fs {
+
+Status ControlServer::Start(CapsuleFs* fs, const std::string& socket_path, uid_t owner) {
+  fs_ = fs;
+  path_ = socket_path;
+  owner_ = owner;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  UniqueFd dir_fd;
+  CAPSULE_ASSIGN_OR_RETURN(std::string name, SocketName(socket_path, &dir_fd));
+  std::memcpy(addr.sun_path, name.c_str(), name.size() + 1);
+  listen_fd_.Reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!listen_fd_.valid()) return Status::IOError(socket_path, errno);
+  ::unlink(socket_path.c_str());
+  mode_t old_mask = ::umask(0177);  // the socket is born 0600
+  int bound = ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int err = errno;
+  ::umask(old_mask);
+  if (bound != 0) return Status::IOError(socket_path, err);
+  ::chmod(socket_path.c_str(), 0600);
+  if (::listen(listen_fd_.get(), 8) != 0) return Status::IOError(socket_path, errno);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IOError("pipe", errno);
+  stop_read_.Reset(fds[0]);
+  stop_write_.Reset(fds[1]);
+  thread_ = std::thread([this] { Serve(); });
+  return Status::Ok();
+}
+
+void ControlServer::Stop() {
+  if (!thread_.joinable()) return;
+  (void)!::write(stop_write_.get(), "x", 1);
+  thread_.join();
+  ::unlink(path_.c_str());
+}
+
+void ControlServer::Serve() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {stop_read_.get(), POLLIN, 0}};
+    int ready = ::poll(fds, 2, 500);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    if (ready == 0) {  // every half second: has the holder record moved on?
+      fs_->CheckHolder();
+      continue;
+    }
+    UniqueFd conn(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!conn.valid()) continue;
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    std::string reply;
+    if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        (cred.uid != 0 && cred.uid != owner_)) {
+      reply = R"({"error":"control: only root or the mount's owner may use this socket","ok":false})";
+    } else {
+      std::string command;
+      char c;
+      while (command.size() < 256 && ::read(conn.get(), &c, 1) == 1 && c != '\n') command.push_back(c);
+      reply = Handle(command);
+    }
+    reply += "\n";
+    (void)WriteAll(conn.get(), reply, "control");
+  }
+}
+
+std::string ControlServer::Handle(const std::string& command) {
+  Status done;
+  if (command == "freeze") {
+    done = fs_->Freeze();
+  } else if (command == "thaw") {
+    done = fs_->Thaw();
+  } else if (command == "retire") {
+    done = fs_->Retire();
+  } else if (command != "status") {
+    done = Status::InvalidArgument("control", "unknown command '" + command + "'");
+  }
+  Result<std::string> status = fs_->StatusJson();
+  if (done.ok() && !status.ok()) done = status.status();
+  if (!done.ok()) {
+    Result<std::string> text = CanonicalJson(Json{{"ok", false}, {"error", done.message()}});
+    return text.ok() ? *text : R"({"ok":false})";
+  }
+  Json json = Json::parse(*status);
+  json["ok"] = true;
+  Result<std::string> text = CanonicalJson(json);
+  return text.ok() ? *text : R"({"ok":false})";
+}
+
+}  // namespace capsule::fs

@@ -1,0 +1,48 @@
+// The control channel: a Unix stream socket at DIR/.capsule/control.sock, mode 0600, that
+// only root or the user who mounted may use (checked with SO_PEERCRED on each connection).
+// The mount shows its path in MNT/.capsulefs-control, so clients find it from the mountpoint.
+//
+// Protocol: the client sends one command line ("status", "freeze", "thaw" or "retire") and
+// reads one canonical JSON line back: {"agent","epoch","ok":true,"state"} or
+// {"error":"...","ok":false}. One connection, one command.
+//
+// The same thread also watches the holder record every half second (CapsuleFs::CheckHolder).
+//
+// Thread-safety: one thread serves the socket, one connection at a time.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <thread>
+
+#include "capsule/file_io.h"
+#include "capsule/status.h"
+
+namespace capsule::fs {
+
+class CapsuleFs;
+
+class ControlServer {
+ public:
+  ControlServer() = default;
+  ~ControlServer() { Stop(); }
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+
+  Status Start(CapsuleFs* fs, const std::string& socket_path, uid_t owner);
+  void Stop();
+
+ private:
+  void Serve();
+  std::string Handle(const std::string& command);
+
+  CapsuleFs* fs_ = nullptr;
+  std::string path_;
+  uid_t owner_ = 0;
+  UniqueFd listen_fd_;
+  UniqueFd stop_read_, stop_write_;
+  std::thread thread_;
+};
+
+}  // namespace capsule::fs

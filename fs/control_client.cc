@@ -1,0 +1,65 @@
+#include "fs/control_client.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "capsule/file_io.h"
+
+namespace capsule::fs {
+
+Result<std::string> FindControlSocket(const std::string& path) {
+  Result<std::string> text = ReadFile(JoinPath(path, ".capsulefs-control"));
+  if (text.ok()) {
+    std::string socket = *text;
+    while (!socket.empty() && (socket.back() == '\n' || socket.back() == ' ')) socket.pop_back();
+    return socket;
+  }
+  std::string socket = JoinPath(path, ".capsule/control.sock");
+  if (PathExists(socket)) return socket;
+  return Status::NotFound(path, "no capsulefs mount here (no .capsulefs-control, no .capsule/control.sock)");
+}
+
+Result<std::string> SocketName(const std::string& path, UniqueFd* dir_fd) {
+  sockaddr_un addr{};
+  if (path.size() < sizeof(addr.sun_path)) return path;
+  CAPSULE_ASSIGN_OR_RETURN(*dir_fd, OpenFile(DirName(path), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  std::string name = "/proc/self/fd/" + std::to_string(dir_fd->get()) + "/" + BaseName(path);
+  if (name.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument(path, "socket name too long");
+  return name;
+}
+
+Result<Json> SendControl(const std::string& socket_path, const std::string& command) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  UniqueFd dir_fd;
+  CAPSULE_ASSIGN_OR_RETURN(std::string name, SocketName(socket_path, &dir_fd));
+  std::memcpy(addr.sun_path, name.c_str(), name.size() + 1);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Status::IOError(socket_path, errno);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return Status::Make(Code::kUnavailable, socket_path, std::strerror(errno));
+  }
+  CAPSULE_RETURN_IF_ERROR(WriteAll(fd.get(), command + "\n", socket_path));
+  std::string reply;
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IOError(socket_path, errno);
+    if (n == 0) break;
+    reply.append(buffer, static_cast<size_t>(n));
+  }
+  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(reply, socket_path, Code::kCorruption));
+  if (!json.is_object() || !json.value("ok", false)) {
+    std::string error = json.is_object() ? json.value("error", std::string("refused")) : "bad reply";
+    return Status::FailedPrecondition(command, error);
+  }
+  return json;
+}
+
+}  // namespace capsule::fs

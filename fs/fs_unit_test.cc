@@ -1,0 +1,89 @@
+// Unit tests of the pieces of capsulefs that need no mount.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "capsule/sha256.h"
+#include "fs/change_log.h"
+#include "fs/errno_map.h"
+#include "fs/journal_sink.h"
+#include "fs/state_gate.h"
+
+namespace capsule::fs {
+namespace {
+
+SnapshotEntry File(const std::string& content) {
+  SnapshotEntry entry;
+  entry.sha256 = Sha256Hex(content);
+  entry.size = content.size();
+  return entry;
+}
+
+TEST(ChangeLog, ReplayIsIdempotentAndIgnoresATornTail) {
+  WorkspaceChange create, rename;
+  create.set["a"] = File("one");
+  rename.del = {"a"};
+  rename.set["b"] = File("one");
+  WorkspaceChange recreate;
+  recreate.set["a"] = File("two");
+  std::string text = *ChangeToLine(create) + *ChangeToLine(rename) + *ChangeToLine(recreate);
+  Snapshot snapshot;
+  ASSERT_EQ(*ReplayChanges(text + "{\"del\":[", &snapshot), 3u);
+  Snapshot again = snapshot;
+  ASSERT_TRUE(ReplayChanges(text, &again).ok());
+  EXPECT_EQ(again.entries(), snapshot.entries());
+  EXPECT_EQ(snapshot.Find("a")->sha256, Sha256Hex("two"));
+  EXPECT_EQ(snapshot.Find("b")->sha256, Sha256Hex("one"));
+}
+
+TEST(ChangeLog, ALineWhoseBlobIsNotWholeIsSkippedWhole) {
+  WorkspaceChange first, lost, later;
+  first.set["a"] = File("one");
+  lost.del = {"a"};
+  lost.set["b"] = File("lost");
+  later.set["c"] = File("three");
+  std::string text = *ChangeToLine(first) + *ChangeToLine(lost) + *ChangeToLine(later);
+  Snapshot snapshot;
+  auto blob_ok = [](const SnapshotEntry& entry) { return entry.sha256 != Sha256Hex("lost"); };
+  ASSERT_EQ(*ReplayChanges(text, &snapshot, blob_ok), 2u);
+  EXPECT_NE(snapshot.Find("a"), nullptr);  // the rename did not happen
+  EXPECT_EQ(snapshot.Find("b"), nullptr);
+  EXPECT_NE(snapshot.Find("c"), nullptr);
+}
+
+TEST(ErrnoMap, OneTable) {
+  EXPECT_EQ(ToErrno(FsError(ENOTEMPTY, "x")), ENOTEMPTY);
+  EXPECT_EQ(ToErrno(Status::NotFound("x", "y")), ENOENT);
+  EXPECT_EQ(ToErrno(Status::InvalidArgument("x", "y")), EINVAL);
+  EXPECT_EQ(ToErrno(Status::PermissionDenied("x", "y")), EPERM);
+  EXPECT_EQ(ToErrno(Status::FailedPrecondition("x", "y")), EROFS);
+}
+
+TEST(LineAssembler, TakesALineWhenItsNewlineArrives) {
+  std::vector<std::string> lines;
+  LineAssembler journal([&](std::string_view line) {
+    if (line == "bad") return Status::InvalidArgument("journal", "bad line");
+    lines.emplace_back(line);
+    return Status::Ok();
+  }, 10);
+  EXPECT_EQ(ToErrno(journal.Write(3, "x\n")), EPERM);
+  ASSERT_TRUE(journal.Write(10, "{\"type\":").ok());
+  EXPECT_TRUE(lines.empty());
+  EXPECT_TRUE(journal.pending());
+  ASSERT_TRUE(journal.Write(18, "1}\nsecond\n").ok());
+  EXPECT_EQ(lines, (std::vector<std::string>{"{\"type\":1}", "second"}));
+  EXPECT_EQ(ToErrno(journal.Write(28, "bad\n")), EINVAL);
+}
+
+TEST(StateGate, RetireRefusesWriters) {
+  StateGate gate(MountState::kActive);
+  { ASSERT_TRUE(gate.EnterWrite().ok()); }
+  ASSERT_TRUE(gate.Freeze([] { return Status::Ok(); }).ok());
+  EXPECT_EQ(gate.state(), MountState::kFrozen);
+  gate.Retire();
+  EXPECT_EQ(ToErrno(gate.EnterWrite().status()), EROFS);
+}
+
+}  // namespace
+}  // namespace capsule::fs

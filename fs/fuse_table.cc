@@ -1,0 +1,209 @@
+#include "fs/fuse_table.h"
+
+#include <cerrno>
+#include <string>
+
+#include "fs/capsule_fs.h"
+#include "fs/errno_map.h"
+
+namespace capsule::fs {
+namespace {
+
+CapsuleFs* Fs(fuse_req_t req) { return static_cast<CapsuleFs*>(fuse_req_userdata(req)); }
+Handle* H(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
+
+void ReplyStatus(fuse_req_t req, const Status& status) { fuse_reply_err(req, ToErrno(status)); }
+
+void ReplyEntry(fuse_req_t req, const Result<fuse_entry_param>& entry) {
+  if (entry.ok()) {
+    fuse_reply_entry(req, &*entry);
+  } else {
+    ReplyStatus(req, entry.status());
+  }
+}
+
+void Init(void* userdata, fuse_conn_info* conn) {
+  (void)userdata;
+  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  if (conn->capable & FUSE_CAP_SPLICE_READ) conn->want |= FUSE_CAP_SPLICE_READ;
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  // Requests of up to 1 MiB (the kernel's max_pages follows max_write): fewer round trips for
+  // sequential I/O, which goes around the page cache.
+  conn->max_write = 1u << 20;
+  conn->max_readahead = 1u << 20;
+}
+
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) { ReplyEntry(req, Fs(req)->do_lookup(parent, name)); }
+
+void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
+  Fs(req)->do_forget(ino, n);
+  fuse_reply_none(req);
+}
+
+void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) Fs(req)->do_forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  auto st = Fs(req)->do_getattr(ino);
+  if (!st.ok()) return ReplyStatus(req, st.status());
+  fuse_reply_attr(req, &*st, Fs(req)->attr_timeout());
+}
+
+void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  auto st = Fs(req)->do_setattr(ino, *attr, to_set, fi ? H(fi) : nullptr);
+  if (!st.ok()) return ReplyStatus(req, st.status());
+  fuse_reply_attr(req, &*st, Fs(req)->attr_timeout());
+}
+
+void Readlink(fuse_req_t req, fuse_ino_t ino) {
+  auto target = Fs(req)->do_readlink(ino);
+  if (!target.ok()) return ReplyStatus(req, target.status());
+  fuse_reply_readlink(req, target->c_str());
+}
+
+void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
+  ReplyEntry(req, Fs(req)->do_mknod(parent, name, mode));
+}
+
+void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  ReplyEntry(req, Fs(req)->do_mkdir(parent, name, mode));
+}
+
+void Symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  ReplyEntry(req, Fs(req)->do_symlink(link, parent, name));
+}
+
+void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) { ReplyStatus(req, Fs(req)->do_unlink(parent, name)); }
+void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) { ReplyStatus(req, Fs(req)->do_rmdir(parent, name)); }
+
+void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+            unsigned int flags) {
+  ReplyStatus(req, Fs(req)->do_rename(parent, name, newparent, newname, flags));
+}
+
+void Link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { ReplyStatus(req, Fs(req)->do_link()); }
+
+void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto h = Fs(req)->do_open(ino, fi->flags);
+  if (!h.ok()) return ReplyStatus(req, h.status());
+  fi->fh = reinterpret_cast<uint64_t>(*h);
+  // No page cache: a reader must see the committed content whole, never the size or the pages
+  // of a writer's working copy (the kernel shares both per inode).
+  fi->direct_io = 1;
+  fuse_reply_open(req, fi);
+}
+
+void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  auto created = Fs(req)->do_create(parent, name, mode, fi->flags);
+  if (!created.ok()) return ReplyStatus(req, created.status());
+  fi->fh = reinterpret_cast<uint64_t>(created->second);
+  fi->direct_io = 1;
+  fuse_reply_create(req, &created->first, fi);
+}
+
+void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  auto reply = Fs(req)->do_read(H(fi), size, off);
+  if (!reply.ok()) return ReplyStatus(req, reply.status());
+  if (reply->fd < 0) {
+    fuse_reply_buf(req, reply->data.data(), reply->data.size());
+    return;
+  }
+  fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+  buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+  buf.buf[0].fd = reply->fd;
+  buf.buf[0].pos = off;
+  fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+void Write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
+  auto written = Fs(req)->do_write(H(fi), buf, size, off);
+  if (!written.ok()) return ReplyStatus(req, written.status());
+  fuse_reply_write(req, *written);
+}
+
+void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { ReplyStatus(req, Fs(req)->do_flush(H(fi))); }
+
+void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  Fs(req)->do_release(H(fi));
+  fuse_reply_err(req, 0);
+}
+
+void Fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { ReplyStatus(req, Fs(req)->do_fsync(H(fi))); }
+
+void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto h = Fs(req)->do_opendir(ino);
+  if (!h.ok()) return ReplyStatus(req, h.status());
+  fi->fh = reinterpret_cast<uint64_t>(*h);
+  fuse_reply_open(req, fi);
+}
+
+void Readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  Handle* h = H(fi);
+  std::string buf(size, '\0');
+  size_t used = 0;
+  for (size_t i = static_cast<size_t>(off); i < h->entries.size(); ++i) {
+    struct stat st {};
+    st.st_ino = h->entries[i].ino;
+    st.st_mode = h->entries[i].type;
+    size_t n = fuse_add_direntry(req, buf.data() + used, size - used, h->entries[i].name.c_str(), &st,
+                                 static_cast<off_t>(i + 1));
+    if (n > size - used) break;
+    used += n;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete H(fi);
+  fuse_reply_err(req, 0);
+}
+
+void Fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { ReplyStatus(req, Fs(req)->do_fsyncdir()); }
+
+void Statfs(fuse_req_t req, fuse_ino_t) {
+  auto st = Fs(req)->do_statfs();
+  if (!st.ok()) return ReplyStatus(req, st.status());
+  fuse_reply_statfs(req, &*st);
+}
+
+fuse_lowlevel_ops MakeOperations() {
+  fuse_lowlevel_ops ops{};
+  ops.init = Init;
+  ops.lookup = Lookup;
+  ops.forget = Forget;
+  ops.forget_multi = ForgetMulti;
+  ops.getattr = Getattr;
+  ops.setattr = Setattr;
+  ops.readlink = Readlink;
+  ops.mknod = Mknod;
+  ops.mkdir = Mkdir;
+  ops.symlink = Symlink;
+  ops.unlink = Unlink;
+  ops.rmdir = Rmdir;
+  ops.rename = Rename;
+  ops.link = Link;
+  ops.open = Open;
+  ops.create = Create;
+  ops.read = Read;
+  ops.write = Write;
+  ops.flush = Flush;
+  ops.release = Release;
+  ops.fsync = Fsync;
+  ops.opendir = Opendir;
+  ops.readdir = Readdir;
+  ops.releasedir = Releasedir;
+  ops.fsyncdir = Fsyncdir;
+  ops.statfs = Statfs;
+  return ops;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& Operations() {
+  static const fuse_lowlevel_ops ops = MakeOperations();
+  return ops;
+}
+
+}  // namespace capsule::fs

@@ -1,0 +1,133 @@
+// capsulefs DIR MOUNTPOINT [-f] [-o ro] [-o OPTION...]: the capsule as a live directory.
+// See man/capsulefs.8.
+#undef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 312
+#include <fuse3/fuse_lowlevel.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "capsule/file_io.h"
+#include "capsule/version.h"
+#include "fs/capsule_fs.h"
+#include "fs/control.h"
+#include "fs/fuse_table.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: capsulefs DIR MOUNTPOINT [-f] [-o ro] [-o OPTION...]\n"
+    "  Mounts the capsule at DIR as a live directory at MOUNTPOINT.\n"
+    "  -f          stay in the foreground (otherwise daemonise once the mount is ready)\n"
+    "  -o ro       read-only mount\n"
+    "  -o OPTION   passed to FUSE (e.g. allow_other)\n"
+    "  --help      this text;  --version  the version\n"
+    "  Unmount with fusermount3 -u MOUNTPOINT. Control: capsule status|freeze|thaw MOUNTPOINT.\n";
+
+struct Args {
+  capsule::fs::MountOptions mount;
+  bool foreground = false;
+  std::vector<std::string> fuse_options;
+};
+
+// 0 parsed, 1 printed help/version, 2 usage error.
+int Parse(int argc, char** argv, Args* args) {
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 1;
+    }
+    if (arg == "--version" || arg == "-V") {
+      std::cout << "capsulefs " << capsule::kVersion << "\n";
+      return 1;
+    }
+    if (arg == "-f") {
+      args->foreground = true;
+    } else if (arg == "-o" || arg.rfind("-o", 0) == 0) {
+      std::string list = arg == "-o" ? (i + 1 < argc ? argv[++i] : "") : arg.substr(2);
+      if (list.empty()) return 2;
+      std::stringstream ss(list);
+      for (std::string option; std::getline(ss, option, ',');) {
+        if (option == "ro") args->mount.read_only = true;
+        if (option == "rw") continue;
+        args->fuse_options.push_back(option);
+      }
+    } else if (!arg.empty() && arg[0] == '-') {
+      return 2;
+    } else {
+      positional.push_back(arg);
+    }
+  }
+  if (positional.size() != 2) return 2;
+  args->mount.dir = positional[0];
+  args->mount.mountpoint = positional[1];
+  return 0;
+}
+
+int Run(const Args& args) {
+  auto opened = capsule::fs::CapsuleFs::Open(args.mount);
+  if (!opened.ok()) {
+    std::cerr << "capsulefs: " << opened.status().message() << "\n";
+    return 1;
+  }
+  std::unique_ptr<capsule::fs::CapsuleFs> fs = std::move(opened).value();
+  std::string socket_path = capsule::JoinPath(fs->dir(), ".capsule/control.sock");
+  fs->SetControlPath(socket_path);
+
+  std::vector<std::string> words = {"capsulefs", "-o", "fsname=capsulefs,subtype=capsulefs"};
+  // Not held here (or -o ro): the kernel mount is read-only too, so statfs says so.
+  if (fs->gate().state() == capsule::fs::MountState::kReadOnly) words.insert(words.end(), {"-o", "ro"});
+  for (const std::string& option : args.fuse_options) {
+    words.push_back("-o");
+    words.push_back(option);
+  }
+  std::vector<char*> argv;
+  for (std::string& word : words) argv.push_back(word.data());
+  fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  fuse_session* se = fuse_session_new(&fargs, &capsule::fs::Operations(), sizeof(fuse_lowlevel_ops), fs.get());
+  if (se == nullptr) return 1;
+  fs->SetSession(se);
+  int result = 1;
+  if (fuse_set_signal_handlers(se) == 0) {
+    if (fuse_session_mount(se, args.mount.mountpoint.c_str()) == 0) {
+      fuse_daemonize(args.foreground ? 1 : 0);
+      capsule::fs::ControlServer control;
+      capsule::Status started = control.Start(fs.get(), socket_path, ::getuid());
+      if (!started.ok()) std::cerr << "capsulefs: control channel: " << started.message() << "\n";
+      fuse_loop_config* config = fuse_loop_cfg_create();
+      fuse_loop_cfg_set_max_threads(config, 64);
+      fuse_loop_cfg_set_idle_threads(config, 16);
+      result = fuse_session_loop_mt(se, config) == 0 ? 0 : 1;
+      fuse_loop_cfg_destroy(config);
+      control.Stop();
+      capsule::Status shut = fs->Shutdown();
+      if (!shut.ok()) {
+        std::cerr << "capsulefs: unmount: " << shut.message() << "\n";
+        result = 1;
+      }
+      fuse_session_unmount(se);
+    }
+    fuse_remove_signal_handlers(se);
+  }
+  fuse_session_destroy(se);
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  int parsed = Parse(argc, argv, &args);
+  if (parsed == 1) return 0;
+  if (parsed == 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  return Run(args);
+}

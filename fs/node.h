@@ -1,0 +1,78 @@
+// One inode of the mount. The tree of nodes is the view: virtual folders (the root,
+// artifacts/), rendered documents (manifest.json, artifacts/snapshot.json), the control file,
+// real capsule files and folders (memory/, environment/, schedule/, artifacts/blobs/, looked up
+// lazily on disk), and the workspace (files/, held in memory from the snapshot and the change
+// log; file bodies are blobs).
+//
+// Locking: see capsule_fs.h for the order. Fields are marked with the mutex that guards them.
+#pragma once
+
+#include <fuse3/fuse_lowlevel.h>
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "capsule/file_io.h"
+#include "capsule/sha256.h"
+
+namespace capsule::fs {
+
+enum class NodeKind {
+  kVirtualDir,  // root, artifacts/
+  kRendered,    // manifest.json, artifacts/snapshot.json
+  kControl,     // .capsulefs-control: the control socket's path
+  kRealDir,     // a folder of the capsule on disk
+  kRealFile,    // a file of the capsule on disk
+  kWsDir,       // files/ and folders under it
+  kWsFile,      // a workspace file: a blob
+  kWsLink,      // a workspace symbolic link
+};
+
+enum class Document { kNone, kManifest, kSnapshot };
+
+struct Handle;
+
+// The private copy of one open handle (each opening for writing gets its own); it replaces
+// the file whole when committed at close or fsync. The last commit wins.
+struct WorkingCopy {
+  std::string path;  // in DIR/.capsule/work/
+  UniqueFd fd;
+  uint64_t size = 0;
+  bool dirty = false;
+  // Digest of bytes [0, hashed) while the file was written in order from its start.
+  std::unique_ptr<Sha256> hash;
+  uint64_t hashed = 0;
+};
+
+struct Node {
+  Node(fuse_ino_t ino_in, NodeKind kind_in) : ino(ino_in), kind(kind_in) {}
+
+  const fuse_ino_t ino;
+  const NodeKind kind;
+  Document document = Document::kNone;
+
+  // Guarded by CapsuleFs::tree_mu_.
+  Node* parent = nullptr;  // null once unlinked (and for the root)
+  std::string name;
+  std::map<std::string, std::shared_ptr<Node>> children;
+  uint64_t nlookup = 0;
+  mode_t mode = 0;  // permission bits (workspace nodes)
+  struct timespec mtime {};
+  std::string sha256;  // kWsFile: committed content
+  uint64_t size = 0;   // kWsFile: committed size
+  std::string target;  // kWsLink
+
+  // Guarded by wc_mu: the writer handles of this node and their working copies (Handle::wc).
+  std::mutex wc_mu;
+  std::set<Handle*> writers;
+};
+
+bool IsDirKind(NodeKind kind);
+
+}  // namespace capsule::fs

@@ -1,0 +1,258 @@
+// Data operations: open, create, read, write, flush, release, fsync. A writer works on a
+// private working copy that replaces the file whole at flush (close) or fsync.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "capsule/layout.h"
+#include "capsule/sha256.h"
+#include "fs/capsule_fs.h"
+#include "fs/errno_map.h"
+
+namespace capsule::fs {
+namespace {
+
+bool Writes(int flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC); }
+
+}  // namespace
+
+Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags) {
+  std::shared_ptr<Node> node = Get(ino);
+  if (!node) return FsError(ENOENT, "inode");
+  auto h = std::make_unique<Handle>();
+  h->node = node;
+  std::string rel;
+  std::string sha;
+  {
+    std::shared_lock lock(tree_mu_);
+    rel = RelPath(node.get());
+    sha = node->sha256;
+  }
+  bool writes = Writes(flags);
+  switch (node->kind) {
+    case NodeKind::kVirtualDir:
+    case NodeKind::kRealDir:
+    case NodeKind::kWsDir:
+      if (writes) return FsError(EISDIR, rel);
+      return h.release();
+    case NodeKind::kWsLink:
+      return FsError(ELOOP, rel);
+    case NodeKind::kRendered:
+    case NodeKind::kControl:
+      if (writes) return FsError(EACCES, rel + ": read-only, rendered from the live capsule");
+      if (node->kind == NodeKind::kControl) {
+        h->data = control_path_ + "\n";
+      } else {
+        CAPSULE_ASSIGN_OR_RETURN(h->data, Render(node->document));
+      }
+      return h.release();
+    case NodeKind::kRealFile: {
+      if (writes && rel == kJournalPath) {
+        if (!journal_sink_ || (flags & O_TRUNC)) return FsError(EPERM, rel + ": append-only journal");
+        CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+        struct stat st;
+        if (::stat(JoinPath(options_.dir, rel).c_str(), &st) != 0) return Status::IOError(rel, errno);
+        h->journal = std::make_unique<LineAssembler>(journal_sink_, static_cast<uint64_t>(st.st_size));
+      } else if (writes && !WritableRealPath(rel)) {
+        return FsError(EACCES, rel + ": read-only in the mount");
+      }
+      CAPSULE_ASSIGN_OR_RETURN(h->fd, OpenFile(JoinPath(options_.dir, rel), O_RDONLY | O_CLOEXEC));
+      break;
+    }
+    case NodeKind::kWsFile:
+      if (!writes) {
+        CAPSULE_ASSIGN_OR_RETURN(h->fd, OpenFile(JoinPath(options_.dir, BlobPath(sha)), O_RDONLY | O_CLOEXEC));
+      }
+      break;
+  }
+  if (writes && !h->journal) {
+    CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+    std::lock_guard wc_lock(node->wc_mu);
+    if (flags & O_TRUNC) {
+      CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), h.get(), true));
+      std::shared_lock lock(tree_mu_);
+      if (node->kind == NodeKind::kWsFile && node->size == 0) h->wc->dirty = false;  // nothing to commit yet
+    }
+    node->writers.insert(h.get());
+    h->writer = true;
+    h->append = (flags & O_APPEND) != 0;
+  }
+  return h.release();
+}
+
+Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent, const std::string& name,
+                                                                   mode_t mode, int flags) {
+  std::string rel;
+  {
+    std::shared_lock lock(tree_mu_);
+    rel = RelPath(parent) + "/" + name;
+  }
+  if (parent->kind != NodeKind::kRealDir || !CreatableRealPath(rel)) return FsError(EPERM, rel + ": no new files here");
+  std::string path = JoinPath(options_.dir, rel);
+  std::shared_ptr<Node> node;
+  {
+    CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());  // released before do_open takes its own
+    if (PathExists(path) && (flags & O_EXCL)) return FsError(EEXIST, rel);
+    if (!PathExists(path)) CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(path, "", mode & 07777));
+    std::unique_lock lock(tree_mu_);
+    CAPSULE_ASSIGN_OR_RETURN(node, Child(parent, name));
+    ++node->nlookup;
+    ++generation_;
+  }
+  CAPSULE_ASSIGN_OR_RETURN(fuse_entry_param entry, Entry(node));
+  CAPSULE_ASSIGN_OR_RETURN(Handle * h, do_open(node->ino, flags & ~(O_CREAT | O_EXCL)));
+  return std::make_pair(entry, h);
+}
+
+Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t parent_ino, const std::string& name,
+                                                                  mode_t mode, int flags) {
+  std::shared_ptr<Node> parent = Get(parent_ino);
+  if (!parent) return FsError(ENOENT, name);
+  if (parent->kind != NodeKind::kWsDir) return CreateReal(parent.get(), name, mode, flags);
+  std::shared_ptr<Node> node;
+  {
+    // Released before do_open takes its own: a ticket is never held while waiting for another.
+    CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+    std::unique_lock lock(tree_mu_);
+    Result<std::shared_ptr<Node>> existing = Child(parent.get(), name);
+    if (existing.ok()) {
+      if (flags & O_EXCL) return FsError(EEXIST, name);
+      node = *existing;
+    } else if (ToErrno(existing.status()) != ENOENT) {
+      return existing.status();
+    } else {
+      node = NewNode(NodeKind::kWsFile, parent.get(), name);
+      node->mode = mode & 07777;
+      node->sha256 = Sha256Hex("");
+      node->size = 0;
+      WorkspaceChange change;
+      change.set[WsPath(node.get())] = EntryOf(node.get());
+      CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    }
+    ++node->nlookup;
+  }
+  Status synced;
+  Result<fuse_entry_param> entry = synced.ok() ? Entry(node) : Result<fuse_entry_param>(synced);
+  Result<Handle*> h = entry.ok() ? do_open(node->ino, flags & ~(O_CREAT | O_EXCL)) : Result<Handle*>(entry.status());
+  if (!h.ok()) {
+    do_forget(node->ino, 1);
+    return h.status();
+  }
+  return std::make_pair(*entry, *h);
+}
+
+Result<ReadReply> CapsuleFs::do_read(Handle* h, size_t size, off_t off) {
+  ReadReply reply;
+  if (!h->data.empty() || h->node->kind == NodeKind::kRendered || h->node->kind == NodeKind::kControl) {
+    if (static_cast<size_t>(off) < h->data.size()) reply.data = h->data.substr(static_cast<size_t>(off), size);
+    return reply;
+  }
+  if (!h->writer || h->node->kind == NodeKind::kRealFile) {
+    if (!h->fd.valid()) return FsError(EISDIR, h->node->name);
+    if (!h->writer) {
+      reply.fd = h->fd.get();
+      return reply;
+    }
+  }
+  // A writer reads its working copy, or the committed content when it has none.
+  Node* node = h->node.get();
+  std::lock_guard wc_lock(node->wc_mu);
+  UniqueFd committed;
+  int fd = -1;
+  if (h->wc) {
+    fd = h->wc->fd.get();
+  } else if (node->kind == NodeKind::kRealFile) {
+    fd = h->fd.get();
+  } else {
+    std::string sha;
+    {
+      std::shared_lock lock(tree_mu_);
+      sha = node->sha256;
+    }
+    CAPSULE_ASSIGN_OR_RETURN(committed, OpenFile(JoinPath(options_.dir, BlobPath(sha)), O_RDONLY | O_CLOEXEC));
+    fd = committed.get();
+  }
+  reply.data.resize(size);
+  CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd, reply.data.data(), size, off, node->name));
+  reply.data.resize(n);
+  return reply;
+}
+
+Result<size_t> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, off_t off) {
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  if (h->journal) {
+    CAPSULE_RETURN_IF_ERROR(h->journal->Write(static_cast<uint64_t>(off), std::string_view(buf, size)));
+    return size;
+  }
+  if (!h->writer) return FsError(EBADF, h->node->name + ": not open for writing");
+  Node* node = h->node.get();
+  std::lock_guard wc_lock(node->wc_mu);
+  CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, h, false));
+  WorkingCopy& wc = *h->wc;
+  if (h->append) off = static_cast<off_t>(wc.size);
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pwrite(wc.fd.get(), buf + done, size - done, off + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IOError(wc.path, errno);
+    done += static_cast<size_t>(n);
+  }
+  uint64_t end = static_cast<uint64_t>(off) + size;
+  if (wc.hash && static_cast<uint64_t>(off) == wc.hashed && wc.hashed == wc.size) {
+    wc.hash->Update(std::string_view(buf, size));
+    wc.hashed = end;
+  } else if (wc.hash && static_cast<uint64_t>(off) < wc.hashed) {
+    wc.hash.reset();
+  }
+  if (end > wc.size) wc.size = end;
+  wc.dirty = true;
+  return size;
+}
+
+Status CapsuleFs::do_flush(Handle* h) {
+  if (h->journal) {
+    if (h->journal->pending()) return FsError(EINVAL, "memory/timeline_events.jsonl: a line without its newline");
+    return Status::Ok();
+  }
+  if (!h->writer) return Status::Ok();
+  Node* node = h->node.get();
+  {
+    std::lock_guard wc_lock(node->wc_mu);
+    if (!h->wc || !h->wc->dirty) return Status::Ok();
+  }
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  std::lock_guard wc_lock(node->wc_mu);
+  return CommitWorkingCopy(node, h);
+}
+
+Status CapsuleFs::do_fsync(Handle* h) {
+  if (h->journal || !h->writer) return SyncAll();
+  Node* node = h->node.get();
+  {
+    std::lock_guard wc_lock(node->wc_mu);
+    if (!h->wc || !h->wc->dirty) return SyncAll();  // what an earlier close committed
+  }
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  std::lock_guard wc_lock(node->wc_mu);
+  return CommitWorkingCopy(node, h, /*durable=*/true);
+}
+
+void CapsuleFs::do_release(Handle* raw) {
+  std::unique_ptr<Handle> h(raw);
+  if (!h->writer) return;
+  Node* node = h->node.get();
+  bool dirty = false;
+  {
+    std::lock_guard wc_lock(node->wc_mu);
+    dirty = h->wc && h->wc->dirty;
+  }
+  Result<WriteTicket> ticket = dirty ? gate_.EnterWrite() : Result<WriteTicket>(WriteTicket(nullptr));
+  std::lock_guard wc_lock(node->wc_mu);
+  node->writers.erase(h.get());
+  if (ticket.ok()) (void)CommitWorkingCopy(node, h.get());
+  DropWorkingCopy(h.get());
+}
+
+}  // namespace capsule::fs

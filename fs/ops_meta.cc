@@ -1,0 +1,358 @@
+// Metadata operations: lookup, attributes, the namespace of files/ and schedule/, folders.
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "capsule/layout.h"
+#include "fs/capsule_fs.h"
+#include "fs/errno_map.h"
+
+namespace capsule::fs {
+namespace {
+
+mode_t TypeOf(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::kVirtualDir:
+    case NodeKind::kRealDir:
+    case NodeKind::kWsDir: return S_IFDIR;
+    case NodeKind::kWsLink: return S_IFLNK;
+    default: return S_IFREG;
+  }
+}
+
+bool IsWs(NodeKind kind) {
+  return kind == NodeKind::kWsDir || kind == NodeKind::kWsFile || kind == NodeKind::kWsLink;
+}
+
+}  // namespace
+
+Result<fuse_entry_param> CapsuleFs::do_lookup(fuse_ino_t parent, const std::string& name) {
+  std::shared_ptr<Node> child;
+  {
+    std::unique_lock lock(tree_mu_);
+    auto it = nodes_.find(parent);
+    if (it == nodes_.end()) return FsError(ENOENT, name);
+    CAPSULE_ASSIGN_OR_RETURN(child, Child(it->second.get(), name));
+    ++child->nlookup;
+  }
+  Result<fuse_entry_param> entry = Entry(child);
+  if (!entry.ok()) do_forget(child->ino, 1);
+  return entry;
+}
+
+void CapsuleFs::do_forget(fuse_ino_t ino, uint64_t n) {
+  std::unique_lock lock(tree_mu_);
+  auto it = nodes_.find(ino);
+  if (it == nodes_.end() || ino == FUSE_ROOT_ID) return;
+  Node* node = it->second.get();
+  node->nlookup = node->nlookup > n ? node->nlookup - n : 0;
+  if (node->nlookup == 0 && node->parent == nullptr) nodes_.erase(it);
+}
+
+Result<struct stat> CapsuleFs::do_getattr(fuse_ino_t ino) {
+  std::shared_ptr<Node> node = Get(ino);
+  if (!node) return FsError(ENOENT, "inode");
+  return Attr(node.get());
+}
+
+Status CapsuleFs::Detach(Node* node) {
+  if (node->parent != nullptr) node->parent->children.erase(node->name);
+  node->parent = nullptr;
+  if (node->nlookup == 0) nodes_.erase(node->ino);
+  return Status::Ok();
+}
+
+Status CapsuleFs::TruncateNow(Node* node, uint64_t size) {
+  std::lock_guard wc_lock(node->wc_mu);
+  Handle h;  // a working copy of its own, committed at once
+  CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, &h, size == 0));
+  WorkingCopy& wc = *h.wc;
+  if (::ftruncate(wc.fd.get(), static_cast<off_t>(size)) != 0) return Status::IOError(wc.path, errno);
+  if (size < wc.hashed || size > wc.size) wc.hash.reset();
+  wc.size = size;
+  wc.dirty = true;
+  Status committed = CommitWorkingCopy(node, &h);
+  DropWorkingCopy(&h);
+  return committed;
+}
+
+Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& attr, int to_set, Handle* h) {
+  std::shared_ptr<Node> node = Get(ino);
+  if (!node) return FsError(ENOENT, "inode");
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  std::string rel;
+  {
+    std::shared_lock lock(tree_mu_);
+    rel = RelPath(node.get());
+  }
+  bool ws = IsWs(node->kind);
+  bool real_writable = node->kind == NodeKind::kRealFile && WritableRealPath(rel);
+  if (!ws && !real_writable && (to_set & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MODE))) {
+    return FsError(EPERM, rel + ": not changeable through the mount");
+  }
+  if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+    if (((to_set & FUSE_SET_ATTR_UID) && attr.st_uid != ::getuid()) ||
+        ((to_set & FUSE_SET_ATTR_GID) && attr.st_gid != ::getgid())) {
+      return FsError(EPERM, rel + ": owners are not kept in a capsule");
+    }
+  }
+  if (to_set & FUSE_SET_ATTR_SIZE) {
+    if (node->kind != NodeKind::kWsFile && node->kind != NodeKind::kRealFile) return FsError(EISDIR, rel);
+    uint64_t size = static_cast<uint64_t>(attr.st_size);
+    if (h != nullptr && h->writer) {
+      std::lock_guard wc_lock(node->wc_mu);
+      CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), h, size == 0));
+      WorkingCopy& wc = *h->wc;
+      if (::ftruncate(wc.fd.get(), attr.st_size) != 0) return Status::IOError(wc.path, errno);
+      if (size < wc.hashed || size > wc.size) wc.hash.reset();
+      wc.size = size;
+      wc.dirty = true;
+    } else {
+      CAPSULE_RETURN_IF_ERROR(TruncateNow(node.get(), size));
+    }
+  }
+  if ((to_set & FUSE_SET_ATTR_MODE) && ws && node->kind != NodeKind::kWsLink) {
+    {
+      std::unique_lock lock(tree_mu_);
+      node->mode = attr.st_mode & 07777;
+      if (node->parent != nullptr) {
+        WorkspaceChange change;
+        change.set[WsPath(node.get())] = EntryOf(node.get());
+        CAPSULE_RETURN_IF_ERROR(LogChange(change));
+      }
+    }
+  } else if ((to_set & FUSE_SET_ATTR_MODE) && !ws) {
+    return FsError(EPERM, rel + ": modes of capsule files are fixed");
+  }
+  if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+    std::unique_lock lock(tree_mu_);
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+      clock_gettime(CLOCK_REALTIME, &node->mtime);
+    } else {
+      node->mtime = attr.st_mtim;
+    }
+  }
+  return Attr(node.get());
+}
+
+Result<std::string> CapsuleFs::do_readlink(fuse_ino_t ino) {
+  std::shared_ptr<Node> node = Get(ino);
+  if (!node) return FsError(ENOENT, "inode");
+  std::shared_lock lock(tree_mu_);
+  if (node->kind != NodeKind::kWsLink) return FsError(EINVAL, node->name + ": not a link");
+  return node->target;
+}
+
+Result<fuse_entry_param> CapsuleFs::do_mknod(fuse_ino_t parent, const std::string& name, mode_t mode) {
+  if (!S_ISREG(mode)) return FsError(EPERM, name + ": only regular files and folders live in a capsule");
+  CAPSULE_ASSIGN_OR_RETURN(auto created, do_create(parent, name, mode, O_WRONLY | O_CREAT | O_EXCL));
+  do_release(created.second);
+  return created.first;
+}
+
+Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::string& name, mode_t mode) {
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  std::shared_ptr<Node> node;
+  {
+    std::unique_lock lock(tree_mu_);
+    auto it = nodes_.find(parent_ino);
+    if (it == nodes_.end()) return FsError(ENOENT, name);
+    Node* parent = it->second.get();
+    if (Child(parent, name).ok()) return FsError(EEXIST, name);
+    std::string rel = RelPath(parent) + "/" + name;
+    if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
+      if (::mkdir(JoinPath(options_.dir, rel).c_str(), mode & 07777) != 0) return Status::IOError(rel, errno);
+      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
+      CAPSULE_ASSIGN_OR_RETURN(node, Child(parent, name));
+    } else if (parent->kind == NodeKind::kWsDir) {
+      node = NewNode(NodeKind::kWsDir, parent, name);
+      node->mode = mode & 07777;
+      WorkspaceChange change;
+      change.set[WsPath(node.get())] = EntryOf(node.get());
+      CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    } else {
+      return FsError(EPERM, rel + ": no new folders here");
+    }
+    ++node->nlookup;
+  }
+  CAPSULE_RETURN_IF_ERROR(SyncLog());
+  return Entry(node);
+}
+
+Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_ino_t parent_ino,
+                                               const std::string& name) {
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  std::shared_ptr<Node> node;
+  {
+    std::unique_lock lock(tree_mu_);
+    auto it = nodes_.find(parent_ino);
+    if (it == nodes_.end()) return FsError(ENOENT, name);
+    Node* parent = it->second.get();
+    if (parent->kind != NodeKind::kWsDir) return FsError(EPERM, name + ": links live only under files/");
+    if (parent->children.count(name) != 0) return FsError(EEXIST, name);
+    node = NewNode(NodeKind::kWsLink, parent, name);
+    node->target = target;
+    WorkspaceChange change;
+    change.set[WsPath(node.get())] = EntryOf(node.get());
+    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    ++node->nlookup;
+  }
+  CAPSULE_RETURN_IF_ERROR(SyncLog());
+  return Entry(node);
+}
+
+Status CapsuleFs::do_link() { return FsError(EPERM, "hard links are not kept in a capsule"); }
+
+Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  {
+    std::unique_lock lock(tree_mu_);
+    auto it = nodes_.find(parent_ino);
+    if (it == nodes_.end()) return FsError(ENOENT, name);
+    Node* parent = it->second.get();
+    CAPSULE_ASSIGN_OR_RETURN(std::shared_ptr<Node> node, Child(parent, name));
+    std::string rel = RelPath(node.get());
+    if (IsDirKind(node->kind)) return FsError(EISDIR, rel);
+    if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
+      if (::unlink(JoinPath(options_.dir, rel).c_str()) != 0) return Status::IOError(rel, errno);
+      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
+      ++generation_;
+      return Detach(node.get());
+    }
+    if (parent->kind != NodeKind::kWsDir) return FsError(EPERM, rel + ": cannot be removed");
+    WorkspaceChange change;
+    change.del.push_back(WsPath(node.get()));
+    CAPSULE_RETURN_IF_ERROR(Detach(node.get()));
+    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+  }
+  return Status::Ok();
+}
+
+Status CapsuleFs::do_rmdir(fuse_ino_t parent_ino, const std::string& name) {
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  {
+    std::unique_lock lock(tree_mu_);
+    auto it = nodes_.find(parent_ino);
+    if (it == nodes_.end()) return FsError(ENOENT, name);
+    Node* parent = it->second.get();
+    CAPSULE_ASSIGN_OR_RETURN(std::shared_ptr<Node> node, Child(parent, name));
+    std::string rel = RelPath(node.get());
+    if (!IsDirKind(node->kind)) return FsError(ENOTDIR, rel);
+    if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
+      if (::rmdir(JoinPath(options_.dir, rel).c_str()) != 0) return Status::IOError(rel, errno);
+      ++generation_;
+      return Detach(node.get());
+    }
+    if (node->kind != NodeKind::kWsDir || node == files_) return FsError(EPERM, rel + ": cannot be removed");
+    if (!node->children.empty()) return FsError(ENOTEMPTY, rel);
+    WorkspaceChange change;
+    change.del.push_back(WsPath(node.get()));
+    CAPSULE_RETURN_IF_ERROR(Detach(node.get()));
+    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+  }
+  return Status::Ok();
+}
+
+Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse_ino_t newparent_ino,
+                            const std::string& newname, unsigned flags) {
+  if (flags & ~static_cast<unsigned>(RENAME_NOREPLACE)) return FsError(EINVAL, name + ": only RENAME_NOREPLACE is supported");
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  {
+    std::unique_lock lock(tree_mu_);
+    auto p = nodes_.find(parent_ino), np = nodes_.find(newparent_ino);
+    if (p == nodes_.end() || np == nodes_.end()) return FsError(ENOENT, name);
+    Node* parent = p->second.get();
+    Node* newparent = np->second.get();
+    CAPSULE_ASSIGN_OR_RETURN(std::shared_ptr<Node> node, Child(parent, name));
+    std::string rel = RelPath(node.get());
+    std::string new_rel = RelPath(newparent) + "/" + newname;
+    bool real = parent->kind == NodeKind::kRealDir && newparent->kind == NodeKind::kRealDir &&
+                CreatableRealPath(rel) && CreatableRealPath(new_rel);
+    bool ws = parent->kind == NodeKind::kWsDir && newparent->kind == NodeKind::kWsDir;
+    if (!real && !ws) {
+      if (IsWs(parent->kind) != IsWs(newparent->kind) && (IsWs(parent->kind) || CreatableRealPath(rel))) {
+        return FsError(EXDEV, rel + " -> " + new_rel);
+      }
+      return FsError(EPERM, rel + ": cannot be renamed");
+    }
+    Result<std::shared_ptr<Node>> existing = Child(newparent, newname);
+    std::shared_ptr<Node> target = existing.ok() ? *existing : nullptr;
+    if (target == node) return Status::Ok();
+    if (target && (flags & RENAME_NOREPLACE)) return FsError(EEXIST, new_rel);
+    for (Node* n = newparent; n != nullptr; n = n->parent) {
+      if (n == node.get()) return FsError(EINVAL, new_rel + ": inside " + rel);
+    }
+    if (target && IsDirKind(node->kind) && !IsDirKind(target->kind)) return FsError(ENOTDIR, new_rel);
+    if (target && !IsDirKind(node->kind) && IsDirKind(target->kind)) return FsError(EISDIR, new_rel);
+    if (target && IsDirKind(target->kind) && !target->children.empty()) return FsError(ENOTEMPTY, new_rel);
+    if (real) {
+      if (::renameat2(AT_FDCWD, JoinPath(options_.dir, rel).c_str(), AT_FDCWD,
+                      JoinPath(options_.dir, new_rel).c_str(), flags) != 0) {
+        return Status::IOError(rel, errno);
+      }
+      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
+      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(newparent))));
+    }
+    WorkspaceChange change;
+    if (ws) {
+      WorkspaceChange old;
+      AddSubtree(node.get(), WsPath(node.get()), &old);
+      for (const auto& [path, entry] : old.set) change.del.push_back(path);
+      if (target) change.del.push_back(WsPath(target.get()));
+    }
+    if (target) CAPSULE_RETURN_IF_ERROR(Detach(target.get()));
+    parent->children.erase(node->name);
+    node->name = newname;
+    node->parent = newparent;
+    newparent->children[newname] = node;
+    if (real) {
+      ++generation_;
+      return Status::Ok();
+    }
+    AddSubtree(node.get(), WsPath(node.get()), &change);
+    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+  }
+  return Status::Ok();
+}
+
+Result<Handle*> CapsuleFs::do_opendir(fuse_ino_t ino) {
+  std::shared_ptr<Node> node = Get(ino);
+  if (!node) return FsError(ENOENT, "inode");
+  auto handle = std::make_unique<Handle>();
+  handle->node = node;
+  handle->entries.push_back({".", node->ino, S_IFDIR});
+  std::shared_lock lock(tree_mu_);
+  if (!IsDirKind(node->kind)) return FsError(ENOTDIR, node->name);
+  handle->entries.push_back({"..", node->parent ? node->parent->ino : node->ino, S_IFDIR});
+  if (node->kind != NodeKind::kRealDir) {
+    for (const auto& [name, child] : node->children) handle->entries.push_back({name, child->ino, TypeOf(child->kind)});
+    return handle.release();
+  }
+  std::string rel = RelPath(node.get());
+  DIR* dir = ::opendir(JoinPath(options_.dir, rel).c_str());
+  if (dir == nullptr) return Status::IOError(rel, errno);
+  while (struct dirent* d = ::readdir(dir)) {
+    std::string name = d->d_name;
+    if (name == "." || name == ".." || IsTempDebris(name)) continue;
+    auto it = node->children.find(name);
+    fuse_ino_t child_ino = it != node->children.end() ? it->second->ino : (1ull << 62) + d->d_ino;
+    handle->entries.push_back({name, child_ino, static_cast<mode_t>(d->d_type == DT_DIR ? S_IFDIR : S_IFREG)});
+  }
+  ::closedir(dir);
+  return handle.release();
+}
+
+Result<struct statvfs> CapsuleFs::do_statfs() {
+  struct statvfs st;
+  if (::statvfs(options_.dir.c_str(), &st) != 0) return Status::IOError(options_.dir, errno);
+  MountState state = gate_.state();
+  if (state == MountState::kRetired || state == MountState::kReadOnly) st.f_flag |= ST_RDONLY;
+  return st;
+}
+
+}  // namespace capsule::fs

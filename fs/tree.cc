@@ -1,0 +1,266 @@
+// The tree of nodes: building it from the snapshot, paths, attributes, rendering.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <ctime>
+
+#include "capsule/holder.h"
+#include "capsule/layout.h"
+#include "capsule/sha256.h"
+#include "fs/capsule_fs.h"
+#include "fs/errno_map.h"
+
+namespace capsule::fs {
+
+bool IsDirKind(NodeKind kind) {
+  return kind == NodeKind::kVirtualDir || kind == NodeKind::kRealDir || kind == NodeKind::kWsDir;
+}
+
+namespace {
+
+struct timespec Now() {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return now;
+}
+
+}  // namespace
+
+CapsuleFs::CapsuleFs(MountOptions options, MountState state)
+    : options_(std::move(options)), gate_(state) {}
+
+CapsuleFs::~CapsuleFs() = default;
+
+std::shared_ptr<Node> CapsuleFs::NewNode(NodeKind kind, Node* parent, const std::string& name) {
+  auto node = std::make_shared<Node>(next_ino_++, kind);
+  node->name = name;
+  node->parent = parent;
+  node->mtime = Now();
+  node->mode = IsDirKind(kind) ? 0755 : 0644;
+  nodes_[node->ino] = node;
+  if (parent != nullptr) parent->children[name] = node;
+  return node;
+}
+
+std::shared_ptr<Node> CapsuleFs::Get(fuse_ino_t ino) {
+  std::shared_lock lock(tree_mu_);
+  auto it = nodes_.find(ino);
+  return it == nodes_.end() ? nullptr : it->second;
+}
+
+std::string CapsuleFs::RelPath(const Node* node) const {
+  std::string path;
+  for (const Node* n = node; n != nullptr && n != root_.get(); n = n->parent) {
+    path = path.empty() ? n->name : n->name + "/" + path;
+  }
+  return path;
+}
+
+std::string CapsuleFs::WsPath(const Node* node) const {
+  std::string path;
+  for (const Node* n = node; n != nullptr && n != files_.get(); n = n->parent) {
+    path = path.empty() ? n->name : n->name + "/" + path;
+  }
+  return path;
+}
+
+Status CapsuleFs::BuildTree(const Snapshot& snapshot) {
+  std::unique_lock lock(tree_mu_);
+  root_ = std::make_shared<Node>(FUSE_ROOT_ID, NodeKind::kVirtualDir);
+  root_->mtime = Now();
+  nodes_[FUSE_ROOT_ID] = root_;
+  NewNode(NodeKind::kRendered, root_.get(), kManifestPath)->document = Document::kManifest;
+  NewNode(NodeKind::kControl, root_.get(), ".capsulefs-control");
+  files_ = NewNode(NodeKind::kWsDir, root_.get(), "files");
+  for (const char* real : {"memory", "environment", "schedule"}) NewNode(NodeKind::kRealDir, root_.get(), real);
+  auto artifacts = NewNode(NodeKind::kVirtualDir, root_.get(), "artifacts");
+  NewNode(NodeKind::kRendered, artifacts.get(), "snapshot.json")->document = Document::kSnapshot;
+  NewNode(NodeKind::kRealDir, artifacts.get(), "blobs");
+  // Workspace entries in path order, so that a folder comes before what it holds.
+  for (const auto& [path, entry] : snapshot.entries()) {
+    Node* parent = files_.get();
+    size_t start = 0;
+    for (size_t slash; (slash = path.find('/', start)) != std::string::npos; start = slash + 1) {
+      std::string part = path.substr(start, slash - start);
+      auto it = parent->children.find(part);
+      if (it == parent->children.end()) {
+        parent = NewNode(NodeKind::kWsDir, parent, part).get();  // implied folder
+      } else if (it->second->kind != NodeKind::kWsDir) {
+        return Status::Corruption(kSnapshotPath, "'" + path + "' lies under a non-folder");
+      } else {
+        parent = it->second.get();
+      }
+    }
+    std::string leaf = path.substr(start);
+    if (parent->children.count(leaf) != 0) {
+      if (entry.type == SnapshotEntry::Type::kDirectory) parent->children[leaf]->mode = entry.mode;
+      continue;
+    }
+    NodeKind kind = entry.type == SnapshotEntry::Type::kFile        ? NodeKind::kWsFile
+                    : entry.type == SnapshotEntry::Type::kDirectory ? NodeKind::kWsDir
+                                                                    : NodeKind::kWsLink;
+    auto node = NewNode(kind, parent, leaf);
+    node->mode = entry.mode;
+    node->sha256 = entry.sha256;
+    node->size = entry.size;
+    node->target = entry.target;
+  }
+  return Status::Ok();
+}
+
+SnapshotEntry CapsuleFs::EntryOf(const Node* node) const {
+  SnapshotEntry entry;
+  switch (node->kind) {
+    case NodeKind::kWsFile:
+      entry.type = SnapshotEntry::Type::kFile;
+      entry.sha256 = node->sha256;
+      entry.size = node->size;
+      entry.mode = node->mode & 07777;
+      break;
+    case NodeKind::kWsLink:
+      entry.type = SnapshotEntry::Type::kSymlink;
+      entry.target = node->target;
+      entry.mode = 0;
+      break;
+    default:
+      entry.type = SnapshotEntry::Type::kDirectory;
+      entry.mode = node->mode & 07777;
+      break;
+  }
+  return entry;
+}
+
+void CapsuleFs::AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const {
+  change->set[path] = EntryOf(node);
+  for (const auto& [name, child] : node->children) AddSubtree(child.get(), path + "/" + name, change);
+}
+
+Snapshot CapsuleFs::BuildSnapshot() const {
+  WorkspaceChange all;
+  for (const auto& [name, child] : files_->children) AddSubtree(child.get(), name, &all);
+  Snapshot snapshot;
+  for (auto& [path, entry] : all.set) snapshot.Set(path, std::move(entry));
+  return snapshot;
+}
+
+Result<std::shared_ptr<Node>> CapsuleFs::Child(Node* parent, const std::string& name) {
+  if (!IsDirKind(parent->kind)) return FsError(ENOTDIR, name);
+  if (name.size() > NAME_MAX) return FsError(ENAMETOOLONG, name);
+  if (parent != root_.get() && parent->parent == nullptr) return FsError(ENOENT, name);  // removed
+  auto it = parent->children.find(name);
+  if (parent->kind != NodeKind::kRealDir) {
+    if (it == parent->children.end()) return FsError(ENOENT, name);
+    return it->second;
+  }
+  std::string rel = RelPath(parent) + "/" + name;
+  struct stat st;
+  if (IsTempDebris(name) || ::lstat(JoinPath(options_.dir, rel).c_str(), &st) != 0) {
+    if (it != parent->children.end()) {  // gone from the disk: forget it
+      it->second->parent = nullptr;
+      if (it->second->nlookup == 0) nodes_.erase(it->second->ino);
+      parent->children.erase(it);
+    }
+    return FsError(ENOENT, rel);
+  }
+  NodeKind kind = S_ISDIR(st.st_mode) ? NodeKind::kRealDir : NodeKind::kRealFile;
+  if (it != parent->children.end() && it->second->kind == kind) return it->second;
+  if (it != parent->children.end()) it->second->parent = nullptr;
+  return NewNode(kind, parent, name);
+}
+
+Result<struct stat> CapsuleFs::Attr(Node* node) {
+  struct stat st {};
+  st.st_ino = node->ino;
+  st.st_uid = ::getuid();
+  st.st_gid = ::getgid();
+  st.st_blksize = 4096;
+  st.st_nlink = 1;
+  bool read_only_mount = gate_.state() == MountState::kReadOnly || gate_.state() == MountState::kRetired;
+  std::shared_lock lock(tree_mu_);
+  st.st_mtim = st.st_atim = st.st_ctim = node->mtime;
+  switch (node->kind) {
+    case NodeKind::kVirtualDir:
+      st.st_mode = S_IFDIR | 0555;
+      st.st_nlink = 2;
+      break;
+    case NodeKind::kRendered: {
+      Document document = node->document;
+      lock.unlock();
+      CAPSULE_ASSIGN_OR_RETURN(std::string text, Render(document));
+      st.st_mode = S_IFREG | 0444;
+      st.st_size = static_cast<off_t>(text.size());
+      break;
+    }
+    case NodeKind::kControl:
+      st.st_mode = S_IFREG | 0444;
+      st.st_size = static_cast<off_t>(control_path_.size() + 1);
+      break;
+    case NodeKind::kRealDir:
+    case NodeKind::kRealFile: {
+      std::string rel = RelPath(node);
+      lock.unlock();
+      struct stat real;
+      if (::lstat(JoinPath(options_.dir, rel).c_str(), &real) != 0) return Status::IOError(rel, errno);
+      real.st_ino = node->ino;
+      if (read_only_mount || (node->kind == NodeKind::kRealFile && !WritableRealPath(rel))) real.st_mode &= ~0222;
+      return real;
+    }
+    case NodeKind::kWsDir:
+      st.st_mode = S_IFDIR | (node->mode & 07777);
+      st.st_nlink = 2;
+      break;
+    case NodeKind::kWsFile:
+      st.st_mode = S_IFREG | (node->mode & 07777);
+      st.st_size = static_cast<off_t>(node->size);  // the committed size: what readers get
+      break;
+    case NodeKind::kWsLink:
+      st.st_mode = S_IFLNK | 0777;
+      st.st_size = static_cast<off_t>(node->target.size());
+      break;
+  }
+  st.st_blocks = (st.st_size + 511) / 512;
+  return st;
+}
+
+Result<fuse_entry_param> CapsuleFs::Entry(const std::shared_ptr<Node>& node) {
+  fuse_entry_param e{};
+  CAPSULE_ASSIGN_OR_RETURN(e.attr, Attr(node.get()));
+  e.ino = node->ino;
+  e.generation = 1;
+  double timeout = node->kind == NodeKind::kRendered ? 0.0 : attr_timeout();
+  e.attr_timeout = timeout;
+  e.entry_timeout = timeout;
+  return e;
+}
+
+Result<std::string> CapsuleFs::Render(Document document) {
+  std::lock_guard render_lock(render_mu_);
+  std::shared_lock lock(tree_mu_);
+  int slot = static_cast<int>(document);
+  if (rendered_generation_[slot] == generation_) return rendered_[slot];
+  uint64_t generation = generation_;
+  CAPSULE_ASSIGN_OR_RETURN(std::string snapshot_text, BuildSnapshot().ToCanonicalText());
+  Manifest manifest = manifest_;
+  lock.unlock();
+  manifest.files[kSnapshotPath] = FileDigest{Sha256Hex(snapshot_text), snapshot_text.size()};
+  CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest.ToCanonicalText());
+  int s = static_cast<int>(Document::kSnapshot), m = static_cast<int>(Document::kManifest);
+  rendered_[s] = std::move(snapshot_text);
+  rendered_[m] = std::move(manifest_text);
+  rendered_generation_[s] = rendered_generation_[m] = generation;
+  return rendered_[slot];
+}
+
+bool CapsuleFs::WritableRealPath(const std::string& rel) const {
+  return rel == kWorkingMemoryPath || rel == kEnvironmentSpecPath || rel.rfind("memory/vector_index/", 0) == 0 ||
+         rel.rfind("schedule/", 0) == 0;
+}
+
+bool CapsuleFs::CreatableRealPath(const std::string& rel) const { return rel.rfind("schedule/", 0) == 0; }
+
+}  // namespace capsule::fs

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): the capsule mount against libfuse's own passthrough_ll (built from
+# Debian's examples) and the native folder, in the same run: sequential write and read MB/s,
+# small-file create+write+close per second, stat and readdir per second, and the cost of
+# committing one small file in a capsule of 10 and of 100,000 files.
+#
+#   tests/bench_fs.sh [WORKDIR]          SEQ_MIB=256 SMALL=2000 BIG_WS=100000 tests/bench_fs.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seq_mib=${SEQ_MIB:-256}
+small=${SMALL:-2000}
+big_ws=${BIG_WS:-100000}
+work=${1:-$(mktemp -d /tmp/capsulefs-bench.XXXXXX)}
+mkdir -p "$work"
+bazel --output_base=/root/.cache/bazel-fs build //:capsulefs //:capsule >/dev/null 2>&1
+capsulefs="$PWD/bazel-bin/capsulefs"
+capsule="$PWD/bazel-bin/capsule"
+
+examples=/usr/share/doc/libfuse3-dev/examples
+cp "$examples/passthrough_ll.c" "$work/"
+[ -f "$examples/passthrough_helpers.h" ] && cp "$examples/passthrough_helpers.h" "$work/"
+gcc -O2 -o "$work/passthrough_ll" "$work/passthrough_ll.c" $(pkg-config fuse3 --cflags --libs)
+
+pids=()
+mounts=()
+cleanup() {
+  for m in "${mounts[@]}"; do fusermount3 -u "$m" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+wait_mount() { for _ in $(seq 200); do [ "$(stat -f -c %T "$1")" = fuseblk ] || [ "$(stat -f -c %t "$1")" = 65735546 ] && return 0; sleep 0.05; done; echo "no mount at $1" >&2; exit 1; }
+
+# The contenders: a capsule mount (its files/), passthrough_ll over a folder, the folder itself.
+rm -rf "$work/ws" "$work/cap" "$work/pt-src" "$work/native" "$work/mnt-cap" "$work/mnt-pt"
+mkdir -p "$work/ws" "$work/pt-src" "$work/native" "$work/mnt-cap" "$work/mnt-pt"
+echo seed > "$work/ws/seed"
+"$capsule" init "$work/cap" --id bench --name Bench --workspace "$work/ws" >/dev/null
+"$capsulefs" "$work/cap" "$work/mnt-cap" -f & pids+=($!); mounts+=("$work/mnt-cap")
+"$work/passthrough_ll" -f -o source="$work/pt-src" "$work/mnt-pt" & pids+=($!); mounts+=("$work/mnt-pt")
+wait_mount "$work/mnt-cap"
+wait_mount "$work/mnt-pt"
+
+measure() {  # prints: seq_write seq_read creates stats readdirs
+  python3 - "$1" "$seq_mib" "$small" <<'PY'
+import os, sys, time
+root, seq_mib, small = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+block = b"\0" * (1 << 20)
+path = os.path.join(root, "seq.bin")
+t = time.perf_counter()
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for _ in range(seq_mib):
+    os.write(fd, block)
+os.fsync(fd)
+os.close(fd)
+write = seq_mib / (time.perf_counter() - t)
+t = time.perf_counter()
+fd = os.open(path, os.O_RDONLY)
+while os.read(fd, 1 << 20):
+    pass
+os.close(fd)
+read = seq_mib / (time.perf_counter() - t)
+d = os.path.join(root, "small")
+os.mkdir(d)
+data = b"x" * 1024
+t = time.perf_counter()
+for i in range(small):
+    fd = os.open(os.path.join(d, "f%d" % i), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, data)
+    os.close(fd)
+creates = small / (time.perf_counter() - t)
+names = [os.path.join(d, "f%d" % i) for i in range(small)]
+t = time.perf_counter()
+for _ in range(5):
+    for n in names:
+        os.stat(n)
+stats = 5 * small / (time.perf_counter() - t)
+t = time.perf_counter()
+for _ in range(20):
+    assert len(os.listdir(d)) == small
+readdirs = 20 * small / (time.perf_counter() - t)
+print("%.1f %.1f %.0f %.0f %.0f" % (write, read, creates, stats, readdirs))
+PY
+}
+
+echo "measuring: seq ${seq_mib} MiB (fsync at the end), $small small files of 1 KiB"
+read -r c_w c_r c_c c_s c_d < <(measure "$work/mnt-cap/files")
+read -r p_w p_r p_c p_s p_d < <(measure "$work/mnt-pt")
+read -r n_w n_r n_c n_s n_d < <(measure "$work/native")
+ratio() { python3 -c "print('%.2f' % ($1 / $2))"; }
+printf '%-34s %12s %14s %12s %10s %10s\n' "" capsulefs passthrough_ll native "cap/pt" "cap/native"
+row() { printf '%-34s %12s %14s %12s %10s %10s\n' "$1" "$2" "$3" "$4" "$(ratio "$2" "$3")" "$(ratio "$2" "$4")"; }
+row "sequential write MB/s" "$c_w" "$p_w" "$n_w"
+row "sequential read MB/s" "$c_r" "$p_r" "$n_r"
+row "small create+write+close /s" "$c_c" "$p_c" "$n_c"
+row "stat /s" "$c_s" "$p_s" "$n_s"
+row "readdir entries /s" "$c_d" "$p_d" "$n_d"
+echo "journal appends /s: n/a (the journal is read-only in the mount until the journal library is wired in)"
+cleanup
+mounts=()
+pids=()
+
+# Commit cost: one small file written and closed, in a capsule of 10 and of $big_ws files.
+commit_cost() {  # $1 = number of workspace files; prints ms per commit
+  local n=$1 ws="$work/ws-$1" cap="$work/cap-$1" mnt="$work/mnt-$1"
+  rm -rf "$ws" "$cap" "$mnt"
+  mkdir -p "$ws" "$mnt"
+  python3 -c "
+import os, sys
+for i in range($n):
+    d = os.path.join('$ws', 'd%d' % (i // 1000))
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, 'f%d' % i), 'w').write('content %d\n' % (i % 97))
+"
+  "$capsule" init "$cap" --id bench --name Bench --workspace "$ws" >/dev/null
+  "$capsulefs" "$cap" "$mnt" -f & local pid=$!
+  wait_mount "$mnt"
+  python3 - "$mnt/files" <<'PY'
+import os, sys, time
+root = sys.argv[1]
+times = []
+for i in range(1000):
+    t = time.perf_counter()
+    fd = os.open(os.path.join(root, "commit.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, b"version %d\n" % i)
+    os.close(fd)
+    times.append(time.perf_counter() - t)
+times.sort()
+print("%.3f" % (times[len(times) // 2] * 1000))  # the median: the machine is shared
+PY
+  fusermount3 -u "$mnt"
+  wait "$pid"
+}
+echo "commit cost (write + close of one small file; median of 1000 commits):"
+c10=$(commit_cost 10)
+cbig=$(commit_cost "$big_ws")
+echo "  capsule of 10 files:        $c10 ms"
+echo "  capsule of $big_ws files: $cbig ms   (ratio $(ratio "$cbig" "$c10"))"

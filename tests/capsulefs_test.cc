@@ -1,0 +1,557 @@
+// End-to-end tests of capsulefs against a real mount: ./capsulefs DIR MNT -f in a child, the
+// POSIX operations of files/, atomic writes, the environment check, freeze, thaw, retire and
+// crash recovery. Every capsule must verify (./capsule verify) after unmount.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "capsule/file_io.h"
+#include "capsule/holder.h"
+#include "capsule/sha256.h"
+#include "fs/control_client.h"
+#include "tests/cli_runner.h"
+
+namespace capsule {
+namespace {
+
+using testing::MakeTempDir;
+using testing::RunCapsule;
+using testing::RunProgram;
+
+constexpr long kFuseSuperMagic = 0x65735546;
+
+bool IsMounted(const std::string& mnt) {
+  struct statfs st;
+  return ::statfs(mnt.c_str(), &st) == 0 && st.f_type == kFuseSuperMagic;
+}
+
+// Runs ./capsulefs DIR MNT -f in a child until destroyed (fusermount3 -u, then reaps it).
+class Mount {
+ public:
+  Mount(std::string dir, std::string mnt) : dir_(std::move(dir)), mnt_(std::move(mnt)) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::execl("./capsulefs", "capsulefs", dir_.c_str(), mnt_.c_str(), "-f", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 500 && !IsMounted(mnt_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ~Mount() { Unmount(); }
+  bool up() const { return IsMounted(mnt_); }
+  // fusermount3 -u, then waits for the driver to finish its checkpoint and exit.
+  int Unmount() {
+    if (pid_ <= 0) return -1;
+    for (int i = 0; i < 100 && RunProgram("fusermount3", {"-u", mnt_}).exit_code != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return Reap();
+  }
+  // kill -9 of the driver; the dead mount is taken away.
+  void Kill() {
+    ::kill(pid_, SIGKILL);
+    Reap();
+    RunProgram("fusermount3", {"-u", "-z", mnt_});
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  int Reap() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  }
+  std::string dir_, mnt_;
+  pid_t pid_ = -1;
+};
+
+std::string Slurp(const std::string& path) {
+  Result<std::string> text = ReadFile(path);
+  return text.ok() ? *text : "<" + text.status().message() + ">";
+}
+
+// Writes `data` with open/write/close and returns the errno of the first failure (0 if none).
+int Put(const std::string& path, const std::string& data, int flags = O_WRONLY | O_CREAT | O_TRUNC) {
+  int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) return errno;
+  if (::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
+    int err = errno;
+    ::close(fd);
+    return err;
+  }
+  return ::close(fd) == 0 ? 0 : errno;
+}
+
+class CapsulefsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = MakeTempDir("fs");
+    dir_ = root_ + "/cap";
+    mnt_ = root_ + "/mnt";
+    std::string ws = root_ + "/ws";
+    ASSERT_TRUE(MakeDirectories(ws + "/src").ok());
+    ASSERT_TRUE(MakeDirectories(mnt_).ok());
+    ASSERT_TRUE(WriteFileAtomic(ws + "/README.md", "# sample\n").ok());
+    ASSERT_TRUE(WriteFileAtomic(ws + "/src/main.py", "print('hi')\n").ok());
+    auto init = RunCapsule({"init", dir_, "--id", "agent-1", "--name", "Agent", "--workspace", ws});
+    ASSERT_EQ(init.exit_code, 0) << init.err;
+  }
+  void ExpectVerifies() {
+    auto verify = RunCapsule({"verify", dir_});
+    EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  }
+  std::string F(const std::string& rel) { return mnt_ + "/files/" + rel; }
+
+  std::string root_, dir_, mnt_;
+};
+
+TEST_F(CapsulefsTest, TheViewShowsEveryCapsuleFileAndHidesTheLocalFolder) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  EXPECT_EQ(Slurp(F("README.md")), "# sample\n");
+  EXPECT_EQ(Slurp(F("src/main.py")), "print('hi')\n");
+  EXPECT_TRUE(PathExists(mnt_ + "/memory/working_memory.md"));
+  EXPECT_TRUE(PathExists(mnt_ + "/environment/spec.json"));
+  EXPECT_FALSE(PathExists(mnt_ + "/.capsule"));
+  EXPECT_EQ(Slurp(mnt_ + "/artifacts/snapshot.json"), Slurp(dir_ + "/artifacts/snapshot.json"));
+  ASSERT_EQ(Put(F("new.txt"), "fresh\n"), 0);
+  // manifest.json and snapshot.json are rendered from the live state.
+  std::string manifest = Slurp(mnt_ + "/manifest.json");
+  std::string snapshot = Slurp(mnt_ + "/artifacts/snapshot.json");
+  EXPECT_NE(snapshot.find("new.txt"), std::string::npos);
+  EXPECT_NE(manifest.find("artifacts/snapshot.json"), std::string::npos);
+  // Read-only where it must be.
+  EXPECT_EQ(Put(mnt_ + "/manifest.json", "{}"), EACCES);
+  EXPECT_EQ(Put(mnt_ + "/artifacts/snapshot.json", "{}"), EACCES);
+  EXPECT_EQ(Put(mnt_ + "/memory/timeline_events.jsonl", "{}\n", O_WRONLY | O_APPEND), EPERM);
+  EXPECT_EQ(::truncate((mnt_ + "/memory/timeline_events.jsonl").c_str(), 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(::unlink((mnt_ + "/memory/timeline_events.jsonl").c_str()), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(::rename((mnt_ + "/memory/timeline_events.jsonl").c_str(), (mnt_ + "/memory/x").c_str()), -1);
+  EXPECT_EQ(errno, EPERM);
+  // Read-write capsule files.
+  ASSERT_EQ(Put(mnt_ + "/memory/working_memory.md", "# notes\nremember this\n"), 0);
+  EXPECT_EQ(Slurp(mnt_ + "/memory/working_memory.md"), "# notes\nremember this\n");
+  ASSERT_EQ(Put(mnt_ + "/schedule/job1.json", "{\"at\":1}"), 0);
+  EXPECT_EQ(Slurp(mnt_ + "/schedule/job1.json"), "{\"at\":1}");
+  EXPECT_EQ(mount.Unmount(), 0);
+  EXPECT_EQ(Slurp(dir_ + "/memory/working_memory.md"), "# notes\nremember this\n");
+  ExpectVerifies();
+}
+
+TEST_F(CapsulefsTest, FilesBehavesAsPosix) {
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    // create, write at any offset, read
+    ASSERT_EQ(Put(F("a.txt"), "0123456789"), 0);
+    int fd = ::open(F("a.txt").c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, "AB", 2, 4), 2);
+    ASSERT_EQ(::pwrite(fd, "Z", 1, 12), 1);  // past the end: a hole
+    char buf[32] = {};
+    ASSERT_EQ(::pread(fd, buf, sizeof(buf), 0), 13);
+    EXPECT_EQ(std::string(buf, 13), std::string("0123AB6789\0\0Z", 13));
+    ASSERT_EQ(::fsync(fd), 0);
+    EXPECT_EQ(Slurp(F("a.txt")), std::string("0123AB6789\0\0Z", 13));  // visible after fsync
+    ASSERT_EQ(::ftruncate(fd, 3), 0);
+    ASSERT_EQ(::close(fd), 0);
+    EXPECT_EQ(Slurp(F("a.txt")), "012");
+    ASSERT_EQ(::truncate(F("a.txt").c_str(), 1), 0);
+    EXPECT_EQ(Slurp(F("a.txt")), "0");
+    // O_APPEND
+    ASSERT_EQ(Put(F("a.txt"), "12", O_WRONLY | O_APPEND), 0);
+    EXPECT_EQ(Slurp(F("a.txt")), "012");
+    // rename, over an existing file too; RENAME_NOREPLACE; RENAME_EXCHANGE is refused
+    ASSERT_EQ(Put(F("b.txt"), "bee"), 0);
+    ASSERT_EQ(::rename(F("a.txt").c_str(), F("c.txt").c_str()), 0);
+    EXPECT_FALSE(PathExists(F("a.txt")));
+    ASSERT_EQ(::rename(F("c.txt").c_str(), F("b.txt").c_str()), 0);
+    EXPECT_EQ(Slurp(F("b.txt")), "012");
+    ASSERT_EQ(Put(F("d.txt"), "dee"), 0);
+    EXPECT_EQ(::renameat2(AT_FDCWD, F("d.txt").c_str(), AT_FDCWD, F("b.txt").c_str(), RENAME_NOREPLACE), -1);
+    EXPECT_EQ(errno, EEXIST);
+    EXPECT_EQ(::renameat2(AT_FDCWD, F("d.txt").c_str(), AT_FDCWD, F("b.txt").c_str(), RENAME_EXCHANGE), -1);
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(::renameat2(AT_FDCWD, F("d.txt").c_str(), AT_FDCWD, F("e.txt").c_str(), RENAME_NOREPLACE), 0);
+    // unlink: an open file stays readable until closed
+    int open_fd = ::open(F("e.txt").c_str(), O_RDONLY);
+    ASSERT_GE(open_fd, 0);
+    ASSERT_EQ(::unlink(F("e.txt").c_str()), 0);
+    EXPECT_FALSE(PathExists(F("e.txt")));
+    ASSERT_EQ(::pread(open_fd, buf, sizeof(buf), 0), 3);
+    EXPECT_EQ(std::string(buf, 3), "dee");
+    ::close(open_fd);
+    // folders
+    ASSERT_EQ(::mkdir(F("dir").c_str(), 0750), 0);
+    EXPECT_EQ(::mkdir(F("dir").c_str(), 0750), -1);
+    EXPECT_EQ(errno, EEXIST);
+    ASSERT_EQ(Put(F("dir/inner"), "in"), 0);
+    EXPECT_EQ(::rmdir(F("dir").c_str()), -1);
+    EXPECT_EQ(errno, ENOTEMPTY);
+    ASSERT_EQ(::rename(F("dir").c_str(), F("moved").c_str()), 0);
+    EXPECT_EQ(Slurp(F("moved/inner")), "in");
+    ASSERT_EQ(::unlink(F("moved/inner").c_str()), 0);
+    ASSERT_EQ(::rmdir(F("moved").c_str()), 0);
+    // links
+    ASSERT_EQ(::symlink("b.txt", F("link").c_str()), 0);
+    char target[64] = {};
+    ASSERT_EQ(::readlink(F("link").c_str(), target, sizeof(target)), 5);
+    EXPECT_STREQ(target, "b.txt");
+    EXPECT_EQ(Slurp(F("link")), "012");
+    EXPECT_EQ(::link(F("b.txt").c_str(), F("hard").c_str()), -1);
+    EXPECT_TRUE(errno == EPERM || errno == ENOTSUP) << errno;
+    EXPECT_EQ(::mkfifo(F("fifo").c_str(), 0644), -1);
+    EXPECT_EQ(errno, EPERM);
+    // chmod, utimens, statfs
+    ASSERT_EQ(::chmod(F("b.txt").c_str(), 0600), 0);
+    struct stat st;
+    ASSERT_EQ(::stat(F("b.txt").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+    struct timespec times[2] = {{1000000000, 0}, {1000000000, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, F("b.txt").c_str(), times, 0), 0);
+    ASSERT_EQ(::stat(F("b.txt").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mtim.tv_sec, 1000000000);
+    struct statvfs vfs;
+    ASSERT_EQ(::statvfs(F("").c_str(), &vfs), 0);
+    EXPECT_EQ(vfs.f_flag & ST_RDONLY, 0u);
+    // a large folder, read with offsets
+    ASSERT_EQ(::mkdir(F("big").c_str(), 0755), 0);
+    for (int i = 0; i < 400; ++i) ASSERT_EQ(Put(F("big/f" + std::to_string(i)), std::to_string(i)), 0);
+    DIR* dir = ::opendir(F("big").c_str());
+    ASSERT_NE(dir, nullptr);
+    int count = 0;
+    while (struct dirent* d = ::readdir(dir)) count += d->d_name[0] != '.';
+    ::closedir(dir);
+    EXPECT_EQ(count, 400);
+    EXPECT_EQ(mount.Unmount(), 0);
+  }
+  ExpectVerifies();
+  // Everything is there after a remount.
+  Mount again(dir_, mnt_);
+  ASSERT_TRUE(again.up());
+  EXPECT_EQ(Slurp(F("b.txt")), "012");
+  EXPECT_EQ(Slurp(F("big/f399")), "399");
+  struct stat st;
+  ASSERT_EQ(::lstat(F("link").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  ASSERT_EQ(::stat(F("b.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+TEST_F(CapsulefsTest, AReaderNeverSeesAHalfWrittenFile) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  const size_t kSize = 256 * 1024;
+  ASSERT_EQ(Put(F("big.bin"), std::string(kSize, 'a')), 0);
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int round = 0; round < 30; ++round) {
+      char c = static_cast<char>('b' + round % 20);
+      int fd = ::open(F("big.bin").c_str(), O_WRONLY | O_TRUNC);
+      std::string chunk(4096, c);
+      for (size_t off = 0; off < kSize; off += chunk.size()) {
+        ASSERT_EQ(::write(fd, chunk.data(), chunk.size()), static_cast<ssize_t>(chunk.size()));
+      }
+      ::close(fd);
+    }
+    done = true;
+  });
+  int reads = 0;
+  while (!done || reads < 10) {
+    std::string seen = Slurp(F("big.bin"));
+    ASSERT_EQ(seen.size(), kSize);
+    ASSERT_EQ(seen.find_first_not_of(seen[0]), std::string::npos) << "a mix of versions";
+    ++reads;
+  }
+  writer.join();
+}
+
+TEST_F(CapsulefsTest, EnvironmentSpecWithASecretIsRefusedAtClose) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  std::string spec = mnt_ + "/environment/spec.json";
+  std::string old = Slurp(spec);
+  EXPECT_EQ(Put(spec, R"({"env":{"API_KEY":"sk-123"}})"), EINVAL);
+  EXPECT_EQ(Slurp(spec), old);
+  int fd = ::open(spec.c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0);
+  std::string secret = R"({"env":{"GITHUB_TOKEN":"x"}})";
+  ASSERT_EQ(::write(fd, secret.data(), secret.size()), static_cast<ssize_t>(secret.size()));
+  EXPECT_EQ(::fsync(fd), -1);
+  EXPECT_EQ(errno, EINVAL);
+  ::close(fd);
+  EXPECT_EQ(Slurp(spec), old);
+  std::string good = R"({"env":{"LANG":"C"},"secrets":["API_KEY"]})";
+  EXPECT_EQ(Put(spec, good), 0);
+  EXPECT_EQ(Slurp(spec), good);
+  // A shell's redirection opens, dups and closes the first descriptor before writing: the
+  // empty intermediate state is refused, the handle keeps its copy, the final close decides.
+  testing::Shell("echo '{\"env\":{\"DB_PASSWORD\":\"p\"}}' > " + spec);
+  EXPECT_EQ(Slurp(spec), good);
+  std::string other = "{\"env\":{\"LANG\":\"C.UTF-8\"}}\n";
+  EXPECT_EQ(testing::Shell("echo '{\"env\":{\"LANG\":\"C.UTF-8\"}}' > " + spec), 0);
+  EXPECT_EQ(Slurp(spec), other);
+  EXPECT_EQ(mount.Unmount(), 0);
+  ExpectVerifies();
+}
+
+TEST_F(CapsulefsTest, FreezeHoldsWritersAndLetsReadersGoThawReleasesRetireRefuses) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  ASSERT_EQ(Put(F("doc.txt"), "before"), 0);
+  // A writer with a file open and uncommitted: freeze commits it.
+  int open_writer = ::open(F("open.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(open_writer, 0);
+  ASSERT_EQ(::write(open_writer, "pending", 7), 7);
+  auto frozen = RunCapsule({"freeze", mnt_});
+  ASSERT_EQ(frozen.exit_code, 0) << frozen.err;
+  EXPECT_NE(RunCapsule({"status", mnt_}).out.find("frozen"), std::string::npos);
+  auto verify = RunCapsule({"verify", dir_});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;  // the capsule is current on disk
+  EXPECT_NE(Slurp(dir_ + "/artifacts/snapshot.json").find("open.txt"), std::string::npos);
+  ::close(open_writer);
+
+  std::atomic<int> result{-1};
+  std::thread writer([&] { result = Put(F("doc.txt"), "after"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(result.load(), -1) << "the writer should wait while frozen";
+  EXPECT_EQ(Slurp(F("doc.txt")), "before");  // readers go on
+  EXPECT_EQ(Slurp(F("open.txt")), "pending");
+  auto thawed = RunCapsule({"thaw", mnt_});
+  ASSERT_EQ(thawed.exit_code, 0) << thawed.err;
+  writer.join();
+  EXPECT_EQ(result.load(), 0);
+  EXPECT_EQ(Slurp(F("doc.txt")), "after");
+
+  // Retire turns a waiting writer into EROFS; statfs then reports read-only.
+  ASSERT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
+  std::thread blocked([&] { result = Put(F("doc.txt"), "lost"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Result<std::string> socket = fs::FindControlSocket(mnt_);
+  ASSERT_TRUE(socket.ok()) << socket.status().message();
+  Result<Json> retired = fs::SendControl(*socket, "retire");
+  ASSERT_TRUE(retired.ok()) << retired.status().message();
+  EXPECT_EQ((*retired)["state"], "retired");
+  blocked.join();
+  EXPECT_EQ(result.load(), EROFS);
+  EXPECT_EQ(Put(F("new.txt"), "x"), EROFS);
+  EXPECT_EQ(::unlink(F("doc.txt").c_str()), -1);
+  EXPECT_EQ(errno, EROFS);
+  bool read_only = false;
+  for (int i = 0; i < 100 && !read_only; ++i) {
+    struct statvfs vfs;
+    read_only = ::statvfs(mnt_.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY);
+    if (!read_only) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(read_only);
+  EXPECT_EQ(Slurp(F("doc.txt")), "after");
+  EXPECT_NE(RunCapsule({"status", mnt_, "--json"}).out.find("\"retired\""), std::string::npos);
+}
+
+TEST_F(CapsulefsTest, OnlyTheMountsOwnerMayUseTheControlChannel) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  Result<std::string> socket = fs::FindControlSocket(mnt_);
+  ASSERT_TRUE(socket.ok()) << socket.status().message();
+  struct stat st;
+  ASSERT_EQ(::stat(socket->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_TRUE(fs::SendControl(*socket, "status").ok());
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to try as another user";
+  // The folder of the socket is opened by root; the child then tries as nobody.
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    Result<Json> reply = fs::SendControl(*socket, "freeze");
+    ::_exit(reply.ok() ? 1 : 0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "cannot become nobody here (user namespace)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "nobody must be refused";
+  EXPECT_NE(RunCapsule({"status", mnt_}).out.find("active"), std::string::npos);
+}
+
+TEST_F(CapsulefsTest, AHolderRecordThatMovesOnRetiresTheMount) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  ASSERT_EQ(Put(F("a.txt"), "one"), 0);
+  Result<HolderRecord> record = HolderRecord::Load(dir_);
+  ASSERT_TRUE(record.ok());
+  record->state = HolderState::kRetired;
+  ASSERT_TRUE(record->Save(dir_).ok());
+  int err = 0;
+  for (int i = 0; i < 100 && err != EROFS; ++i) {
+    err = Put(F("a.txt"), "two");
+    if (err != EROFS) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(err, EROFS);
+  EXPECT_NE(RunCapsule({"status", mnt_}).out.find("retired"), std::string::npos);
+}
+
+TEST_F(CapsulefsTest, ACapsuleNotHeldHereMountsReadOnly) {
+  ASSERT_EQ(::unlink((dir_ + "/.capsule/holder.json").c_str()), 0);
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  EXPECT_EQ(Slurp(F("README.md")), "# sample\n");
+  EXPECT_EQ(Put(F("README.md"), "changed"), EROFS);
+  struct statvfs vfs;
+  ASSERT_EQ(::statvfs(mnt_.c_str(), &vfs), 0);
+  EXPECT_NE(vfs.f_flag & ST_RDONLY, 0u);
+}
+
+// Each file holds "<name> v<k>\n" repeated: a mix of two versions, or a torn one, shows.
+int VersionOf(const std::string& name, const std::string& content) {
+  if (content.empty()) return 0;
+  size_t line_end = content.find('\n');
+  if (line_end == std::string::npos) return -1;
+  std::string line = content.substr(0, line_end + 1);
+  if (content.size() % line.size() != 0) return -1;
+  for (size_t off = 0; off < content.size(); off += line.size()) {
+    if (content.compare(off, line.size(), line) != 0) return -1;
+  }
+  std::string prefix = name + " v";
+  if (line.rfind(prefix, 0) != 0) return -1;
+  return std::atoi(line.c_str() + prefix.size());
+}
+
+TEST_F(CapsulefsTest, KillNineLeavesEveryFileOldOrNewAndTheCapsuleRecovers) {
+  constexpr int kFiles = 8;
+  std::vector<int> acknowledged(kFiles, 0);  // the last version whose close returned 0
+  std::vector<int> attempted(kFiles, 0);
+  std::mt19937 rng(42);
+  {  // a folder that the workload renames back and forth: it moves whole or not at all
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    ASSERT_EQ(::mkdir(F("dirA").c_str(), 0755), 0);
+    for (int g = 0; g < 4; ++g) ASSERT_EQ(Put(F("dirA/g" + std::to_string(g)), "g" + std::to_string(g) + "\n"), 0);
+  }
+  auto check_folder = [&] {
+    bool a = PathExists(F("dirA")), b = PathExists(F("dirB"));
+    ASSERT_NE(a, b) << "exactly one of dirA and dirB";
+    for (int g = 0; g < 4; ++g) {
+      EXPECT_EQ(Slurp(F(std::string(a ? "dirA" : "dirB") + "/g" + std::to_string(g))), "g" + std::to_string(g) + "\n");
+    }
+  };
+  for (int iteration = 0; iteration < 12; ++iteration) {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up()) << "iteration " << iteration;
+    check_folder();
+    for (int i = 0; i < kFiles; ++i) {
+      std::string name = "f" + std::to_string(i);
+      int version = PathExists(F(name)) ? VersionOf(name, Slurp(F(name))) : 0;
+      ASSERT_GE(version, acknowledged[i]) << name << " lost an acknowledged write (iteration " << iteration << ")";
+      ASSERT_LE(version, attempted[i]) << name;
+    }
+    std::atomic<bool> stop{false};
+    std::thread workload([&, seed = rng()] {
+      std::mt19937 local(seed);
+      while (!stop) {
+        int i = static_cast<int>(local() % kFiles);
+        std::string name = "f" + std::to_string(i);
+        int version = attempted[i] + 1;
+        attempted[i] = version;
+        std::string line = name + " v" + std::to_string(version) + "\n";
+        std::string data;
+        for (size_t n = 1 + local() % 3000; n > 0; --n) data += line;
+        int err;
+        if (local() % 4 == 0) {
+          bool a = PathExists(F("dirA"));
+          if (::rename(F(a ? "dirA" : "dirB").c_str(), F(a ? "dirB" : "dirA").c_str()) != 0) break;
+        }
+        if (local() % 2 == 0) {
+          err = Put(F(name), data);
+        } else {  // write a temporary, then rename it over
+          std::string tmp = F(name + ".tmp");
+          err = Put(tmp, data);
+          if (err == 0 && ::rename(tmp.c_str(), F(name).c_str()) != 0) err = errno;
+        }
+        if (err == 0) acknowledged[i] = version;
+        if (err != 0) break;
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(30 + rng() % 150));
+    mount.Kill();
+    stop = true;
+    workload.join();
+  }
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    for (int i = 0; i < kFiles; ++i) {
+      std::string name = "f" + std::to_string(i);
+      int version = PathExists(F(name)) ? VersionOf(name, Slurp(F(name))) : 0;
+      EXPECT_GE(version, acknowledged[i]) << name;
+      EXPECT_LE(version, attempted[i]) << name;
+    }
+    check_folder();
+    EXPECT_EQ(mount.Unmount(), 0);
+  }
+  ExpectVerifies();
+}
+
+// A power cut after close but before any sync may lose a blob's content while the log line
+// naming it survives; the next mount must then keep the file's old content, whole.
+TEST_F(CapsulefsTest, ALogLineWhoseBlobDidNotReachTheDiskIsNotReplayed) {
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    ASSERT_EQ(Put(F("f.txt"), "version one\n"), 0);
+    EXPECT_EQ(mount.Unmount(), 0);
+  }
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    ASSERT_EQ(Put(F("f.txt"), "version two\n"), 0);
+    ASSERT_EQ(Put(F("g.txt"), "other\n"), 0);
+    mount.Kill();
+  }
+  // Simulate the lost data: the new blob is there but empty.
+  std::string blob = dir_ + "/artifacts/blobs/" + Sha256Hex("version two\n");
+  ASSERT_TRUE(PathExists(blob));
+  ASSERT_EQ(::truncate(blob.c_str(), 0), 0);
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    EXPECT_EQ(Slurp(F("f.txt")), "version one\n");
+    EXPECT_EQ(Slurp(F("g.txt")), "other\n");
+    EXPECT_EQ(mount.Unmount(), 0);
+  }
+  EXPECT_FALSE(PathExists(blob));
+  ExpectVerifies();
+}
+
+TEST_F(CapsulefsTest, TermCommitsWhatIsStillOpen) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  int fd = ::open(F("open.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "kept", 4), 4);
+  ::kill(mount.pid(), SIGTERM);
+  int status = 0;
+  ::waitpid(mount.pid(), &status, 0);
+  ::close(fd);
+  RunProgram("fusermount3", {"-u", "-z", mnt_});
+  EXPECT_NE(Slurp(dir_ + "/artifacts/snapshot.json").find("open.txt"), std::string::npos);
+  ExpectVerifies();
+}
+
+}  // namespace
+}  // namespace capsule
