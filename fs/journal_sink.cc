@@ -7,7 +7,7 @@
 namespace capsule::fs {
 
 Status LineAssembler::Write(uint64_t offset, std::string_view data) {
-  if (offset != end_) return FsError(EPERM, "memory/timeline_events.jsonl: only appends at the end");
+  if (!append_ && offset != end_) return FsError(EPERM, "memory/timeline_events.jsonl: only appends at the end");
   end_ += data.size();
   while (!data.empty()) {
     size_t newline = data.find('\n');

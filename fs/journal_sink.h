@@ -23,8 +23,11 @@ using JournalSink = std::function<Status(std::string_view line)>;
 
 class LineAssembler {
  public:
-  // `end` is the journal's size when the handle was opened.
-  LineAssembler(JournalSink sink, uint64_t end) : sink_(std::move(sink)), end_(end) {}
+  // `end` is the journal's size when the handle was opened. A handle opened with O_APPEND
+  // (`append`) always writes at the end, whatever offset the kernel names: the kernel's idea of
+  // the size lags, since each line is stored in its canonical, longer form.
+  LineAssembler(JournalSink sink, uint64_t end, bool append = false)
+      : sink_(std::move(sink)), end_(end), append_(append) {}
   // Takes `data` written at `offset`; hands every completed line to the sink. A refused line
   // drops the whole line (nothing of it is kept).
   Status Write(uint64_t offset, std::string_view data);
@@ -34,6 +37,7 @@ class LineAssembler {
  private:
   JournalSink sink_;
   uint64_t end_;          // the offset the next write must start at
+  bool append_;           // O_APPEND: every write goes to the end
   std::string partial_;   // bytes of an unfinished line
 };
 

@@ -16,6 +16,7 @@
 #include "fs/capsule_fs.h"
 #include "fs/control.h"
 #include "fs/fuse_table.h"
+#include "fs/journal_append.h"
 
 namespace {
 
@@ -79,6 +80,15 @@ int Run(const Args& args) {
   std::unique_ptr<capsule::fs::CapsuleFs> fs = std::move(opened).value();
   std::string socket_path = capsule::JoinPath(fs->dir(), ".capsule/control.sock");
   fs->SetControlPath(socket_path);
+  if (fs->gate().state() != capsule::fs::MountState::kReadOnly) {
+    // Held here: the journal takes appends of whole lines (man capsulefs.8).
+    auto appender = capsule::fs::MakeJournalAppender(fs->dir());
+    if (!appender.ok()) {
+      std::cerr << "capsulefs: " << appender.status().message() << "\n";
+      return 1;
+    }
+    fs->SetJournalSink(std::move(appender).value());
+  }
 
   std::vector<std::string> words = {"capsulefs", "-o", "fsname=capsulefs,subtype=capsulefs"};
   // Not held here (or -o ro): the kernel mount is read-only too, so statfs says so.

@@ -54,7 +54,7 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags) {
         CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
         struct stat st;
         if (::stat(JoinPath(options_.dir, rel).c_str(), &st) != 0) return Status::IOError(rel, errno);
-        h->journal = std::make_unique<LineAssembler>(journal_sink_, static_cast<uint64_t>(st.st_size));
+        h->journal = std::make_unique<LineAssembler>(journal_sink_, static_cast<uint64_t>(st.st_size), (flags & O_APPEND) != 0);
       } else if (writes && !WritableRealPath(rel)) {
         return FsError(EACCES, rel + ": read-only in the mount");
       }

@@ -137,7 +137,7 @@ TEST_F(CapsulefsTest, TheViewShowsEveryCapsuleFileAndHidesTheLocalFolder) {
   // Read-only where it must be.
   EXPECT_EQ(Put(mnt_ + "/manifest.json", "{}"), EACCES);
   EXPECT_EQ(Put(mnt_ + "/artifacts/snapshot.json", "{}"), EACCES);
-  EXPECT_EQ(Put(mnt_ + "/memory/timeline_events.jsonl", "{}\n", O_WRONLY | O_APPEND), EPERM);
+  EXPECT_EQ(Put(mnt_ + "/memory/timeline_events.jsonl", "{}\n", O_WRONLY | O_APPEND), EINVAL);  // no type
   EXPECT_EQ(::truncate((mnt_ + "/memory/timeline_events.jsonl").c_str(), 0), -1);
   EXPECT_EQ(errno, EPERM);
   EXPECT_EQ(::unlink((mnt_ + "/memory/timeline_events.jsonl").c_str()), -1);
@@ -280,6 +280,46 @@ TEST_F(CapsulefsTest, AReaderNeverSeesAHalfWrittenFile) {
     ++reads;
   }
   writer.join();
+}
+
+TEST_F(CapsulefsTest, TheJournalTakesWholeLinesAppendedAndRefusesTheRest) {
+  std::string journal = mnt_ + "/memory/timeline_events.jsonl";
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    // A good line, and a line written in two pieces: each taken when its newline arrives.
+    EXPECT_EQ(Put(journal, "{\"type\":\"user_message\",\"data\":{\"text\":\"hello\"}}\n", O_WRONLY | O_APPEND), 0);
+    int fd = ::open(journal.c_str(), O_WRONLY | O_APPEND);
+    ASSERT_GE(fd, 0);
+    std::string first = "{\"type\":\"user_message\",", second = "\"data\":{\"text\":\"in two pieces\"}}\n";
+    EXPECT_EQ(::write(fd, first.data(), first.size()), static_cast<ssize_t>(first.size())) << errno;
+    EXPECT_EQ(Slurp(journal).find("in two pieces"), std::string::npos);  // not yet: no newline
+    EXPECT_EQ(::write(fd, second.data(), second.size()), static_cast<ssize_t>(second.size())) << errno;
+    EXPECT_EQ(::close(fd), 0);
+    std::string after_good = Slurp(journal);
+    EXPECT_NE(after_good.find("\"seq\":2"), std::string::npos) << after_good;
+    EXPECT_NE(after_good.find("in two pieces"), std::string::npos);
+    // Refused with EINVAL, nothing kept: not JSON, no type, bad data, another machine's chain.
+    for (const std::string& bad : {std::string("not json\n"), std::string("{\"data\":{}}\n"),
+                                   std::string("{\"type\":\"tool_call\",\"data\":{\"call_id\":\"c\",\"name\":\"n\",\"arguments\":1}}\n"),
+                                   std::string("{\"type\":\"user_message\",\"machine\":\"m-0000000000000000\",\"data\":{\"text\":\"forged\"}}\n")}) {
+      EXPECT_EQ(Put(journal, bad, O_WRONLY | O_APPEND), EINVAL) << bad;
+    }
+    EXPECT_EQ(Slurp(journal), after_good);
+    // A write anywhere but the end, and a truncate, are refused with EPERM.
+    fd = ::open(journal.c_str(), O_WRONLY);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(::pwrite(fd, "{}\n", 3, 0), -1);
+    EXPECT_EQ(errno, EPERM);
+    ::close(fd);
+    EXPECT_EQ(Put(journal, "{\"type\":\"system\",\"data\":{\"text\":\"x\"}}\n", O_WRONLY | O_TRUNC), EPERM);
+    EXPECT_EQ(Slurp(journal), after_good);
+    EXPECT_EQ(mount.Unmount(), 0);
+  }
+  auto log = RunCapsule({"log", dir_});
+  EXPECT_EQ(log.exit_code, 0) << log.err;
+  EXPECT_NE(log.out.find("user_message in two pieces"), std::string::npos) << log.out;
+  ExpectVerifies();
 }
 
 TEST_F(CapsulefsTest, EnvironmentSpecWithASecretIsRefusedAtClose) {

@@ -1,0 +1,23 @@
+// The journal's appends through the mount: the JournalSink capsulefs plugs in when this
+// machine holds the capsule.
+//
+// A line is a full event or just {"type": ..., "data": ...}; either way the journal library
+// assigns machine, seq, prev, clock, ts and id and appends the canonical line durably
+// (journal/journal.h). A line that is not a JSON object, lacks a string type, carries data
+// that is not an object or fails its type's check, or names another machine (forging that
+// machine's chain) is refused with InvalidArgument, which the FUSE edge answers with EINVAL;
+// nothing of it is kept.
+//
+// Thread-safety: the returned sink may be called from any thread; appends are serialized.
+#pragma once
+
+#include <string>
+
+#include "capsule/status.h"
+#include "fs/journal_sink.h"
+
+namespace capsule::fs {
+
+Result<JournalSink> MakeJournalAppender(const std::string& capsule_dir);
+
+}  // namespace capsule::fs
