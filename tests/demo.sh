@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 bash tests/setup.sh
 echo "== building"
-bazel build //:capsule 2>&1 | grep -vE "^[0-9]+\.[0-9]+: src/main/tools/linux-sandbox" | tail -n 3
+bazel build //:capsule //:capsulefs 2>&1 | grep -vE "^[0-9]+\.[0-9]+: src/main/tools/linux-sandbox" | tail -n 3
 capsule="$PWD/bazel-bin/capsule"
+capsulefs="$PWD/bazel-bin/capsulefs"
 
 work=$(mktemp -d /tmp/capsule-demo.XXXXXX)
 cd "$work"
@@ -85,5 +86,45 @@ echo
 echo "== an import verifies before it places anything"
 step "$capsule" import agent.tar restored
 step "$capsule" verify restored
+echo
+echo "== the live mount: ls and cat the agent, write its workspace and journal directly"
+mkdir -p mnt
+cleanup() { fusermount3 -u "$work/mnt" 2>/dev/null || true; }
+trap cleanup EXIT
+step "$capsulefs" agent mnt
+step ls mnt mnt/files mnt/memory
+step cat mnt/files/README.md
+step "$capsule" status mnt
+echo
+echo '$ echo "print(plan(\"Kyoto\"))" >> mnt/files/src/plan.py'
+echo 'print(plan("Kyoto"))' >> mnt/files/src/plan.py
+step cat mnt/files/src/plan.py
+echo
+echo "\$ echo '{\"type\":\"user_message\",\"data\":{\"text\":\"Written through the mount.\"}}' >> mnt/memory/timeline_events.jsonl"
+echo '{"type":"user_message","data":{"text":"Written through the mount."}}' >> mnt/memory/timeline_events.jsonl
+step tail -n 1 mnt/memory/timeline_events.jsonl
+step_may_fail bash -c 'echo "not json" >> mnt/memory/timeline_events.jsonl'
+step_may_fail bash -c 'echo "{\"env\":{\"API_KEY\":\"sk-1\"}}" > mnt/environment/spec.json'
+step cat mnt/environment/spec.json
+echo
+
+echo
+echo "== freeze: writes wait, reads go on; thaw lets them go"
+step "$capsule" freeze mnt
+step "$capsule" verify agent
+echo '$ (echo later > mnt/files/later.txt; echo "writer done") &'
+(echo later > mnt/files/later.txt; echo "writer done") &
+sleep 1
+step cat mnt/files/README.md
+step "$capsule" thaw mnt
+wait
+step cat mnt/files/later.txt
+
+echo
+echo "== unmount: the folder is a complete capsule again"
+step fusermount3 -u mnt
+for _ in $(seq 50); do pgrep -f "capsulefs agent mnt" >/dev/null || break; sleep 0.1; done
+step "$capsule" log agent
+step "$capsule" verify agent
 echo
 echo "demo files are in $work"
