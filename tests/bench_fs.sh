@@ -12,7 +12,7 @@ small=${SMALL:-2000}
 big_ws=${BIG_WS:-100000}
 work=${1:-$(mktemp -d /tmp/capsulefs-bench.XXXXXX)}
 mkdir -p "$work"
-bazel --output_base=/root/.cache/bazel-fs build //:capsulefs //:capsule >/dev/null 2>&1
+bazel build -c opt //:capsulefs //:capsule >/dev/null 2>&1
 capsulefs="$PWD/bazel-bin/capsulefs"
 capsule="$PWD/bazel-bin/capsule"
 

@@ -2,7 +2,7 @@
 # Measures capsule seal and capsule open against OpenSSL's raw AES-256-GCM speed.
 # Not a test: run it by hand after building the program.
 #
-#   bazel --output_base=/root/.cache/bazel-seal build //:capsule
+#   bazel build -c opt //:capsule
 #   tests/bench_seal.sh            # 512 MiB
 #   tests/bench_seal.sh 64         # 64 MiB
 #
