@@ -76,12 +76,12 @@ Status ImportWorkspace(const std::string& capsule_dir, const std::string& source
       case TreeEntry::Type::kFile: {
         CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(full, O_RDONLY));
         CAPSULE_ASSIGN_OR_RETURN(item.sha256, PutBlobFromFd(capsule_dir, fd.get(), &item.size));
-        item.mode = entry.mode;
+        item.mode = entry.mode & 0777;  // no setuid, setgid or sticky bits in a workspace
         break;
       }
       case TreeEntry::Type::kDirectory:
         item.type = SnapshotEntry::Type::kDirectory;
-        item.mode = entry.mode;
+        item.mode = entry.mode & 0777;
         break;
       case TreeEntry::Type::kSymlink:
         if (!LinkStaysInside(entry.path, entry.link_target)) {

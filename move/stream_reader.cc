@@ -119,7 +119,7 @@ Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
     if (stream.entries.count(entry.path)) return Refuse(entry.path, "duplicate entry");
     CAPSULE_RETURN_IF_ERROR(CheckNotBeneath(stream.entries, entry.path, entry.type == TarEntry::Type::kDirectory));
     ReceivedEntry received;
-    received.mode = entry.mode & 07777;
+    received.mode = entry.mode & 0777;  // never setuid, setgid or sticky from a stream
     switch (entry.type) {
       case TarEntry::Type::kDirectory:
         received.kind = ReceivedEntry::Kind::kFolder;

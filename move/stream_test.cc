@@ -406,6 +406,19 @@ TEST_F(JournalTest, ABrokenArrivingJournalIsRefusedAndNothingPlaced) {
 
 // ---- refusals: each places nothing ----
 
+TEST_F(StreamTest, SetuidAndStickyBitsNeverArrive) {
+  std::string dst = ReceivedCopy();
+  std::string stream = Forge(ManifestText(Phase::kFiles))
+                           .Raw([](TarWriter& tar) {
+                             EXPECT_TRUE(tar.AddFile("files/suid", "x", 06755, {{kDigestRecord, Sha256Hex("x")}}).ok());
+                           })
+                           .End()
+                           .Finish();
+  Status status = Unpack(stream, dst);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(Snapshot::Load(dst)->Find("suid")->mode, 0755u);
+}
+
 TEST_F(StreamTest, ForgedGoodStreamIsAcceptedSoRefusalsMeanSomething) {
   std::string dst = ReceivedCopy();
   std::string stream = Forge(ManifestText(Phase::kFiles)).File("files/forged.txt", "forged\n").End().Finish();
