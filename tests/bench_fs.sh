@@ -95,7 +95,29 @@ row "sequential read MB/s" "$c_r" "$p_r" "$n_r"
 row "small create+write+close /s" "$c_c" "$p_c" "$n_c"
 row "stat /s" "$c_s" "$p_s" "$n_s"
 row "readdir entries /s" "$c_d" "$p_d" "$n_d"
-echo "journal appends /s: n/a (the journal is read-only in the mount until the journal library is wired in)"
+
+# Journal appends: one line per write(2) on an O_APPEND descriptor; each is chained, canonical
+# and fdatasync'ed by the driver before the write returns. The baselines append the same
+# lines with write + fdatasync to a plain file through passthrough_ll and natively.
+appends() {  # $1 = file, $2 = 1 to fdatasync each line yourself; prints appends per second
+  python3 - "$1" "$2" "$journal_lines" <<'PY'
+import os, sys, time
+path, sync, n = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
+fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+t = time.perf_counter()
+for i in range(n):
+    os.write(fd, b'{"type":"user_message","data":{"text":"message %d"}}\n' % i)
+    if sync:
+        os.fdatasync(fd)
+print("%.0f" % (n / (time.perf_counter() - t)))
+os.close(fd)
+PY
+}
+journal_lines=${JOURNAL_LINES:-300}
+j_c=$(appends "$work/mnt-cap/memory/timeline_events.jsonl" 0)
+j_p=$(appends "$work/mnt-pt/journal.jsonl" 1)
+j_n=$(appends "$work/native/journal.jsonl" 1)
+row "journal appends /s (durable each)" "$j_c" "$j_p" "$j_n"
 cleanup
 mounts=()
 pids=()
