@@ -76,6 +76,17 @@ TEST(LineAssembler, TakesALineWhenItsNewlineArrives) {
   EXPECT_EQ(ToErrno(journal.Write(28, "bad\n")), EINVAL);
 }
 
+TEST(LineAssembler, AnAppendHandleWritesAtTheEndWhateverTheOffset) {
+  std::vector<std::string> lines;
+  LineAssembler journal([&](std::string_view line) {
+    lines.emplace_back(line);
+    return Status::Ok();
+  }, 100, /*append=*/true);
+  ASSERT_TRUE(journal.Write(40, "one\n").ok());  // the kernel's size lags the canonical lines
+  ASSERT_TRUE(journal.Write(7, "two\n").ok());
+  EXPECT_EQ(lines, (std::vector<std::string>{"one", "two"}));
+}
+
 TEST(StateGate, RetireRefusesWriters) {
   StateGate gate(MountState::kActive);
   { ASSERT_TRUE(gate.EnterWrite().ok()); }
