@@ -100,6 +100,11 @@ int Run(const Args& args) {
   std::vector<char*> argv;
   for (std::string& word : words) argv.push_back(word.data());
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  // libfuse copies the arguments it adds (fuse_opt_add_arg); they are freed on every way out.
+  struct ArgsOwner {
+    fuse_args* args;
+    ~ArgsOwner() { fuse_opt_free_args(args); }
+  } args_owner{&fargs};
   fuse_session* se = fuse_session_new(&fargs, &capsule::fs::Operations(), sizeof(fuse_lowlevel_ops), fs.get());
   if (se == nullptr) return 1;
   fs->SetSession(se);
