@@ -118,6 +118,8 @@ class CapsuleFs {
   // tree.cc: nodes, paths, attributes.
   std::shared_ptr<Node> NewNode(NodeKind kind, Node* parent, const std::string& name);  // needs tree_mu_
   std::shared_ptr<Node> Get(fuse_ino_t ino);
+  // The node of `ino`, or ENOENT naming `name` (the entry being looked for); needs tree_mu_.
+  Result<Node*> NodeOf(fuse_ino_t ino, const std::string& name);
   std::string RelPath(const Node* node) const;   // path in the capsule; needs tree_mu_
   std::string WsPath(const Node* node) const;    // path under files/; needs tree_mu_
   Status BuildTree(const Snapshot& snapshot);

@@ -35,9 +35,8 @@ Result<fuse_entry_param> CapsuleFs::do_lookup(fuse_ino_t parent, const std::stri
   std::shared_ptr<Node> child;
   {
     std::unique_lock lock(tree_mu_);
-    auto it = nodes_.find(parent);
-    if (it == nodes_.end()) return FsError(ENOENT, name);
-    CAPSULE_ASSIGN_OR_RETURN(child, Child(it->second.get(), name));
+    CAPSULE_ASSIGN_OR_RETURN(Node* dir, NodeOf(parent, name));
+    CAPSULE_ASSIGN_OR_RETURN(child, Child(dir, name));
     ++child->nlookup;
   }
   Result<fuse_entry_param> entry = Entry(child);
@@ -160,9 +159,7 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
   std::shared_ptr<Node> node;
   {
     std::unique_lock lock(tree_mu_);
-    auto it = nodes_.find(parent_ino);
-    if (it == nodes_.end()) return FsError(ENOENT, name);
-    Node* parent = it->second.get();
+    CAPSULE_ASSIGN_OR_RETURN(Node* parent, NodeOf(parent_ino, name));
     if (Child(parent, name).ok()) return FsError(EEXIST, name);
     std::string rel = RelPath(parent) + "/" + name;
     if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
@@ -190,9 +187,7 @@ Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_i
   std::shared_ptr<Node> node;
   {
     std::unique_lock lock(tree_mu_);
-    auto it = nodes_.find(parent_ino);
-    if (it == nodes_.end()) return FsError(ENOENT, name);
-    Node* parent = it->second.get();
+    CAPSULE_ASSIGN_OR_RETURN(Node* parent, NodeOf(parent_ino, name));
     if (parent->kind != NodeKind::kWsDir) return FsError(EPERM, name + ": links live only under files/");
     if (parent->children.count(name) != 0) return FsError(EEXIST, name);
     node = NewNode(NodeKind::kWsLink, parent, name);
@@ -212,9 +207,7 @@ Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
   {
     std::unique_lock lock(tree_mu_);
-    auto it = nodes_.find(parent_ino);
-    if (it == nodes_.end()) return FsError(ENOENT, name);
-    Node* parent = it->second.get();
+    CAPSULE_ASSIGN_OR_RETURN(Node* parent, NodeOf(parent_ino, name));
     CAPSULE_ASSIGN_OR_RETURN(std::shared_ptr<Node> node, Child(parent, name));
     std::string rel = RelPath(node.get());
     if (IsDirKind(node->kind)) return FsError(EISDIR, rel);
@@ -237,9 +230,7 @@ Status CapsuleFs::do_rmdir(fuse_ino_t parent_ino, const std::string& name) {
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
   {
     std::unique_lock lock(tree_mu_);
-    auto it = nodes_.find(parent_ino);
-    if (it == nodes_.end()) return FsError(ENOENT, name);
-    Node* parent = it->second.get();
+    CAPSULE_ASSIGN_OR_RETURN(Node* parent, NodeOf(parent_ino, name));
     CAPSULE_ASSIGN_OR_RETURN(std::shared_ptr<Node> node, Child(parent, name));
     std::string rel = RelPath(node.get());
     if (!IsDirKind(node->kind)) return FsError(ENOTDIR, rel);

@@ -47,6 +47,12 @@ std::shared_ptr<Node> CapsuleFs::NewNode(NodeKind kind, Node* parent, const std:
   return node;
 }
 
+Result<Node*> CapsuleFs::NodeOf(fuse_ino_t ino, const std::string& name) {
+  auto it = nodes_.find(ino);
+  if (it == nodes_.end()) return FsError(ENOENT, name);
+  return it->second.get();
+}
+
 std::shared_ptr<Node> CapsuleFs::Get(fuse_ino_t ino) {
   std::shared_lock lock(tree_mu_);
   auto it = nodes_.find(ino);
