@@ -122,13 +122,18 @@ class CapsuleFs {
   Result<Node*> NodeOf(fuse_ino_t ino, const std::string& name);
   std::string RelPath(const Node* node) const;   // path in the capsule; needs tree_mu_
   std::string WsPath(const Node* node) const;    // path under files/; needs tree_mu_
-  Status BuildTree(const Snapshot& snapshot);
-  Snapshot BuildSnapshot() const;                // needs tree_mu_
+  // The workspace from a snapshot; a node gets its time from `times` (now when absent).
+  Status BuildTree(const Snapshot& snapshot, const WorkspaceTimes& times);
+  // The whole workspace as one change: every entry and its time; needs tree_mu_.
+  WorkspaceChange WholeWorkspace() const;
+  static Snapshot SnapshotOf(const WorkspaceChange& whole);
   Result<struct stat> Attr(Node* node);          // takes wc_mu then tree_mu_
   Result<fuse_entry_param> Entry(const std::shared_ptr<Node>& node);  // counts a lookup
   Result<std::shared_ptr<Node>> Child(Node* parent, const std::string& name);  // needs tree_mu_
   Result<std::string> Render(Document document);
   SnapshotEntry EntryOf(const Node* node) const;  // needs tree_mu_
+  // Adds the node's entry and time to `change`; AddSubtree also everything beneath it.
+  void Record(const Node* node, const std::string& path, WorkspaceChange* change) const;
   void AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const;
 
   // commit.cc: working copies, commits, checkpoints.

@@ -1,7 +1,9 @@
 // The workspace change log, .capsule/workspace.log: what makes a commit cost independent of
 // the workspace's size. Each change to the workspace is one canonical JSON line,
 //   {"del":["<path>",...],"set":{"<path>":<snapshot entry>,...}}
-// applied deletes first, then sets. Each line states the absolute result for the paths it
+// applied deletes first, then sets; a line may also carry "times":{"<path>":[sec,nsec],...},
+// the modification times of the paths it names (local to this machine, like the log: a
+// capsule's portable state is content, so times are not exported or moved). Each line states the absolute result for the paths it
 // names, so replaying the log over a snapshot that already holds some of its changes gives
 // the same state (replay is idempotent). A torn last line (a crash mid-append) is ignored.
 //
@@ -16,6 +18,8 @@
 // needs the caller to have stopped every writer.
 #pragma once
 
+#include <time.h>
+
 #include <functional>
 #include <map>
 #include <mutex>
@@ -28,19 +32,30 @@
 
 namespace capsule::fs {
 
+// When each workspace path was last modified, kept across remounts in .capsule/times.json.
+using WorkspaceTimes = std::map<std::string, struct timespec>;
+
 struct WorkspaceChange {
   std::vector<std::string> del;
   std::map<std::string, SnapshotEntry> set;
-  bool empty() const { return del.empty() && set.empty(); }
+  WorkspaceTimes times;
+  bool empty() const { return del.empty() && set.empty() && times.empty(); }
 };
 
 Result<std::string> ChangeToLine(const WorkspaceChange& change);
+
+// .capsule/times.json: {"<path>":[sec,nsec],...} in canonical form. A missing or unreadable
+// file gives no times (they are a convenience, never a reason to refuse a mount).
+WorkspaceTimes LoadWorkspaceTimes(const std::string& path);
+Status SaveWorkspaceTimes(const std::string& path, const WorkspaceTimes& times);
 // Applies the whole lines of `text` to `snapshot`, up to the first line that is not a change
 // (a torn tail after a crash); returns how many lines were applied. A line with a file entry
 // whose blob `blob_ok` rejects (its content did not reach the disk before a power cut) is
-// skipped whole: those paths keep their older state.
+// skipped whole: those paths keep their older state. When `times` is given, the lines' times
+// are applied to it too (a deleted path's time goes with it).
 Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot,
-                             const std::function<bool(const SnapshotEntry&)>& blob_ok = nullptr);
+                             const std::function<bool(const SnapshotEntry&)>& blob_ok = nullptr,
+                             WorkspaceTimes* times = nullptr);
 
 class ChangeLog {
  public:

@@ -26,6 +26,7 @@ namespace {
 
 constexpr char kWorkDir[] = ".capsule/work";
 constexpr char kLogPath[] = ".capsule/workspace.log";
+constexpr char kTimesPath[] = ".capsule/times.json";
 
 Status CopyFd(int from, int to, uint64_t* copied, const std::string& what) {
   *copied = 0;
@@ -108,6 +109,7 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
   }
   // The change log over the last snapshot; a line whose blob is not whole is not replayed.
   CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(dir));
+  WorkspaceTimes times = LoadWorkspaceTimes(JoinPath(dir, kTimesPath));
   std::string log_path = JoinPath(dir, kLogPath);
   if (PathExists(log_path)) {
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(log_path));
@@ -117,13 +119,13 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
       return it != manifest.files.end() && it->second.size == entry.size;
     };
     if (!writable) blob_ok = nullptr;
-    CAPSULE_RETURN_IF_ERROR(ReplayChanges(text, &snapshot, blob_ok).status());
+    CAPSULE_RETURN_IF_ERROR(ReplayChanges(text, &snapshot, blob_ok, &times).status());
   }
   if (writable) {
     CAPSULE_ASSIGN_OR_RETURN(ChangeLog * log, ChangeLog::Open(log_path));
     fs->log_.reset(log);
   }
-  CAPSULE_RETURN_IF_ERROR(fs->BuildTree(snapshot));
+  CAPSULE_RETURN_IF_ERROR(fs->BuildTree(snapshot, times));
   if (writable) CAPSULE_RETURN_IF_ERROR(fs->Checkpoint());
   return fs;
 }
@@ -136,6 +138,7 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, Handle* h, bool empty) {
       h->wc->dirty = true;
       h->wc->hash = std::make_unique<Sha256>();
       h->wc->hashed = 0;
+      clock_gettime(CLOCK_REALTIME, &h->wc->mtime);
     }
     return Status::Ok();
   }
@@ -159,6 +162,7 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, Handle* h, bool empty) {
   if (empty) {
     wc.hash = std::make_unique<Sha256>();
     wc.dirty = true;
+    clock_gettime(CLOCK_REALTIME, &wc.mtime);
   } else {
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd from, OpenFile(source, O_RDONLY | O_CLOEXEC));
     CAPSULE_RETURN_IF_ERROR(CopyFd(from.get(), wc.fd.get(), &wc.size, wc.path));
@@ -213,17 +217,18 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h, bool durable) {
   } else if (::rename(wc.path.c_str(), blob.c_str()) != 0) {
     return Status::IOError(blob, errno);
   }
+  struct timespec mtime = wc.mtime;
   h->wc.reset();
   if (durable) CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, kBlobsDir)));
   {
     std::unique_lock lock(tree_mu_);
     node->sha256 = sha;
     node->size = size;
-    clock_gettime(CLOCK_REALTIME, &node->mtime);
+    node->mtime = mtime;
     manifest_.files[BlobPath(sha)] = FileDigest{sha, size};
     if (node->parent != nullptr) {
       WorkspaceChange change;
-      change.set[WsPath(node)] = EntryOf(node);
+      Record(node, WsPath(node), &change);
       CAPSULE_RETURN_IF_ERROR(LogChange(change));
     }
   }
@@ -283,12 +288,13 @@ Status CapsuleFs::CommitAll() {
 Status CapsuleFs::Checkpoint() {
   const std::string& dir = options_.dir;
   CAPSULE_RETURN_IF_ERROR(SyncAll());  // every blob the snapshot names is on disk first
-  Snapshot snapshot;
+  WorkspaceChange whole;
   {
     std::shared_lock lock(tree_mu_);
-    snapshot = BuildSnapshot();
+    whole = WholeWorkspace();
   }
-  CAPSULE_RETURN_IF_ERROR(snapshot.Save(dir));
+  CAPSULE_RETURN_IF_ERROR(SnapshotOf(whole).Save(dir));
+  CAPSULE_RETURN_IF_ERROR(SaveWorkspaceTimes(JoinPath(dir, kTimesPath), whole.times));
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(dir, {kLocalDir, kBlobsDir}));
   std::set<std::string> paths;
   for (const TreeEntry& entry : tree) {

@@ -48,6 +48,8 @@ struct WorkingCopy {
   // Digest of bytes [0, hashed) while the file was written in order from its start.
   std::unique_ptr<Sha256> hash;
   uint64_t hashed = 0;
+  // When the content last changed (or the time utimens set): the file's mtime once committed.
+  struct timespec mtime {};
 };
 
 struct Node {

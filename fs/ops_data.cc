@@ -128,7 +128,7 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
       node->sha256 = Sha256Hex("");
       node->size = 0;
       WorkspaceChange change;
-      change.set[WsPath(node.get())] = EntryOf(node.get());
+      Record(node.get(), WsPath(node.get()), &change);
       CAPSULE_RETURN_IF_ERROR(LogChange(change));
     }
     ++node->nlookup;
@@ -208,6 +208,7 @@ Result<size_t> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, off_
   }
   if (end > wc.size) wc.size = end;
   wc.dirty = true;
+  clock_gettime(CLOCK_REALTIME, &wc.mtime);
   return size;
 }
 

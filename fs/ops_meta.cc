@@ -111,6 +111,7 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
       if (size < wc.hashed || size > wc.size) wc.hash.reset();
       wc.size = size;
       wc.dirty = true;
+      clock_gettime(CLOCK_REALTIME, &wc.mtime);
     } else {
       CAPSULE_RETURN_IF_ERROR(TruncateNow(node.get(), size));
     }
@@ -121,7 +122,7 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
       node->mode = attr.st_mode & 07777;
       if (node->parent != nullptr) {
         WorkspaceChange change;
-        change.set[WsPath(node.get())] = EntryOf(node.get());
+        Record(node.get(), WsPath(node.get()), &change);
         CAPSULE_RETURN_IF_ERROR(LogChange(change));
       }
     }
@@ -129,11 +130,18 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     return FsError(EPERM, rel + ": modes of capsule files are fixed");
   }
   if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+    struct timespec mtime = attr.st_mtim;
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW) clock_gettime(CLOCK_REALTIME, &mtime);
+    std::lock_guard wc_lock(node->wc_mu);  // open writers commit with this time (cp -p, tar -x)
+    for (Handle* writer : node->writers) {
+      if (writer->wc) writer->wc->mtime = mtime;
+    }
     std::unique_lock lock(tree_mu_);
-    if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
-      clock_gettime(CLOCK_REALTIME, &node->mtime);
-    } else {
-      node->mtime = attr.st_mtim;
+    node->mtime = mtime;
+    if (ws && node->parent != nullptr) {  // kept across remounts
+      WorkspaceChange change;
+      change.times[WsPath(node.get())] = node->mtime;
+      CAPSULE_RETURN_IF_ERROR(LogChange(change));
     }
   }
   return Attr(node.get());
@@ -170,7 +178,7 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
       node = NewNode(NodeKind::kWsDir, parent, name);
       node->mode = mode & 07777;
       WorkspaceChange change;
-      change.set[WsPath(node.get())] = EntryOf(node.get());
+      Record(node.get(), WsPath(node.get()), &change);
       CAPSULE_RETURN_IF_ERROR(LogChange(change));
     } else {
       return FsError(EPERM, rel + ": no new folders here");
@@ -193,7 +201,7 @@ Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_i
     node = NewNode(NodeKind::kWsLink, parent, name);
     node->target = target;
     WorkspaceChange change;
-    change.set[WsPath(node.get())] = EntryOf(node.get());
+    Record(node.get(), WsPath(node.get()), &change);
     CAPSULE_RETURN_IF_ERROR(LogChange(change));
     ++node->nlookup;
   }

@@ -75,7 +75,7 @@ std::string CapsuleFs::WsPath(const Node* node) const {
   return path;
 }
 
-Status CapsuleFs::BuildTree(const Snapshot& snapshot) {
+Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& times) {
   std::unique_lock lock(tree_mu_);
   root_ = std::make_shared<Node>(FUSE_ROOT_ID, NodeKind::kVirtualDir);
   root_->mtime = Now();
@@ -103,8 +103,11 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot) {
       }
     }
     std::string leaf = path.substr(start);
+    auto time = times.find(path);
     if (parent->children.count(leaf) != 0) {
-      if (entry.type == SnapshotEntry::Type::kDirectory) parent->children[leaf]->mode = entry.mode;
+      Node* existing = parent->children[leaf].get();
+      if (entry.type == SnapshotEntry::Type::kDirectory) existing->mode = entry.mode;
+      if (time != times.end()) existing->mtime = time->second;
       continue;
     }
     NodeKind kind = entry.type == SnapshotEntry::Type::kFile        ? NodeKind::kWsFile
@@ -115,6 +118,7 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot) {
     node->sha256 = entry.sha256;
     node->size = entry.size;
     node->target = entry.target;
+    if (time != times.end()) node->mtime = time->second;
   }
   return Status::Ok();
 }
@@ -141,17 +145,26 @@ SnapshotEntry CapsuleFs::EntryOf(const Node* node) const {
   return entry;
 }
 
-void CapsuleFs::AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const {
+void CapsuleFs::Record(const Node* node, const std::string& path, WorkspaceChange* change) const {
   change->set[path] = EntryOf(node);
+  change->times[path] = node->mtime;
+}
+
+void CapsuleFs::AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const {
+  Record(node, path, change);
   for (const auto& [name, child] : node->children) AddSubtree(child.get(), path + "/" + name, change);
 }
 
-Snapshot CapsuleFs::BuildSnapshot() const {
+Snapshot CapsuleFs::SnapshotOf(const WorkspaceChange& whole) {
+  Snapshot snapshot;
+  for (const auto& [path, entry] : whole.set) snapshot.Set(path, entry);
+  return snapshot;
+}
+
+WorkspaceChange CapsuleFs::WholeWorkspace() const {
   WorkspaceChange all;
   for (const auto& [name, child] : files_->children) AddSubtree(child.get(), name, &all);
-  Snapshot snapshot;
-  for (auto& [path, entry] : all.set) snapshot.Set(path, std::move(entry));
-  return snapshot;
+  return all;
 }
 
 Result<std::shared_ptr<Node>> CapsuleFs::Child(Node* parent, const std::string& name) {
@@ -250,7 +263,7 @@ Result<std::string> CapsuleFs::Render(Document document) {
   int slot = static_cast<int>(document);
   if (rendered_generation_[slot] == generation_) return rendered_[slot];
   uint64_t generation = generation_;
-  CAPSULE_ASSIGN_OR_RETURN(std::string snapshot_text, BuildSnapshot().ToCanonicalText());
+  CAPSULE_ASSIGN_OR_RETURN(std::string snapshot_text, SnapshotOf(WholeWorkspace()).ToCanonicalText());
   Manifest manifest = manifest_;
   lock.unlock();
   manifest.files[kSnapshotPath] = FileDigest{Sha256Hex(snapshot_text), snapshot_text.size()};

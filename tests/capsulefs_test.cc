@@ -679,6 +679,59 @@ TEST_F(CapsulefsTest, APowerCutLosesOnlyWhatWasNotSyncedAndEveryFileIsOldOrNew) 
   ExpectVerifies();
 }
 
+// Modification times are the ones the writer gave (utimens, or futimens before close as cp -p
+// and tar -x do), and stay through an unmount and through kill -9 of the driver.
+TEST_F(CapsulefsTest, ModificationTimesSurviveRemountAndCrash) {
+  auto mtime_of = [](const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return std::pair<int64_t, int64_t>(-1, errno);
+    return std::pair<int64_t, int64_t>(st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  };
+  const struct timespec t1 = {1000000000, 123}, t2 = {1100000000, 456789}, t3 = {1200000000, 0},
+                        t4 = {1300000000, 999999999};
+  auto pair = [](struct timespec t) { return std::pair<int64_t, int64_t>(t.tv_sec, t.tv_nsec); };
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    ASSERT_EQ(Put(F("a.txt"), "a\n"), 0);
+    struct timespec times[2] = {t1, t1};
+    ASSERT_EQ(::utimensat(AT_FDCWD, F("a.txt").c_str(), times, 0), 0);
+    int fd = ::open(F("b.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "b\n", 2), 2);
+    times[0] = times[1] = t2;
+    ASSERT_EQ(::futimens(fd, times), 0);
+    ASSERT_EQ(::close(fd), 0);
+    ASSERT_EQ(::mkdir(F("d").c_str(), 0755), 0);
+    times[0] = times[1] = t3;
+    ASSERT_EQ(::utimensat(AT_FDCWD, F("d").c_str(), times, 0), 0);
+    EXPECT_EQ(mtime_of(F("a.txt")), pair(t1));
+    EXPECT_EQ(mtime_of(F("b.txt")), pair(t2)) << "close must not overwrite the time futimens set";
+    EXPECT_EQ(mtime_of(F("d")), pair(t3));
+    EXPECT_EQ(mount.Unmount(), 0);
+  }
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    EXPECT_EQ(mtime_of(F("a.txt")), pair(t1));
+    EXPECT_EQ(mtime_of(F("b.txt")), pair(t2));
+    EXPECT_EQ(mtime_of(F("d")), pair(t3));
+    struct timespec times[2] = {t4, t4};
+    ASSERT_EQ(::utimensat(AT_FDCWD, F("a.txt").c_str(), times, 0), 0);
+    ASSERT_EQ(::rename(F("b.txt").c_str(), F("d/b.txt").c_str()), 0);
+    mount.Kill();
+  }
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    EXPECT_EQ(mtime_of(F("a.txt")), pair(t4)) << "a time set just before a crash is replayed from the log";
+    EXPECT_EQ(mtime_of(F("d/b.txt")), pair(t2)) << "a renamed file keeps its time";
+    EXPECT_EQ(mtime_of(F("b.txt")).first, -1);
+    EXPECT_EQ(mount.Unmount(), 0);
+  }
+  ExpectVerifies();
+}
+
 TEST_F(CapsulefsTest, TermCommitsWhatIsStillOpen) {
   Mount mount(dir_, mnt_);
   ASSERT_TRUE(mount.up());
