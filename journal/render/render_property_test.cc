@@ -1,5 +1,6 @@
 // Properties of rendering on random journals, for every provider and many budgets:
-//  - the same events give the same bytes;
+//  - the same events give the same bytes, and a switch to another model and back gives the
+//    first model the same bytes again;
 //  - every call is answered by its result right after it, in the provider's form, and no
 //    result is sent without its call (no dangling call, no orphan result);
 //  - each provider's ordering and role rules hold (alternation, first turn, ids, names);
@@ -382,6 +383,25 @@ TEST(RenderPropertyTest, RandomJournals) {
       }
     }
     if (::testing::Test::HasFatalFailure()) return;
+
+    // Switching to another model and back changes nothing for the first one.
+    for (const Model& a : kModels) {
+      RenderTarget target;
+      target.provider = *ParseProvider(a.provider);
+      target.model = a.model;
+      std::vector<Event> switched = events;
+      for (const Model* to : {&kModels[(&a - kModels + 1) % std::size(kModels)], &a}) {
+        switched.push_back(testing::MakeEvent("model_switch", {{"provider", to->provider}, {"model", to->model}},
+                                              testing::TimestampAfter(7 * switched.size()),
+                                              switched.empty() ? nullptr : &switched.back()));
+      }
+      Result<Json> before = RenderRequest(events, target);
+      Result<Json> after = RenderRequest(switched, target);
+      ASSERT_EQ(before.ok(), after.ok());
+      if (before.ok()) {
+        EXPECT_EQ(*CanonicalJson(*before), *CanonicalJson(*after)) << "seed " << seed << " " << a.model;
+      }
+    }
   }
   // The random journals reach every case.
   EXPECT_GT(trimmed, 100);
