@@ -110,21 +110,22 @@ TEST_F(RenderCliTest, SwitchToGeminiAndBackGivesClaudeTheSameBytes) {
 
 TEST_F(RenderCliTest, ContextWindowAndConversations) {
   Append("system", R"({"text":"Be brief."})");
-  for (int i = 0; i < 30; ++i) {
-    Append("user_message", R"({"text":"Question number )" + std::to_string(i) + R"( about the oven temperature?"})");
-    Append("assistant_message", R"({"text":"Answer number )" + std::to_string(i) +
-                                    R"(: two hundred degrees.","provider":"openai","model":"gpt-4.1"})");
+  const std::string padding(150, '.');
+  for (int i = 0; i < 10; ++i) {
+    Append("user_message", R"({"text":"Question number )" + std::to_string(i) + " about the oven" + padding + R"("})");
+    Append("assistant_message", R"({"text":"Answer number )" + std::to_string(i) + ": two hundred degrees" + padding +
+                                    R"(","provider":"openai","model":"gpt-4.1"})");
   }
   Append("user_message", R"({"text":"Side talk","conversation":"side"})");
   Json whole = RenderJson({});
-  EXPECT_EQ(whole["messages"].size(), 61u);
-  Json window = RenderJson({"--context-tokens", "120"});
+  EXPECT_EQ(whole["messages"].size(), 21u);
+  Json window = RenderJson({"--context-tokens", "300"});
   const Json& messages = window["messages"];
   ASSERT_GT(messages.size(), 2u);
-  EXPECT_LT(messages.size(), 61u);
+  EXPECT_LT(messages.size(), 21u);
   EXPECT_EQ(messages[0]["content"], "Be brief.");
   EXPECT_EQ(messages[1]["content"].get<std::string>().rfind("[Earlier conversation omitted", 0), 0u);
-  EXPECT_NE(messages.back()["content"].get<std::string>().find("Answer number 29"), std::string::npos);
+  EXPECT_NE(messages.back()["content"].get<std::string>().find("Answer number 9"), std::string::npos);
 
   RunResult tiny = Render({"--context-tokens", "10"});
   EXPECT_EQ(tiny.exit_code, 1);

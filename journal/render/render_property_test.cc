@@ -7,8 +7,9 @@
 //  - reasoning reaches only the provider and model that made it;
 //  - the window keeps the newest units that fit and stays within the budget whenever the
 //    system instructions, the tool declarations and the newest unit alone fit.
+#include <algorithm>
+#include <cctype>
 #include <random>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -110,8 +111,16 @@ std::vector<Event> RandomJournal(std::mt19937& rng) {
   return events;
 }
 
-const std::regex kAnthropicId("[a-zA-Z0-9_-]+");
-const std::regex kToolName("[a-zA-Z_][a-zA-Z0-9_-]{0,63}");
+bool IsIdChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
+// Anthropic's tool_use id: ^[a-zA-Z0-9_-]+$.
+bool IsAnthropicId(const std::string& id) {
+  return !id.empty() && std::all_of(id.begin(), id.end(), IsIdChar);
+}
+// A function name all three accept: ^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$.
+bool IsToolName(const std::string& name) {
+  return !name.empty() && name.size() <= 64 && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+         std::all_of(name.begin(), name.end(), IsIdChar);
+}
 
 // The signatures ("sig|provider|model|n" or "encsig|...") in `json`, wherever they are.
 void CollectMarks(const Json& json, std::vector<std::string>* marks) {
@@ -163,7 +172,7 @@ size_t CheckOpenAI(const Json& body) {
         if (call["function"]["arguments"].is_string()) {
           EXPECT_TRUE(Json::parse(call["function"]["arguments"].get<std::string>()).is_object());
         }
-        EXPECT_TRUE(std::regex_match(call["function"]["name"].get<std::string>(), kToolName));
+        EXPECT_TRUE(IsToolName(call["function"]["name"].get<std::string>()));
         EXPECT_EQ(declared.count(call["function"]["name"]), 1u);
         if (i + 1 + k >= messages.size()) {
           ADD_FAILURE() << "call " << id << " has no result";
@@ -211,9 +220,9 @@ size_t CheckAnthropic(const Json& body) {
       } else if (type == "tool_use") {
         EXPECT_EQ(m["role"], "assistant");
         std::string id = block["id"];
-        EXPECT_TRUE(std::regex_match(id, kAnthropicId)) << id;
+        EXPECT_TRUE(IsAnthropicId(id)) << id;
         EXPECT_TRUE(all_ids.insert(id).second) << "id reused: " << id;
-        EXPECT_TRUE(std::regex_match(block["name"].get<std::string>(), kToolName));
+        EXPECT_TRUE(IsToolName(block["name"].get<std::string>()));
         EXPECT_EQ(declared.count(block["name"]), 1u);
         EXPECT_TRUE(block["input"].is_object());
         uses.push_back(id);
@@ -268,7 +277,7 @@ size_t CheckGemini(const Json& body, bool checks_signatures) {
       } else if (part.contains("functionCall")) {
         EXPECT_EQ(c["role"], "model");
         std::string name = part["functionCall"]["name"];
-        EXPECT_TRUE(std::regex_match(name, kToolName));
+        EXPECT_TRUE(IsToolName(name));
         EXPECT_EQ(declared.count(name), 1u);
         EXPECT_TRUE(part["functionCall"]["args"].is_object());
         if (first_call && checks_signatures) {
@@ -299,7 +308,7 @@ size_t CheckGemini(const Json& body, bool checks_signatures) {
 TEST(RenderPropertyTest, RandomJournals) {
   ByteTokenEstimator estimator;
   int trimmed = 0, refused = 0, rendered = 0;
-  for (uint32_t seed = 1; seed <= 300; ++seed) {
+  for (uint32_t seed = 1; seed <= 150; ++seed) {
     std::mt19937 rng(seed);
     std::vector<Event> events = RandomJournal(rng);
     for (const Model& m : kModels) {
