@@ -6,6 +6,7 @@
 #
 #   tests/bench_render.sh [WORKDIR]
 #   EVENTS=100000 ROUNDS=3 tests/bench_render.sh
+#   BAZEL="bazel --output_base=DIR" tests/bench_render.sh    # a build of your own
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/bench_common.sh
@@ -15,11 +16,13 @@ work=${1:-$(mktemp -d /tmp/render-bench.XXXXXX)}
 mkdir -p "$work"
 rm -rf "$work/cap"
 
-bazel build -c opt //:capsule //journal/render:render_bench >/dev/null 2>&1
-capsule="$PWD/bazel-bin/capsule"
+bazel=${BAZEL:-bazel}
+$bazel build -c opt //:capsule //journal/render:render_bench >/dev/null 2>&1
+bin=$($bazel info -c opt bazel-bin 2>/dev/null)
+capsule="$bin/capsule"
 
 echo "== library: render (window 128k and whole) against Journal::Read, best of $rounds"
-bazel-bin/journal/render/render_bench --events "$events" --rounds "$rounds" --dir "$work"
+"$bin/journal/render/render_bench" --events "$events" --rounds "$rounds" --dir "$work"
 
 echo "== the program: capsule render against capsule log --json (both read the journal first)"
 cat "$work/cap/memory/timeline_events.jsonl" > /dev/null
