@@ -85,6 +85,7 @@ TEST_F(RenderCliTest, EachProviderFromTheSameJournal) {
   EXPECT_EQ(gemini["tools"][0]["functionDeclarations"][0]["name"], "stock");
   EXPECT_EQ(gemini.dump().find("sig-claude"), std::string::npos);
 
+  EXPECT_EQ(RenderJson({"--max-tokens", "1000"})["max_tokens"], 1000);
   RunResult pretty = Render({"--pretty"});
   EXPECT_EQ(pretty.exit_code, 0);
   EXPECT_EQ(Json::parse(pretty.out), claude);

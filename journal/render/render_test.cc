@@ -169,6 +169,40 @@ TEST(RenderLostTest, ALostResultBecomesAnErrorAndAnOrphanIsNeverAToolResult) {
   EXPECT_EQ(lost, 1);
 }
 
+TEST(RenderNamesTest, ToolNamesAndCallIdsEveryProviderAccepts) {
+  std::vector<Event> events;
+  auto add = [&](const std::string& type, Json data) {
+    events.push_back(testing::MakeEvent(type, std::move(data), testing::TimestampAfter(events.size()),
+                                        events.empty() ? nullptr : &events.back()));
+  };
+  const std::string long_name = "tool-" + std::string(80, 'n');
+  const std::string long_id(41, 'i');
+  add("user_message", {{"text", "go"}});
+  add("tool_defined", {{"name", "web.search"}, {"description", "d"}, {"parameters", {{"type", "object"}}}});
+  add("tool_call", {{"call_id", "ok-id_1"}, {"name", "web.search"}, {"arguments", Json::object()}});
+  add("tool_call", {{"call_id", long_id}, {"name", "2fast"}, {"arguments", Json::object()}});
+  add("tool_call", {{"call_id", "ok-id_1"}, {"name", long_name}, {"arguments", Json::object()}});
+  Conversation conversation = BuildConversation(events, For(Provider::kAnthropic, "m"), ByteTokenEstimator());
+  ASSERT_EQ(conversation.units.size(), 4u);
+  const ToolCall& web = *conversation.units[1].call;
+  const ToolCall& fast = *conversation.units[2].call;
+  const ToolCall& longest = *conversation.units[3].call;
+  EXPECT_EQ(web.id, "ok-id_1");
+  EXPECT_EQ(web.name.substr(0, 11), "web_search_");
+  EXPECT_EQ(web.name.size(), 19u);
+  EXPECT_EQ(conversation.tools[0].name, web.name);  // the declaration uses the same name
+  EXPECT_EQ(fast.id.substr(0, 5), "call_");
+  EXPECT_EQ(fast.id.size(), 29u);
+  EXPECT_EQ(fast.name.substr(0, 7), "_2fast_");
+  EXPECT_EQ(longest.id, "ok-id_1_2");  // the same journal id twice: distinct ids
+  EXPECT_EQ(longest.name.size(), 64u);
+  EXPECT_EQ(longest.name.substr(0, 6), "tool-n");
+  // Called but not declared: declared by the renderer, in name order, after the defined ones.
+  ASSERT_EQ(conversation.tools.size(), 3u);
+  EXPECT_EQ(conversation.tools[1].name, fast.name);
+  EXPECT_EQ(conversation.tools[2].name, longest.name);
+}
+
 TEST(RenderWindowTest, DigestSaysWhatWasDropped) {
   std::vector<Event> events = Script("trim");
   ByteTokenEstimator estimator;
