@@ -2,7 +2,11 @@
 // URL, not the body).
 //
 // The system instructions go in `systemInstruction: {parts: [{text}]}`. `contents` alternate
-// roles "user" and "model", the user's first; consecutive turns of the same role are merged.
+// roles "user" and "model", the user's first; consecutive turns of the same role are merged,
+// with one exception: Gemini refuses a user content that mixes functionResponse parts with
+// text, so a user's text right after the results is a user content of its own (the only
+// place two user contents follow each other). A request never ends with a model turn, which
+// Gemini refuses: the window's trail (kContinueText) follows an assistant's last text.
 // An assistant step is one model content: per unit, its kept reasoning's text as a thought
 // part {text, thought: true}, then its text or {functionCall: {name, args}}. Gemini puts a
 // thought signature on the part that follows the thinking, so the signature of a unit's last
@@ -38,8 +42,12 @@ bool ChecksThoughtSignatures(std::string model) {
 
 class ContentList {
  public:
+  // Merges `part` into the last content when the role is the same, except that function
+  // responses and other parts never share a content.
   void Add(const char* role, Json part) {
-    if (contents_.empty() || contents_.back()["role"] != role) {
+    const bool response = part.contains("functionResponse");
+    if (contents_.empty() || contents_.back()["role"] != role ||
+        contents_.back()["parts"].back().contains("functionResponse") != response) {
       contents_.push_back({{"role", role}, {"parts", Json::array()}});
     }
     contents_.back()["parts"].push_back(std::move(part));
@@ -85,6 +93,7 @@ Json RenderGemini(const Conversation& conversation, const Window& window, const 
         break;
     }
   }
+  if (!window.trail.empty()) list.Add("user", {{"text", window.trail}});
   Json& contents = list.contents();
   if (ChecksThoughtSignatures(target.model)) {
     for (Json& content : contents) {

@@ -262,10 +262,23 @@ size_t CheckGemini(const Json& body, bool checks_signatures) {
   EXPECT_FALSE(contents.empty());
   size_t calls = 0;
   std::vector<std::string> open;
+  EXPECT_EQ(contents.back()["role"], "user") << "a request never ends with a model turn";
+  bool previous_responses = false;
   for (size_t i = 0; i < contents.size(); ++i) {
     const Json& c = contents[i];
-    EXPECT_EQ(c["role"], i % 2 == 0 ? "user" : "model") << "roles alternate, user first";
+    // Roles alternate, the user first; the one exception is a user's text right after a
+    // content of function responses, which never share a content with text.
+    if (i == 0) {
+      EXPECT_EQ(c["role"], "user");
+    } else if (c["role"] == contents[i - 1]["role"]) {
+      EXPECT_EQ(c["role"], "user");
+      EXPECT_TRUE(previous_responses) << "content " << i << " repeats a role";
+    }
     EXPECT_FALSE(c["parts"].empty());
+    size_t response_parts = 0;
+    for (const Json& part : c["parts"]) response_parts += part.contains("functionResponse") ? 1 : 0;
+    EXPECT_TRUE(response_parts == 0 || response_parts == c["parts"].size()) << "responses mixed with text";
+    previous_responses = response_parts > 0;
     std::vector<std::string> responses, names;
     bool seen_other = false, first_call = true;
     for (const Json& part : c["parts"]) {
@@ -331,7 +344,9 @@ TEST(RenderPropertyTest, RandomJournals) {
         // The window: the newest units that fit, within the budget when the newest can fit.
         const Unit& newest = conversation.units.back();
         const uint64_t opening_cost = estimator.PerMessage() + estimator.Text(kOpeningText);
-        bool newest_fits = !target.context_tokens || conversation.fixed_tokens + newest.tokens +
+        const uint64_t trail_cost =
+            newest.from_user || newest.call ? 0 : estimator.PerMessage() + estimator.Text(kContinueText);
+        bool newest_fits = !target.context_tokens || conversation.fixed_tokens + trail_cost + newest.tokens +
                                                              (newest.from_user ? 0 : opening_cost) <=
                                                          *target.context_tokens;
         Result<Window> window = ChooseWindow(conversation, target.context_tokens, estimator);
@@ -351,7 +366,8 @@ TEST(RenderPropertyTest, RandomJournals) {
           kept_calls += conversation.units[i].call ? 1 : 0;
         }
         uint64_t lead = window->lead.empty() ? 0 : estimator.PerMessage() + estimator.Text(window->lead);
-        EXPECT_EQ(window->tokens, conversation.fixed_tokens + kept + lead);
+        EXPECT_EQ(window->trail.empty(), trail_cost == 0);
+        EXPECT_EQ(window->tokens, conversation.fixed_tokens + trail_cost + kept + lead);
         if (target.context_tokens) {
           EXPECT_LE(window->tokens, *target.context_tokens);
           if (window->first > 0) {
@@ -363,7 +379,7 @@ TEST(RenderPropertyTest, RandomJournals) {
             // Keeping one more unit, with the smaller digest, would not have fit.
             size_t more = window->first - 1;
             std::string digest = more > 0 ? DigestText(conversation, more) : std::string();
-            uint64_t with_more = conversation.fixed_tokens + kept + conversation.units[more].tokens +
+            uint64_t with_more = conversation.fixed_tokens + trail_cost + kept + conversation.units[more].tokens +
                                  (digest.empty() ? (conversation.units[more].from_user ? 0 : opening_cost)
                                                  : estimator.PerMessage() + estimator.Text(digest));
             EXPECT_GT(with_more, *target.context_tokens) << "dropped a unit that fit";

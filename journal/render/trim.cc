@@ -71,31 +71,39 @@ Result<Window> ChooseWindow(const Conversation& conversation, std::optional<uint
   auto lead_cost = [&](const std::string& text) { return text.empty() ? 0 : est.PerMessage() + est.Text(text); };
   auto opening = [&](size_t first) { return units[first].from_user ? std::string() : std::string(kOpeningText); };
 
+  Window window;
+  if (!units.back().from_user && !units.back().call) window.trail = kContinueText;
+  const uint64_t fixed = conversation.fixed_tokens + lead_cost(window.trail);
+
   // suffix[c]: the cost of units c..n-1.
   std::vector<uint64_t> suffix(n + 1, 0);
   for (size_t c = n; c-- > 0;) suffix[c] = suffix[c + 1] + units[c].tokens;
 
-  Window window;
   window.lead = opening(0);
-  window.tokens = conversation.fixed_tokens + suffix[0] + lead_cost(window.lead);
+  window.tokens = fixed + suffix[0] + lead_cost(window.lead);
   if (!budget || window.tokens <= *budget) return window;
 
   // The first cut where the units alone fit, then cut further until the digest fits too.
   size_t cut = 1;
-  while (cut < n && conversation.fixed_tokens + suffix[cut] > *budget) ++cut;
+  while (cut < n && fixed + suffix[cut] > *budget) ++cut;
   if (cut < n) {
     Dropped dropped;
     for (size_t i = 0; i < cut; ++i) dropped.Add(units[i]);
     for (; cut < n; dropped.Add(units[cut]), ++cut) {
       std::string digest = dropped.Text();
-      uint64_t tokens = conversation.fixed_tokens + suffix[cut] + lead_cost(digest);
-      if (tokens <= *budget) return Window{cut, std::move(digest), tokens};
+      uint64_t tokens = fixed + suffix[cut] + lead_cost(digest);
+      if (tokens <= *budget) {
+        window.first = cut;
+        window.lead = std::move(digest);
+        window.tokens = tokens;
+        return window;
+      }
     }
   }
   // Not even the newest unit fits beside the digest: the newest unit alone, if it fits.
   window.first = n - 1;
   window.lead = opening(n - 1);
-  window.tokens = conversation.fixed_tokens + suffix[n - 1] + lead_cost(window.lead);
+  window.tokens = fixed + suffix[n - 1] + lead_cost(window.lead);
   if (window.tokens <= *budget) return window;
   return Status::FailedPrecondition(
       "render: --context-tokens " + std::to_string(*budget),

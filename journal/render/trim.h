@@ -16,6 +16,9 @@
 // counted in the budget; only when not even the newest unit fits beside it is it left out.
 // When the window opens with an assistant's output and there is no digest, kOpeningText
 // opens the conversation instead, since Anthropic and Gemini require the user to speak first.
+// When it ends with an assistant's text, Gemini (which refuses a request that ends with a
+// model turn) gets kContinueText as a last user turn; the window counts it for every
+// provider, so that every provider keeps the same events.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -31,10 +34,12 @@
 namespace capsule::journal::render {
 
 inline constexpr char kOpeningText[] = "[The conversation continues from an earlier turn.]";
+inline constexpr char kContinueText[] = "[Continue from where the conversation left off.]";
 
 struct Window {
   size_t first = 0;        // the first unit kept; the rest up to the end are kept too
   std::string lead;        // the digest, kOpeningText, or empty: a user message before the units
+  std::string trail;       // kContinueText when the units end with an assistant's text, else empty
   uint64_t tokens = 0;     // the estimate of the whole request
 };
 
