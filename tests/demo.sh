@@ -126,5 +126,14 @@ step fusermount3 -u mnt
 for _ in $(seq 50); do pgrep -f "capsulefs agent mnt" >/dev/null || break; sleep 0.1; done
 step "$capsule" log agent
 step "$capsule" verify agent
+
+echo
+echo "== render: the same journal as each provider's request; the model switches, nothing is lost"
+step "$capsule" log append agent --type model_switch --data '{"provider":"anthropic","model":"claude-sonnet-4-5"}'
+step "$capsule" log append agent --type reasoning --data '{"provider":"anthropic","model":"claude-sonnet-4-5","text":"Plan the route.","signature":"sig-demo"}'
+step "$capsule" log append agent --type tool_call --data '{"call_id":"toolu_1","name":"route","arguments":{"to":"Lisbon"}}'
+step "$capsule" render agent --pretty
+step "$capsule" render agent --provider gemini --model gemini-2.5-pro --pretty
+step "$capsule" render agent --provider openai --model gpt-4.1 --context-tokens 120
 echo
 echo "demo files are in $work"

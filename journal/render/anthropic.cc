@@ -1,0 +1,94 @@
+// Anthropic Messages (POST /v1/messages).
+//
+// The system instructions go in the top-level `system`. Messages alternate user/assistant and
+// the first is the user's (the window's lead guarantees it): consecutive turns of the same
+// role are merged into one message. An assistant step's blocks are, per unit, its kept
+// reasoning ({type: thinking, thinking, signature} or {type: redacted_thinking, data} from
+// `encrypted`), then its text or {type: tool_use, id, name, input}. The results follow in the
+// very next user message as {type: tool_result, tool_use_id, content, is_error?} blocks, before
+// any text of that message. A request that ends with an assistant message (a prefill) has the
+// trailing white space of its last text cut, which the API refuses. max_tokens is required:
+// RenderTarget::max_tokens (kDefaultAnthropicMaxTokens unless given). The `thinking` setting
+// of a request is the caller's choice and is not written.
+#include "journal/render/providers.h"
+
+namespace capsule::journal::render {
+
+namespace {
+
+class MessageList {
+ public:
+  void Add(const char* role, Json block) {
+    if (messages_.empty() || messages_.back()["role"] != role) {
+      messages_.push_back({{"role", role}, {"content", Json::array()}});
+    }
+    messages_.back()["content"].push_back(std::move(block));
+  }
+  Json Take() { return std::move(messages_); }
+  Json& messages() { return messages_; }
+
+ private:
+  Json messages_ = Json::array();
+};
+
+}  // namespace
+
+Json RenderAnthropic(const Conversation& conversation, const Window& window, const RenderTarget& target) {
+  MessageList list;
+  for (const Turn& turn : Turns(conversation, window)) {
+    switch (turn.kind) {
+      case Turn::Kind::kUser:
+        list.Add("user", {{"type", "text"}, {"text", turn.text}});
+        break;
+      case Turn::Kind::kAssistant:
+        for (const Unit* unit : turn.units) {
+          for (const KeptReasoning& r : unit->reasoning) {
+            if (!r.signature.empty()) {
+              list.Add("assistant", {{"type", "thinking"}, {"thinking", r.text}, {"signature", r.signature}});
+            } else {
+              list.Add("assistant", {{"type", "redacted_thinking"}, {"data", r.encrypted}});
+            }
+          }
+          if (unit->call) {
+            list.Add("assistant", {{"type", "tool_use"},
+                                   {"id", unit->call->id},
+                                   {"name", unit->call->name},
+                                   {"input", unit->call->arguments}});
+          } else {
+            list.Add("assistant", {{"type", "text"}, {"text", unit->text}});
+          }
+        }
+        break;
+      case Turn::Kind::kResults:
+        for (const Unit* unit : turn.units) {
+          Json block = {{"type", "tool_result"},
+                        {"tool_use_id", unit->call->id},
+                        {"content", ContentText(unit->call->result)}};
+          if (unit->call->is_error) block["is_error"] = true;
+          list.Add("user", std::move(block));
+        }
+        break;
+    }
+  }
+  Json& messages = list.messages();
+  if (!messages.empty() && messages.back()["role"] == "assistant") {
+    Json& last = messages.back()["content"].back();
+    if (last["type"] == "text") {
+      std::string text = last["text"].get<std::string>();
+      text.erase(text.find_last_not_of(" \t\r\n") + 1);  // never empty: blank texts are not sent
+      last["text"] = text;
+    }
+  }
+  Json body = {{"model", target.model}, {"max_tokens", target.max_tokens}, {"messages", list.Take()}};
+  if (!conversation.system.empty()) body["system"] = conversation.system;
+  if (!conversation.tools.empty()) {
+    Json tools = Json::array();
+    for (const ToolDeclaration& tool : conversation.tools) {
+      tools.push_back({{"name", tool.name}, {"description", tool.description}, {"input_schema", tool.parameters}});
+    }
+    body["tools"] = std::move(tools);
+  }
+  return body;
+}
+
+}  // namespace capsule::journal::render

@@ -1,0 +1,83 @@
+// Rendering the journal as the request body of a model provider's API: OpenAI Chat
+// Completions, Anthropic Messages or Gemini generateContent.
+//
+// The journal records what happened (a user message, a tool call, a result), not how one
+// vendor spells it, so a conversation can move from one model to another and back. Rendering
+// is a pure function of the events and the target: the same events and target give the same
+// bytes, and model_switch events themselves render as nothing, so switching A -> B -> A gives
+// A the very request it had before the switches.
+//
+// The rules (also in man/capsule.1, RENDERING):
+//  1. Private reasoning goes back only to the provider AND model that produced it, with its
+//     signature (Anthropic thinking, Gemini thoughtSignature) or encrypted payload (Anthropic
+//     redacted_thinking). Reasoning from anyone else is dropped. OpenAI Chat Completions has no
+//     field for reasoning (encrypted reasoning belongs to the Responses API), so it gets none.
+//     Reasoning with neither signature nor payload is never replayed: no provider accepts it.
+//  2. A tool call with no result (the machine died mid-call) gets an error result saying the
+//     result was lost (kLostResultText). A result whose call is not in the conversation is
+//     not sent as a tool result: it becomes a user note (OrphanNoteText) where it happened.
+//  3. With a context budget, the newest units that fit are kept (a unit is a user message, an
+//     assistant text, or a tool call together with its result: a call is never split from its
+//     result), the system instructions and tool declarations are always kept, and a digest of
+//     what was dropped opens the conversation (see trim.h for its form).
+//
+// Thread-safety: pure functions; safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/canonical_json.h"
+#include "capsule/status.h"
+#include "journal/event.h"
+#include "journal/render/tokens.h"
+
+namespace capsule::journal::render {
+
+enum class Provider { kOpenAI, kAnthropic, kGemini };
+
+// "openai", "anthropic", "gemini": the names the journal's provider fields and --provider use.
+std::string ProviderName(Provider provider);
+Result<Provider> ParseProvider(std::string_view name);
+
+// Anthropic requires max_tokens; this is the value when the caller gives none.
+inline constexpr uint64_t kDefaultAnthropicMaxTokens = 4096;
+
+struct RenderTarget {
+  Provider provider = Provider::kOpenAI;
+  std::string model;                       // decides, with provider, which reasoning is kept
+  std::string conversation = "main";       // events whose data.conversation is this
+  std::optional<uint64_t> context_tokens;  // the input budget, as the estimator counts
+  uint64_t max_tokens = kDefaultAnthropicMaxTokens;  // Anthropic's max_tokens
+};
+
+// What the caller asked for; the journal fills in the rest (see ResolveTarget).
+struct TargetRequest {
+  std::optional<std::string> provider;
+  std::optional<std::string> model;
+  std::string conversation = "main";
+  std::optional<uint64_t> context_tokens;
+  std::optional<uint64_t> max_tokens;
+};
+
+// The target for `request` against the conversation's events:
+//  - neither provider nor model given: the latest model_switch or assistant_message of the
+//    conversation names both;
+//  - a model alone: the journal's current provider, that model;
+//  - a provider alone: if it is the current provider, the current model; otherwise the model
+//    of the latest model_switch or assistant_message of that provider; if the conversation
+//    never names one, InvalidArgument asking for --model (a request needs a model, and the
+//    model decides which reasoning is kept).
+Result<RenderTarget> ResolveTarget(const std::vector<Event>& events, const TargetRequest& request);
+
+// The request body for `target` from the journal's events (in journal order). InvalidArgument
+// when the conversation has nothing to send; FailedPrecondition when context_tokens cannot
+// hold the system instructions, the tool declarations and the newest unit.
+Result<Json> RenderRequest(const std::vector<Event>& events, const RenderTarget& target,
+                           const TokenEstimator& estimator);
+Result<Json> RenderRequest(const std::vector<Event>& events, const RenderTarget& target);
+
+}  // namespace capsule::journal::render
