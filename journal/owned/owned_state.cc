@@ -1,0 +1,262 @@
+#include "journal/owned/owned_state.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <functional>
+
+#include "capsule/file_io.h"
+#include "capsule/layout.h"
+#include "journal/check.h"
+#include "journal/event.h"
+#include "journal/owned/schema.h"
+
+namespace capsule::owned {
+
+namespace {
+
+constexpr size_t kReadChunk = 8 << 20;
+
+std::string LocalPath(const std::string& dir, const char* name) { return JoinPath(JoinPath(dir, kLocalDir), name); }
+std::string JournalFile(const std::string& dir) { return JoinPath(dir, kJournalPath); }
+
+// Holds flock(LOCK_EX) on .capsule/owned.lock: one writer of the database at a time.
+class OwnedLock {
+ public:
+  static Result<OwnedLock> Acquire(const std::string& dir) {
+    std::string path = LocalPath(dir, kOwnedLockName);
+    CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    while (::flock(fd.get(), LOCK_EX) != 0) {
+      if (errno != EINTR) return Status::IOError(path + ": flock", errno);
+    }
+    return OwnedLock(std::move(fd));
+  }
+
+ private:
+  explicit OwnedLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;  // closing it releases the lock
+};
+
+// Calls `each` with every complete line (without its newline) of the open journal from byte
+// `from` up to `to`, and the line's length with its newline. A torn last line is left out.
+Status ForEachLine(int fd, uint64_t from, uint64_t to, const std::string& path,
+                   const std::function<Status(std::string_view, uint64_t)>& each) {
+  std::string buffer;
+  uint64_t offset = from;
+  while (offset < to) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(kReadChunk, to - offset));
+    size_t kept = buffer.size();
+    buffer.resize(kept + want);
+    CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd, buffer.data() + kept, want, static_cast<off_t>(offset), path));
+    buffer.resize(kept + got);
+    offset += got;
+    if (got == 0) break;
+    size_t start = 0;
+    for (;;) {
+      size_t end = buffer.find('\n', start);
+      if (end == std::string::npos) break;
+      CAPSULE_RETURN_IF_ERROR(each(std::string_view(buffer).substr(start, end - start), end - start + 1));
+      start = end + 1;
+    }
+    buffer.erase(0, start);
+  }
+  return Status::Ok();
+}
+
+Status SetFollowPragmas(Database& db) {
+  return db.Execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF");
+}
+
+enum class Followed { kDone, kNeedRebuild };
+
+// Projects the journal's lines after projection_state's offset, when the line that ends there
+// is still the one projected last.
+Result<Followed> FollowLocked(Database& db, const std::string& dir, const Settings& settings, ProjectionStats* stats) {
+  std::string path = JournalFile(dir);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+
+  CAPSULE_ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(db));
+  CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<Projector> projector, Projector::Create(db, settings));
+  const ProjectionState& state = projector->state();
+  if (state.settings != settings.ToCanonicalJson()) return Followed::kNeedRebuild;
+  if (state.journal_offset > size) return Followed::kNeedRebuild;
+  if (state.journal_offset > 0) {
+    // The line that ends at the offset must still be the last one projected.
+    if (state.last_line_length == 0 || state.last_line_length > state.journal_offset || !state.last_event_id) {
+      return Followed::kNeedRebuild;
+    }
+    std::string line(state.last_line_length, '\0');
+    CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd.get(), line.data(), line.size(),
+                                                 static_cast<off_t>(state.journal_offset - line.size()), path));
+    if (got != line.size() || line.back() != '\n') return Followed::kNeedRebuild;
+    line.pop_back();
+    Result<journal::Event> last = journal::ParseEventLine(line, "journal");
+    if (!last.ok() || last->id != *state.last_event_id) return Followed::kNeedRebuild;
+  }
+  stats->journal_bytes = size;
+  if (state.journal_offset == size) {
+    stats->events = state.events;
+    return Followed::kDone;
+  }
+  bool broken = false;
+  Status read = ForEachLine(fd.get(), state.journal_offset, size, path, [&](std::string_view line, uint64_t length) {
+    Result<journal::Event> event =
+        journal::ParseEventLine(line, "journal line " + std::to_string(projector->state().events + 1));
+    Status applied = event.ok() ? projector->Apply(*event, length) : event.status();
+    if (applied.code() == Code::kCorruption) {
+      broken = true;  // rebuilding from the start reports the journal's fault, if it has one
+      return Status::Corruption("journal", "stop");
+    }
+    return applied;
+  });
+  if (broken) return Followed::kNeedRebuild;
+  CAPSULE_RETURN_IF_ERROR(read);
+  CAPSULE_RETURN_IF_ERROR(projector->Finish());
+  stats->events = projector->state().events;
+  CAPSULE_RETURN_IF_ERROR(transaction.Commit());
+  return Followed::kDone;
+}
+
+// Builds a fresh database from the journal's first line beside the old one, then renames it
+// into place through the durable-write path.
+Result<ProjectionStats> RebuildLocked(const std::string& dir, const Settings& settings) {
+  const std::string db_path = OwnedDbPath(dir);
+  const std::string journal_path = JournalFile(dir);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd journal_fd, OpenFile(journal_path, O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (::fstat(journal_fd.get(), &st) != 0) return Status::IOError(journal_path, errno);
+
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(db_path, 0644));
+  ProjectionStats stats;
+  stats.rebuilt = true;
+  {
+    // SQLite writes the temporary file through its own descriptor; with no rollback journal it
+    // needs no other file beside it. AtomicFile::Commit then syncs and renames it.
+    CAPSULE_ASSIGN_OR_RETURN(Database db, Database::Open("/proc/self/fd/" + std::to_string(file.fd()),
+                                                         Database::Mode::kReadWrite, db_path));
+    CAPSULE_RETURN_IF_ERROR(
+        db.Execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -65536"));
+    CAPSULE_RETURN_IF_ERROR(MigrateToCurrent(db));
+    CAPSULE_RETURN_IF_ERROR(db.Execute("BEGIN"));
+    CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<Projector> projector, Projector::Create(db, settings));
+    CAPSULE_RETURN_IF_ERROR(ForEachLine(
+        journal_fd.get(), 0, static_cast<uint64_t>(st.st_size), journal_path,
+        [&](std::string_view line, uint64_t length) -> Status {
+          const std::string where = "journal line " + std::to_string(projector->state().events + 1);
+          CAPSULE_ASSIGN_OR_RETURN(journal::Event event, journal::ParseEventLine(line, where));
+          return projector->Apply(event, length);
+        }));
+    CAPSULE_RETURN_IF_ERROR(projector->Finish());
+    stats.events = projector->state().events;
+    stats.journal_bytes = projector->state().journal_offset;
+    CAPSULE_RETURN_IF_ERROR(db.Execute("COMMIT"));
+  }
+  // The old database's WAL belongs to it alone: left beside the new file, SQLite would take
+  // it for the new one's. Writers hold the owned lock, so none is writing it now.
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    std::string stale = db_path + suffix;
+    if (::unlink(stale.c_str()) != 0 && errno != ENOENT) return Status::IOError(stale, errno);
+  }
+  CAPSULE_RETURN_IF_ERROR(file.Commit());
+  return stats;
+}
+
+}  // namespace
+
+std::string OwnedDbPath(const std::string& capsule_dir) { return LocalPath(capsule_dir, kOwnedDbName); }
+
+OwnedState::OwnedState(OwnedState&&) noexcept = default;
+OwnedState& OwnedState::operator=(OwnedState&&) noexcept = default;
+OwnedState::~OwnedState() = default;
+
+Result<OwnedState> OwnedState::Open(const std::string& capsule_dir) {
+  OwnedState state(capsule_dir);
+  CAPSULE_RETURN_IF_ERROR(state.CatchUp().status());
+  return state;
+}
+
+Status OwnedState::Reopen() {
+  db_.reset();
+  const std::string path = OwnedDbPath(dir_);
+  CAPSULE_ASSIGN_OR_RETURN(Database db, Database::Open(path, Database::Mode::kReadWrite));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Status::IOError(path, errno);
+  inode_ = st.st_ino;
+  db_ = std::make_unique<Database>(std::move(db));
+  return Status::Ok();
+}
+
+Result<ProjectionStats> OwnedState::CatchUp() {
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir_, kLocalDir)));
+  CAPSULE_ASSIGN_OR_RETURN(OwnedLock lock, OwnedLock::Acquire(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(Settings settings, Settings::Load(dir_));
+  const std::string path = OwnedDbPath(dir_);
+  bool rebuilt = false;
+  auto rebuild = [&]() -> Status {
+    db_.reset();
+    CAPSULE_RETURN_IF_ERROR(RebuildLocked(dir_, settings).status());
+    rebuilt = true;
+    return Reopen();
+  };
+
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return Status::IOError(path, errno);
+    CAPSULE_RETURN_IF_ERROR(rebuild());
+  } else if (db_ == nullptr || st.st_ino != inode_) {
+    // Ours to open, or replaced by another process's rebuild since we opened it.
+    Status opened = Reopen();
+    if (!opened.ok()) {
+      if (opened.code() != Code::kCorruption && opened.code() != Code::kIOError) return opened;
+      CAPSULE_RETURN_IF_ERROR(rebuild());
+    }
+  }
+  Result<SchemaState> schema = CheckSchema(*db_);
+  if (!schema.ok()) return schema.status();
+  if (*schema == SchemaState::kRebuild && !rebuilt) CAPSULE_RETURN_IF_ERROR(rebuild());
+  CAPSULE_RETURN_IF_ERROR(SetFollowPragmas(*db_));
+
+  ProjectionStats stats;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Result<Followed> followed = FollowLocked(*db_, dir_, settings, &stats);
+    if (!followed.ok()) {
+      // A database SQLite finds corrupt is a cache: rebuild it once.
+      if (followed.status().code() != Code::kCorruption || attempt > 0) return followed.status();
+    } else if (*followed == Followed::kDone) {
+      stats.rebuilt = rebuilt;
+      return stats;
+    }
+    if (attempt > 0) break;
+    CAPSULE_RETURN_IF_ERROR(rebuild());
+    CAPSULE_RETURN_IF_ERROR(SetFollowPragmas(*db_));
+  }
+  return Status::Corruption(path, "the database does not follow the journal even after a rebuild");
+}
+
+Result<ProjectionStats> OwnedState::Reindex(const std::string& capsule_dir) {
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
+  CAPSULE_ASSIGN_OR_RETURN(OwnedLock lock, OwnedLock::Acquire(capsule_dir));
+  CAPSULE_ASSIGN_OR_RETURN(Settings settings, Settings::Load(capsule_dir));
+  // A database of a newer, incompatible schema is not this build's to drop.
+  const std::string path = OwnedDbPath(capsule_dir);
+  if (PathExists(path)) {
+    Result<Database> existing = Database::Open(path, Database::Mode::kReadOnly);
+    if (existing.ok()) CAPSULE_RETURN_IF_ERROR(CheckSchema(*existing).status());
+  }
+  return RebuildLocked(capsule_dir, settings);
+}
+
+Status FollowJournal(const std::string& capsule_dir) { return OwnedState::Open(capsule_dir).status(); }
+
+Result<Database> OpenForQuery(const std::string& capsule_dir) {
+  CAPSULE_RETURN_IF_ERROR(OwnedState::Open(capsule_dir).status());
+  return Database::Open(OwnedDbPath(capsule_dir), Database::Mode::kReadOnly);
+}
+
+}  // namespace capsule::owned
