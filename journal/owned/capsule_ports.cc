@@ -259,8 +259,8 @@ Result<std::vector<StoredFact>> CapsulePorts::FactHistory(const std::string& sub
   CAPSULE_ASSIGN_OR_RETURN(
       Statement select,
       state_.db().Prepare(std::string("SELECT ") + kFactColumns +
-                          " FROM agent_facts f JOIN journal_events e ON e.event_id = f.fact_id WHERE subject = ? "
-                          "ORDER BY e.position"));
+                          " FROM agent_facts WHERE subject = ? "
+                          "ORDER BY (SELECT position FROM journal_events WHERE event_id = fact_id)"));
   select.Bind(1, subject);
   std::vector<StoredFact> facts;
   for (;;) {
