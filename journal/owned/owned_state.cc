@@ -81,9 +81,21 @@ Result<Followed> FollowLocked(Database& db, const std::string& dir, const Settin
   if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
 
-  CAPSULE_ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(db));
-  CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<Projector> projector, Projector::Create(db, settings));
-  const ProjectionState& state = projector->state();
+  // Where the projection stands, read without a transaction: only holders of the owned lock
+  // write it, and this process holds it.
+  ProjectionState state;
+  {
+    CAPSULE_ASSIGN_OR_RETURN(Statement select,
+                             db.Prepare("SELECT journal_offset, last_event_id, last_line_length, events, settings "
+                                        "FROM projection_state WHERE id = 1"));
+    CAPSULE_ASSIGN_OR_RETURN(bool row, select.Step());
+    if (!row) return Followed::kNeedRebuild;
+    state.journal_offset = static_cast<uint64_t>(select.ColumnInt(0));
+    state.last_event_id = select.ColumnOptionalText(1);
+    state.last_line_length = static_cast<uint64_t>(select.ColumnInt(2));
+    state.events = static_cast<uint64_t>(select.ColumnInt(3));
+    state.settings = select.ColumnText(4);
+  }
   if (state.settings != settings.ToCanonicalJson()) return Followed::kNeedRebuild;
   if (state.journal_offset > size) return Followed::kNeedRebuild;
   if (state.journal_offset > 0) {
@@ -100,10 +112,11 @@ Result<Followed> FollowLocked(Database& db, const std::string& dir, const Settin
     if (!last.ok() || last->id != *state.last_event_id) return Followed::kNeedRebuild;
   }
   stats->journal_bytes = size;
-  if (state.journal_offset == size) {
-    stats->events = state.events;
-    return Followed::kDone;
-  }
+  stats->events = state.events;
+  if (state.journal_offset == size) return Followed::kDone;
+
+  CAPSULE_ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(db));
+  CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<Projector> projector, Projector::Create(db, settings));
   bool broken = false;
   Status read = ForEachLine(fd.get(), state.journal_offset, size, path, [&](std::string_view line, uint64_t length) {
     Result<journal::Event> event =
@@ -188,6 +201,7 @@ Status OwnedState::Reopen() {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return Status::IOError(path, errno);
   inode_ = st.st_ino;
+  CAPSULE_RETURN_IF_ERROR(SetFollowPragmas(db));
   db_ = std::make_unique<Database>(std::move(db));
   return Status::Ok();
 }
@@ -220,7 +234,6 @@ Result<ProjectionStats> OwnedState::CatchUp() {
   Result<SchemaState> schema = CheckSchema(*db_);
   if (!schema.ok()) return schema.status();
   if (*schema == SchemaState::kRebuild && !rebuilt) CAPSULE_RETURN_IF_ERROR(rebuild());
-  CAPSULE_RETURN_IF_ERROR(SetFollowPragmas(*db_));
 
   ProjectionStats stats;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -234,7 +247,6 @@ Result<ProjectionStats> OwnedState::CatchUp() {
     }
     if (attempt > 0) break;
     CAPSULE_RETURN_IF_ERROR(rebuild());
-    CAPSULE_RETURN_IF_ERROR(SetFollowPragmas(*db_));
   }
   return Status::Corruption(path, "the database does not follow the journal even after a rebuild");
 }

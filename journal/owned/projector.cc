@@ -143,7 +143,7 @@ Status Projector::Load() {
   CAPSULE_ASSIGN_OR_RETURN(Statement replace_run,
                            Prep(db_, "INSERT OR REPLACE INTO agent_runs (run_id, framework, first_framework, "
                                      "thread_key, conversation_id, status, awaiting, steps, cost, resumes, opened_at, "
-                                     "updated_at, closed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+                                     "updated_at, closed_at, closed_at_unix) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   sql_.reset(new Statements{std::move(insert_event), std::move(insert_message), std::move(insert_blob),
                             std::move(end_fact), std::move(insert_fact), std::move(replace_conversation),
                             std::move(replace_run)});
@@ -468,6 +468,11 @@ Status Projector::FlushRuns() {
         .Bind(11, run->opened_at)
         .Bind(12, run->updated_at)
         .Bind(13, run->closed_at);
+    if (run->closed_at) {
+      replace.Bind(14, TsToSeconds(*run->closed_at));
+    } else {
+      replace.BindNull(14);
+    }
     CAPSULE_RETURN_IF_ERROR(replace.Run());
     run->dirty = false;
   }
@@ -478,16 +483,9 @@ Status Projector::PruneClosedRuns() {
   CAPSULE_RETURN_IF_ERROR(FlushRuns());
   runs_.clear();
   const double age = static_cast<double>(settings_.closed_runs_max_age_days) * kSecondsPerDay;
-  CAPSULE_ASSIGN_OR_RETURN(Statement closed,
-                           Prep(db_, "SELECT run_id, closed_at FROM agent_runs WHERE closed_at IS NOT NULL"));
-  CAPSULE_ASSIGN_OR_RETURN(Statement remove, Prep(db_, "DELETE FROM agent_runs WHERE run_id = ?"));
-  std::vector<std::string> expired;
-  for (;;) {
-    CAPSULE_ASSIGN_OR_RETURN(bool row, closed.Step());
-    if (!row) break;
-    if (TsToSeconds(closed.ColumnText(1)) + age <= max_ts_seconds_) expired.push_back(closed.ColumnText(0));
-  }
-  for (const std::string& id : expired) CAPSULE_RETURN_IF_ERROR(remove.Bind(1, id).Run());
+  CAPSULE_ASSIGN_OR_RETURN(Statement remove,
+                           Prep(db_, "DELETE FROM agent_runs WHERE closed_at_unix IS NOT NULL AND closed_at_unix <= ?"));
+  CAPSULE_RETURN_IF_ERROR(remove.Bind(1, max_ts_seconds_ - age).Run());
   return RecomputePruneDue();
 }
 
@@ -495,14 +493,10 @@ Status Projector::RecomputePruneDue() {
   prune_due_.reset();
   if (settings_.closed_runs_max_age_days <= 0) return Status::Ok();
   const double age = static_cast<double>(settings_.closed_runs_max_age_days) * kSecondsPerDay;
-  CAPSULE_ASSIGN_OR_RETURN(Statement closed, Prep(db_, "SELECT closed_at FROM agent_runs WHERE closed_at IS NOT NULL"));
-  for (;;) {
-    CAPSULE_ASSIGN_OR_RETURN(bool row, closed.Step());
-    if (!row) break;
-    double due = TsToSeconds(closed.ColumnText(0)) + age;
-    if (!prune_due_ || due < *prune_due_) prune_due_ = due;
-  }
-  // Runs closed in this batch and not yet written.
+  // The runs written so far (closed_at_unix is indexed), then those closed in this batch.
+  CAPSULE_ASSIGN_OR_RETURN(Statement oldest, Prep(db_, "SELECT min(closed_at_unix) FROM agent_runs"));
+  CAPSULE_ASSIGN_OR_RETURN(bool row, oldest.Step());
+  if (row && !oldest.IsNull(0)) prune_due_ = oldest.ColumnDouble(0) + age;
   for (const auto& [id, run] : runs_) {
     if (!run->closed_at) continue;
     double due = TsToSeconds(*run->closed_at) + age;

@@ -110,9 +110,10 @@ CREATE TABLE agent_runs (
   resumes         INTEGER NOT NULL,  -- run_opened events after the first
   opened_at       TEXT NOT NULL,
   updated_at      TEXT NOT NULL,
-  closed_at       TEXT
+  closed_at       TEXT,
+  closed_at_unix  REAL               -- closed_at in seconds since 1970, for retention
 );
-CREATE INDEX agent_runs_in_flight ON agent_runs (closed_at);
+CREATE INDEX agent_runs_closed ON agent_runs (closed_at_unix);
 )sql";
 
 Status SetVersions(Database& db) {
