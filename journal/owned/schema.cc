@@ -33,8 +33,8 @@ CREATE TABLE journal_machines (
 
 -- Every event of the journal, without its data: provenance points here.
 CREATE TABLE journal_events (
-  event_id        TEXT PRIMARY KEY,
-  position        INTEGER NOT NULL UNIQUE,  -- 1, 2, 3 ... in journal order
+  position        INTEGER PRIMARY KEY,  -- 1, 2, 3 ... in journal order
+  event_id        TEXT NOT NULL UNIQUE,
   clock           INTEGER NOT NULL,
   machine         TEXT NOT NULL,
   seq             INTEGER NOT NULL,
