@@ -74,7 +74,8 @@ enum class Followed { kDone, kNeedRebuild };
 
 // Projects the journal's lines after projection_state's offset, when the line that ends there
 // is still the one projected last.
-Result<Followed> FollowLocked(Database& db, const std::string& dir, const Settings& settings, ProjectionStats* stats) {
+Result<Followed> FollowLocked(Database& db, const std::string& dir, const Settings& settings,
+                              std::unique_ptr<Projector>& projector, ProjectionStats* stats) {
   std::string path = JournalFile(dir);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
   struct stat st {};
@@ -115,8 +116,16 @@ Result<Followed> FollowLocked(Database& db, const std::string& dir, const Settin
   stats->events = state.events;
   if (state.journal_offset == size) return Followed::kDone;
 
+  // The projector of the last catch-up goes on when the database is where it left it.
+  if (projector && (projector->state().journal_offset != state.journal_offset ||
+                    projector->state().events != state.events ||
+                    projector->state().last_event_id != state.last_event_id)) {
+    projector.reset();
+  }
   CAPSULE_ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(db));
-  CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<Projector> projector, Projector::Create(db, settings));
+  if (!projector) {
+    CAPSULE_ASSIGN_OR_RETURN(projector, Projector::Create(db, settings));
+  }
   bool broken = false;
   Status read = ForEachLine(fd.get(), state.journal_offset, size, path, [&](std::string_view line, uint64_t length) {
     Result<journal::Event> event =
@@ -195,6 +204,7 @@ Result<OwnedState> OwnedState::Open(const std::string& capsule_dir) {
 }
 
 Status OwnedState::Reopen() {
+  projector_.reset();
   db_.reset();
   const std::string path = OwnedDbPath(dir_);
   CAPSULE_ASSIGN_OR_RETURN(Database db, Database::Open(path, Database::Mode::kReadWrite));
@@ -213,6 +223,7 @@ Result<ProjectionStats> OwnedState::CatchUp() {
   const std::string path = OwnedDbPath(dir_);
   bool rebuilt = false;
   auto rebuild = [&]() -> Status {
+    projector_.reset();
     db_.reset();
     CAPSULE_RETURN_IF_ERROR(RebuildLocked(dir_, settings).status());
     rebuilt = true;
@@ -237,7 +248,8 @@ Result<ProjectionStats> OwnedState::CatchUp() {
 
   ProjectionStats stats;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Result<Followed> followed = FollowLocked(*db_, dir_, settings, &stats);
+    Result<Followed> followed = FollowLocked(*db_, dir_, settings, projector_, &stats);
+    if (!followed.ok() || *followed != Followed::kDone) projector_.reset();
     if (!followed.ok()) {
       // A database SQLite finds corrupt is a cache: rebuild it once.
       if (followed.status().code() != Code::kCorruption || attempt > 0) return followed.status();

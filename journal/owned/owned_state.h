@@ -70,6 +70,10 @@ class OwnedState {
 
   std::string dir_;
   std::unique_ptr<Database> db_;
+  // Kept between catch-ups (its prepared statements and cached rows) while projection_state
+  // shows that no other process projected since; dropped on any failure. Declared after db_:
+  // destroyed first.
+  std::unique_ptr<Projector> projector_;
   ino_t inode_ = 0;  // of the file db_ has open: a rebuild elsewhere renames a new one in
 };
 

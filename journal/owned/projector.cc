@@ -103,7 +103,8 @@ struct Projector::Run {
 };
 
 struct Projector::Statements {
-  Statement insert_event, insert_message, insert_blob, end_fact, insert_fact, replace_conversation, replace_run;
+  Statement insert_event, insert_message, insert_blob, end_fact, insert_fact, replace_conversation, replace_run,
+      replace_machine, replace_state;
 };
 
 namespace {
@@ -144,9 +145,14 @@ Status Projector::Load() {
                            Prep(db_, "INSERT OR REPLACE INTO agent_runs (run_id, framework, first_framework, "
                                      "thread_key, conversation_id, status, awaiting, steps, cost, resumes, opened_at, "
                                      "updated_at, closed_at, closed_at_unix) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  CAPSULE_ASSIGN_OR_RETURN(Statement replace_machine,
+                           Prep(db_, "INSERT OR REPLACE INTO journal_machines (machine, seq, id, clock) VALUES (?,?,?,?)"));
+  CAPSULE_ASSIGN_OR_RETURN(Statement replace_state,
+                           Prep(db_, "INSERT OR REPLACE INTO projection_state (id, journal_offset, last_event_id, "
+                                     "last_line_length, events, max_ts, settings) VALUES (1,?,?,?,?,?,?)"));
   sql_.reset(new Statements{std::move(insert_event), std::move(insert_message), std::move(insert_blob),
                             std::move(end_fact), std::move(insert_fact), std::move(replace_conversation),
-                            std::move(replace_run)});
+                            std::move(replace_run), std::move(replace_machine), std::move(replace_state)});
 
   CAPSULE_ASSIGN_OR_RETURN(Statement state,
                            Prep(db_, "SELECT journal_offset, last_event_id, last_line_length, events, max_ts, settings "
@@ -520,8 +526,7 @@ Status Projector::Finish() {
     conversation->dirty = false;
   }
   CAPSULE_RETURN_IF_ERROR(FlushRuns());
-  CAPSULE_ASSIGN_OR_RETURN(Statement machine,
-                           Prep(db_, "INSERT OR REPLACE INTO journal_machines (machine, seq, id, clock) VALUES (?,?,?,?)"));
+  Statement& machine = sql_->replace_machine;
   for (const auto& [name, dirty] : dirty_machines_) {
     const journal::MachineTail& tail = tails_.machines[name];
     CAPSULE_RETURN_IF_ERROR(machine.Bind(1, name)
@@ -531,9 +536,7 @@ Status Projector::Finish() {
                                 .Run());
   }
   dirty_machines_.clear();
-  CAPSULE_ASSIGN_OR_RETURN(Statement state,
-                           Prep(db_, "INSERT OR REPLACE INTO projection_state (id, journal_offset, last_event_id, "
-                                     "last_line_length, events, max_ts, settings) VALUES (1,?,?,?,?,?,?)"));
+  Statement& state = sql_->replace_state;
   std::optional<std::string> max_ts;
   if (!state_.max_ts.empty()) max_ts = state_.max_ts;
   return state.Bind(1, static_cast<int64_t>(state_.journal_offset))

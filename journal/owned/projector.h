@@ -64,7 +64,9 @@ class Projector {
   // first line, which reports the journal's own fault if it has one).
   Status Apply(const journal::Event& event, uint64_t line_length);
 
-  // Writes what is cached in memory (conversations, runs, tails, projection_state).
+  // Writes what is cached in memory (conversations, runs, tails, projection_state). A
+  // Projector may go on after Finish (its statements and caches stay) as long as nothing else
+  // wrote the database meanwhile; see OwnedState.
   Status Finish();
 
  private:
