@@ -63,7 +63,7 @@ std::pair<std::string, Json> NextEvent(std::mt19937& rng, uint64_t n, const std:
       return {"tool_call", {{"call_id", "c" + std::to_string(n)}, {"name", "read_file"},
                             {"arguments", {{"path", "src/" + word + ".cc"}}}, {"run_id", run}}};
     case 12: case 13: {
-      std::string body = rng() % 100 == 0 ? std::string(6000, 'x') : "contents of " + word + " (" +
+      std::string body = rng() % 100 == 0 ? std::string(6000, 'x') + std::to_string(n) : "contents of " + word + " (" +
                                                                        std::to_string(rng() % 5000) + " bytes)";
       return {"tool_result", {{"call_id", "c" + std::to_string(n - 1)}, {"content", body}, {"is_error", false},
                               {"run_id", run}}};

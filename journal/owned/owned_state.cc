@@ -154,6 +154,18 @@ Result<ProjectionStats> RebuildLocked(const std::string& dir, const Settings& se
   struct stat st {};
   if (::fstat(journal_fd.get(), &st) != 0) return Status::IOError(journal_path, errno);
 
+  // A rebuild killed midway leaves its temporary behind: debris, never in place. The lock
+  // says no rebuild is running now, so any there is removed.
+  {
+    const std::string local = JoinPath(dir, kLocalDir);
+    const std::string debris = std::string(kTempPrefix) + kOwnedDbName + ".";
+    CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(local));
+    for (const TreeEntry& entry : entries) {
+      if (entry.type == TreeEntry::Type::kFile && entry.path.rfind(debris, 0) == 0) {
+        ::unlink(JoinPath(local, entry.path).c_str());
+      }
+    }
+  }
   CAPSULE_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(db_path, 0644));
   ProjectionStats stats;
   stats.rebuilt = true;

@@ -1,7 +1,12 @@
 // The owned state through its ports: provenance, soft expiry and "as of", corrections, the
 // framework swap, trimmed tool results, retention, and the schema version rule.
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -322,6 +327,50 @@ TEST_F(OwnedStateTest, MissingCorruptOrOlderDatabasesAreRebuiltNewerOnesRefused)
             std::string::npos)
       << refused.message();
   EXPECT_EQ(OwnedState::Reindex(dir_).status().code(), Code::kFailedPrecondition);
+}
+
+bool HasRebuildDebris(const std::string& dir) {
+  Result<std::vector<TreeEntry>> entries = ListTree(dir + "/.capsule");
+  if (!entries.ok()) return false;
+  for (const TreeEntry& entry : *entries) {
+    if (entry.path.rfind(".tmp-owned.db.", 0) == 0) return true;
+  }
+  return false;
+}
+
+// kill -9 of a reindex midway: the database in place is the old one, whole; the next
+// catch-up clears the debris.
+TEST_F(OwnedStateTest, AReindexKilledMidwayLeavesTheOldDatabaseInPlace) {
+  {
+    Result<journal::Journal> journal = journal::Journal::OpenForWrite(dir_, SteppingClock(clock_, 1));
+    ASSERT_TRUE(journal.ok());
+    for (int i = 0; i < 8000; ++i) {
+      ASSERT_TRUE(journal->Append("user_message", {{"text", "line " + std::to_string(i)}}).ok());
+    }
+  }
+  ASSERT_TRUE(FollowJournal(dir_).ok());
+  const std::string rows = *DumpDatabase(OwnedDbPath(dir_));
+  bool killed_midway = false;
+  for (int delay_ms : {30, 60, 120, 240, 10}) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      (void)OwnedState::Reindex(dir_);
+      ::_exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_EQ(*DumpDatabase(OwnedDbPath(dir_)), rows);
+    if (WIFSIGNALED(status) && HasRebuildDebris(dir_)) {
+      killed_midway = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(killed_midway) << "no reindex was caught midway";
+  ASSERT_TRUE(OwnedState::Reindex(dir_).ok());
+  EXPECT_FALSE(HasRebuildDebris(dir_));
+  EXPECT_EQ(*DumpDatabase(OwnedDbPath(dir_)), rows);
 }
 
 TEST_F(OwnedStateTest, AJournalReplacedUnderneathIsDetectedAndRebuilt) {
