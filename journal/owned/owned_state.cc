@@ -5,8 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <deque>
 #include <functional>
+#include <mutex>
+#include <thread>
+#include <utility>
 
 #include "capsule/file_io.h"
 #include "capsule/layout.h"
@@ -65,6 +71,68 @@ Status ForEachLine(int fd, uint64_t from, uint64_t to, const std::string& path,
   }
   return Status::Ok();
 }
+
+// Lines of the journal parsed on one thread and taken, in order, on another: a bounded queue
+// of batches. Stop() makes the producer give up early (the consumer failed).
+class ParsedLines {
+ public:
+  struct Batch {
+    std::vector<journal::Event> events;
+    std::vector<uint64_t> lengths;  // each line's length with its newline
+    Status status;                  // the first fault; ends the stream
+    bool last = false;
+  };
+
+  void Produce(int fd, uint64_t size, const std::string& path) {
+    Batch batch;
+    uint64_t line_number = 0;
+    Status read = ForEachLine(fd, 0, size, path, [&](std::string_view line, uint64_t length) -> Status {
+      if (stopped_.load()) return Status::Corruption(path, "stopped");
+      Result<journal::Event> event = journal::ParseEventLine(line, "journal line " + std::to_string(++line_number));
+      if (!event.ok()) return event.status();
+      batch.events.push_back(std::move(*event));
+      batch.lengths.push_back(length);
+      if (batch.events.size() == kBatchEvents) Put(std::exchange(batch, Batch()));
+      return Status::Ok();
+    });
+    batch.status = read;
+    batch.last = true;
+    Put(std::move(batch));
+  }
+
+  Batch Take() {
+    std::unique_lock lock(mu_);
+    ready_.wait(lock, [&] { return !queue_.empty(); });
+    Batch batch = std::move(queue_.front());
+    queue_.pop_front();
+    room_.notify_one();
+    return batch;
+  }
+
+  void Stop() {
+    stopped_.store(true);
+    std::lock_guard lock(mu_);
+    queue_.clear();
+    room_.notify_all();
+  }
+
+ private:
+  static constexpr size_t kBatchEvents = 4096;
+  static constexpr size_t kMaxBatches = 8;
+
+  void Put(Batch batch) {
+    std::unique_lock lock(mu_);
+    room_.wait(lock, [&] { return queue_.size() < kMaxBatches || stopped_.load(); });
+    if (stopped_.load()) return;
+    queue_.push_back(std::move(batch));
+    ready_.notify_one();
+  }
+
+  std::mutex mu_;
+  std::condition_variable ready_, room_;
+  std::deque<Batch> queue_;  // guarded by mu_
+  std::atomic<bool> stopped_{false};
+};
 
 Status SetFollowPragmas(Database& db) {
   return db.Execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF");
@@ -179,13 +247,22 @@ Result<ProjectionStats> RebuildLocked(const std::string& dir, const Settings& se
     CAPSULE_RETURN_IF_ERROR(MigrateToCurrent(db));
     CAPSULE_RETURN_IF_ERROR(db.Execute("BEGIN"));
     CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<Projector> projector, Projector::Create(db, settings));
-    CAPSULE_RETURN_IF_ERROR(ForEachLine(
-        journal_fd.get(), 0, static_cast<uint64_t>(st.st_size), journal_path,
-        [&](std::string_view line, uint64_t length) -> Status {
-          const std::string where = "journal line " + std::to_string(projector->state().events + 1);
-          CAPSULE_ASSIGN_OR_RETURN(journal::Event event, journal::ParseEventLine(line, where));
-          return projector->Apply(event, length);
-        }));
+    // Parsing and checking lines (JSON, canonical form, SHA-256) runs on a second thread while
+    // this one projects: the order of events is kept, batch by batch.
+    ParsedLines parsed;
+    std::thread parser([&] { parsed.Produce(journal_fd.get(), static_cast<uint64_t>(st.st_size), journal_path); });
+    Status applied = Status::Ok();
+    for (;;) {
+      ParsedLines::Batch batch = parsed.Take();
+      for (size_t i = 0; i < batch.events.size() && applied.ok(); ++i) {
+        applied = projector->Apply(batch.events[i], batch.lengths[i]);
+      }
+      if (applied.ok()) applied = batch.status;
+      if (!applied.ok() || batch.last) break;
+    }
+    parsed.Stop();
+    parser.join();
+    CAPSULE_RETURN_IF_ERROR(applied);
     CAPSULE_RETURN_IF_ERROR(projector->Finish());
     stats.events = projector->state().events;
     stats.journal_bytes = projector->state().journal_offset;
