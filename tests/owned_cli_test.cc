@@ -125,6 +125,11 @@ TEST_F(OwnedCliTest, SqlIsReadOnlyByTheDatabaseAndPrintsTsvOrJson) {
     EXPECT_NE(refused.err.find("readonly"), std::string::npos) << write << ": " << refused.err;
   }
   EXPECT_EQ(Trim(Sql(cap_, "SELECT count(*) FROM messages")), "2");
+  // Nor does it write any other file.
+  for (const std::string& other : {"ATTACH '" + root_ + "/other.db' AS o", "VACUUM INTO '" + root_ + "/other.db'"}) {
+    EXPECT_EQ(RunCapsule({"sql", cap_, other}).exit_code, 1) << other;
+    EXPECT_FALSE(PathExists(root_ + "/other.db")) << other;
+  }
   EXPECT_EQ(RunCapsule({"sql", cap_, "SELECT 1; SELECT 2"}).exit_code, 1);
   EXPECT_EQ(RunCapsule({"sql", cap_, "SELECT nope FROM messages"}).exit_code, 1);
   EXPECT_EQ(RunCapsule({"sql", cap_}).exit_code, 2);

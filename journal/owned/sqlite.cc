@@ -57,7 +57,11 @@ Result<Database> Database::Open(const std::string& path, Mode mode, std::string 
   }
   sqlite3_extended_result_codes(raw, 1);
   sqlite3_busy_timeout(raw, 10000);
-  if (mode == Mode::kReadOnly) CAPSULE_RETURN_IF_ERROR(db.Execute("PRAGMA query_only = 1"));
+  if (mode == Mode::kReadOnly) {
+    CAPSULE_RETURN_IF_ERROR(db.Execute("PRAGMA query_only = 1"));
+    // No other file either: ATTACH and VACUUM INTO would open (and create) one.
+    sqlite3_limit(raw, SQLITE_LIMIT_ATTACHED, 0);
+  }
   return db;
 }
 

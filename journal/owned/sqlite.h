@@ -27,7 +27,7 @@ class Database {
   enum class Mode {
     kReadWrite,  // an existing file, read and written
     kCreate,     // read and written, created when absent
-    kReadOnly,   // SQLITE_OPEN_READONLY and PRAGMA query_only: SQLite refuses every write
+    kReadOnly,   // SQLITE_OPEN_READONLY, PRAGMA query_only, no ATTACH: SQLite refuses every write
   };
 
   // `name` is how errors name the file (for example ".capsule/owned.db").
