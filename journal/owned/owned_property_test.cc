@@ -12,6 +12,7 @@
 #include "journal/journal.h"
 #include "journal/owned/owned_state.h"
 #include "journal/owned/owned_test_util.h"
+#include "journal/owned/sqlite.h"
 #include "journal/test_util.h"
 
 namespace capsule::owned {
@@ -126,7 +127,7 @@ TEST_P(OwnedPropertyTest, FollowingEqualsReindexAndMergeOrderDoesNotMatter) {
   std::vector<Machine> machines(3);
   for (size_t m = 0; m < machines.size(); ++m) {
     machines[m].dir = root + "/m" + std::to_string(m);
-    // Clocks an hour apart per event, offset per machine: ts do not follow journal order, and
+    // Clocks three hours apart per event, offset per machine: ts do not follow journal order, and
     // with a 1-day retention closed runs leave the projection as the journal's time moves on.
     machines[m].clock = std::make_shared<int64_t>(static_cast<int64_t>(m) * 7200);
     if (m == 0) {
@@ -143,7 +144,7 @@ TEST_P(OwnedPropertyTest, FollowingEqualsReindexAndMergeOrderDoesNotMatter) {
     Machine& machine = machines[gen.rng()() % machines.size()];
     if (gen.rng()() % 8 == 0) {
       const Machine& other = machines[gen.rng()() % machines.size()];
-      Result<Journal> journal = Journal::OpenForWrite(machine.dir, SteppingClock(machine.clock, 3600));
+      Result<Journal> journal = Journal::OpenForWrite(machine.dir, SteppingClock(machine.clock, 10800));
       ASSERT_TRUE(journal.ok());
       Result<std::vector<Event>> theirs = Journal::Read(other.dir);
       ASSERT_TRUE(theirs.ok());
@@ -157,7 +158,7 @@ TEST_P(OwnedPropertyTest, FollowingEqualsReindexAndMergeOrderDoesNotMatter) {
       }
       continue;
     }
-    Result<Journal> journal = Journal::OpenForWrite(machine.dir, SteppingClock(machine.clock, 3600));
+    Result<Journal> journal = Journal::OpenForWrite(machine.dir, SteppingClock(machine.clock, 10800));
     ASSERT_TRUE(journal.ok());
     auto [type, data] = gen.Next(machine);
     Result<Event> event = journal->Append(type, data);
@@ -201,6 +202,19 @@ TEST_P(OwnedPropertyTest, FollowingEqualsReindexAndMergeOrderDoesNotMatter) {
   EXPECT_EQ(rows_ab, Dump(ba));
   EXPECT_NE(rows_ab.find("== messages\n"), std::string::npos);
   ExpectReindexEqual(ab);
+  // How many runs retention let go of here (closed, in the journal, not in agent_runs).
+  {
+    Result<Database> db = Database::Open(OwnedDbPath(ab), Database::Mode::kReadOnly);
+    ASSERT_TRUE(db.ok());
+    Result<int64_t> pruned = db->QueryInt(
+        "SELECT count(DISTINCT run_id) FROM journal_events WHERE type = 'run_closed' AND run_id NOT IN "
+        "(SELECT run_id FROM agent_runs)");
+    ASSERT_TRUE(pruned.ok());
+    RecordProperty("pruned_runs", static_cast<int>(*pruned));
+    if (seed % 2 != 0) {
+      EXPECT_EQ(*pruned, 0);  // 30 days: nothing is that old here
+    }
+  }
   RecordProperty("merges", merges);
   RecordProperty("rebuilds_on_merge", rebuilds_on_merge);
 }
