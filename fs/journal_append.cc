@@ -25,7 +25,9 @@ struct Appender {
 // next reader catches the database up (or rebuilds it) anyway.
 void FollowOwnedState(Appender& appender) {
   if (!appender.owned) {
-    Result<owned::OwnedState> opened = owned::OwnedState::Open(appender.journal.capsule_dir());
+    // Never a whole rebuild inside a write: that is left to the next query.
+    Result<owned::OwnedState> opened =
+        owned::OwnedState::Open(appender.journal.capsule_dir(), owned::RebuildPolicy::kNever);
     if (opened.ok()) appender.owned.emplace(std::move(*opened));
     return;
   }

@@ -227,6 +227,8 @@ bool IsMounted(const std::string& mnt) {
 TEST_F(OwnedCliTest, TheMountFollowsEveryLineItAppends) {
   std::string mnt = root_ + "/mnt";
   ASSERT_TRUE(MakeDirectories(mnt).ok());
+  Append(cap_, "user_message", R"({"text":"before the mount"})");  // the database exists
+
   pid_t pid = ::fork();
   if (pid == 0) {
     ::execl("./capsulefs", "capsulefs", cap_.c_str(), mnt.c_str(), "-f", static_cast<char*>(nullptr));
@@ -252,7 +254,31 @@ TEST_F(OwnedCliTest, TheMountFollowsEveryLineItAppends) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_EQ(RunCapsule({"verify", cap_}).exit_code, 0);
-  EXPECT_EQ(Trim(Sql(cap_, "SELECT count(*) FROM journal_events")), "2");
+  EXPECT_EQ(Trim(Sql(cap_, "SELECT count(*) FROM journal_events")), "3");
+}
+
+// The mount never rebuilds inside a write: with no database, appends go on and the next
+// query builds it.
+TEST_F(OwnedCliTest, TheMountLeavesARebuildToTheNextQuery) {
+  std::string mnt = root_ + "/mnt";
+  ASSERT_TRUE(MakeDirectories(mnt).ok());
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("./capsulefs", "capsulefs", cap_.c_str(), mnt.c_str(), "-f", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 500 && !IsMounted(mnt); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(IsMounted(mnt));
+  EXPECT_EQ(testing::Shell("printf '%s\\n' '{\"type\":\"user_message\",\"data\":{\"text\":\"m\"}}' >> " + mnt +
+                           "/memory/timeline_events.jsonl"),
+            0);
+  EXPECT_FALSE(PathExists(owned::OwnedDbPath(cap_)));
+  for (int i = 0; i < 100 && RunProgram("fusermount3", {"-u", mnt}).exit_code != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(Trim(Sql(cap_, "SELECT content FROM messages")), "m");
 }
 
 }  // namespace

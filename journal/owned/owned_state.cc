@@ -286,8 +286,8 @@ OwnedState::OwnedState(OwnedState&&) noexcept = default;
 OwnedState& OwnedState::operator=(OwnedState&&) noexcept = default;
 OwnedState::~OwnedState() = default;
 
-Result<OwnedState> OwnedState::Open(const std::string& capsule_dir) {
-  OwnedState state(capsule_dir);
+Result<OwnedState> OwnedState::Open(const std::string& capsule_dir, RebuildPolicy policy) {
+  OwnedState state(capsule_dir, policy);
   CAPSULE_RETURN_IF_ERROR(state.CatchUp().status());
   return state;
 }
@@ -312,6 +312,9 @@ Result<ProjectionStats> OwnedState::CatchUp() {
   const std::string path = OwnedDbPath(dir_);
   bool rebuilt = false;
   auto rebuild = [&]() -> Status {
+    if (policy_ == RebuildPolicy::kNever) {
+      return Status::FailedPrecondition(path, "needs a rebuild from the journal (left to the next query)");
+    }
     projector_.reset();
     db_.reset();
     CAPSULE_RETURN_IF_ERROR(RebuildLocked(dir_, settings).status());

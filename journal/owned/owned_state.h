@@ -45,10 +45,15 @@ struct ProjectionStats {
   bool rebuilt = false;  // this call rebuilt the database from the journal's first line
 };
 
+// Whether a catch-up may rebuild the whole database. A writer on a latency-sensitive path
+// (the mount's appends) follows only incrementally and leaves a rebuild to the next reader.
+enum class RebuildPolicy { kAllowed, kNever };
+
 class OwnedState {
  public:
   // Opens the capsule's database (building it when needed) and follows the journal to its end.
-  static Result<OwnedState> Open(const std::string& capsule_dir);
+  // With RebuildPolicy::kNever, a database that needs a rebuild is FailedPrecondition instead.
+  static Result<OwnedState> Open(const std::string& capsule_dir, RebuildPolicy policy = RebuildPolicy::kAllowed);
 
   // Drops the database and rebuilds it from the journal.
   static Result<ProjectionStats> Reindex(const std::string& capsule_dir);
@@ -65,10 +70,11 @@ class OwnedState {
   ~OwnedState();
 
  private:
-  explicit OwnedState(std::string dir) : dir_(std::move(dir)) {}
+  OwnedState(std::string dir, RebuildPolicy policy) : dir_(std::move(dir)), policy_(policy) {}
   Status Reopen();
 
   std::string dir_;
+  RebuildPolicy policy_;
   std::unique_ptr<Database> db_;
   // Kept between catch-ups (its prepared statements and cached rows) while projection_state
   // shows that no other process projected since; dropped on any failure. Declared after db_:
