@@ -135,7 +135,11 @@ class ParsedLines {
 };
 
 Status SetFollowPragmas(Database& db) {
-  return db.Execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF");
+  // A checkpoint syncs the database: one per 8192 WAL pages (32 MiB) rather than SQLite's
+  // 1000 keeps that cost off most appends.
+  return db.Execute(
+      "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF; "
+      "PRAGMA wal_autocheckpoint = 8192");
 }
 
 enum class Followed { kDone, kNeedRebuild };
