@@ -9,6 +9,7 @@
 #include "move/cli_stream.h"
 #include "journal/cli_journal.h"
 #include "journal/render/cli_render.h"
+#include "journal/owned/cli_owned.h"
 #include "fs/cli_mount.h"
 
 int main(int argc, char** argv) {
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   capsule::cli::RegisterStreamCommands(app, &exit_code);
   capsule::cli::RegisterJournalCommands(app, &exit_code);
   capsule::cli::RegisterRenderCommands(app, &exit_code);
+  capsule::cli::RegisterOwnedStateCommands(app, &exit_code);
   capsule::cli::RegisterMountCommands(app, &exit_code);
   try {
     app.parse(argc, argv);

@@ -2,10 +2,12 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "capsule/canonical_json.h"
 #include "capsule/layout.h"
 #include "journal/journal.h"
+#include "journal/owned/owned_state.h"
 
 namespace capsule::fs {
 
@@ -15,7 +17,22 @@ struct Appender {
   explicit Appender(journal::Journal j) : journal(std::move(j)) {}
   std::mutex mu;
   journal::Journal journal;  // guarded by mu
+  // The owned-state database, following each durable append (opened on the first one).
+  std::optional<owned::OwnedState> owned;  // guarded by mu
 };
+
+// Best effort: the journal is the truth, so a projection failure never fails the append; the
+// next reader catches the database up (or rebuilds it) anyway.
+void FollowOwnedState(Appender& appender) {
+  if (!appender.owned) {
+    // Never a whole rebuild inside a write: that is left to the next query.
+    Result<owned::OwnedState> opened =
+        owned::OwnedState::Open(appender.journal.capsule_dir(), owned::RebuildPolicy::kNever);
+    if (opened.ok()) appender.owned.emplace(std::move(*opened));
+    return;
+  }
+  (void)appender.owned->CatchUp();
+}
 
 Status Refuse(const std::string& why) { return Status::InvalidArgument(kJournalPath, why + "; nothing was kept"); }
 
@@ -42,6 +59,7 @@ Result<JournalSink> MakeJournalAppender(const std::string& capsule_dir) {
       if (appended.status().code() == Code::kInvalidArgument) return Refuse(appended.status().message());
       return appended.status();
     }
+    FollowOwnedState(*appender);
     return Status::Ok();
   });
 }

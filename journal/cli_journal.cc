@@ -8,6 +8,7 @@
 #include "capsule/cli.h"
 #include "capsule/manifest.h"
 #include "journal/journal.h"
+#include "journal/owned/owned_state.h"
 
 namespace capsule::cli {
 
@@ -15,6 +16,13 @@ namespace {
 
 using journal::Event;
 using journal::Journal;
+
+// The owned-state database follows the journal after each change, best effort: the journal
+// is the truth, so a projection that fails is reported and the command still succeeds.
+void FollowOwnedState(const std::string& dir) {
+  Status followed = owned::FollowJournal(dir);
+  if (!followed.ok()) std::cerr << "capsule: warning: owned state not updated: " << followed.message() << "\n";
+}
 
 struct LogArgs {
   std::string dir;
@@ -78,6 +86,7 @@ int RunAppend(const AppendArgs& args) {
   Result<Event> event = journal->Append(args.type, *data);
   if (!event.ok()) return Fail(event.status());
   std::cout << event->id << "\n";
+  FollowOwnedState(args.dir);
   return kExitOk;
 }
 
@@ -98,6 +107,7 @@ int RunMerge(const MergeArgs& args) {
   if (!merged.ok()) return Fail(merged.status().WithContext(args.dir));
   std::cout << "merged " << args.other << " into " << args.dir << ": " << merged->added << " event"
             << (merged->added == 1 ? "" : "s") << " added, " << merged->total << " in all\n";
+  FollowOwnedState(args.dir);
   return kExitOk;
 }
 

@@ -136,4 +136,19 @@ step "$capsule" render agent --pretty
 step "$capsule" render agent --provider gemini --model gemini-2.5-pro --pretty
 step "$capsule" render agent --provider openai --model gpt-4.1 --context-tokens 120
 echo
+echo "== owned state: history, facts with provenance and runs, in SQL, projected from the journal"
+said=$("$capsule" log append agent --type user_message --data '{"text":"I only fly in the morning."}')
+show "$capsule" log append agent --type user_message --data '{"text":"I only fly in the morning."}'
+echo "$said"
+step "$capsule" log append agent --type fact_remembered --data "{\"subject\":\"user\",\"key\":\"flight_time\",\"value\":\"morning\",\"confidence\":0.9,\"source\":\"$said\"}"
+step "$capsule" log append agent --type run_opened --data '{"run_id":"book-1","framework":"langgraph","thread_key":"kyoto"}'
+step "$capsule" log append agent --type run_awaiting --data '{"run_id":"book-1","awaiting":"approval of the booking"}'
+step "$capsule" facts agent user
+step "$capsule" why agent user flight_time
+step "$capsule" runs agent --in-flight
+step "$capsule" sql agent "SELECT seq, role, content, tokens FROM messages ORDER BY seq"
+step_may_fail "$capsule" sql agent "DELETE FROM messages"
+step rm agent/.capsule/owned.db
+step "$capsule" sql agent "SELECT count(*) FROM agent_facts"
+echo
 echo "demo files are in $work"

@@ -1,0 +1,95 @@
+// The owned-state database of a capsule, .capsule/owned.db: a projection of the journal that
+// follows every append, and can always be dropped and rebuilt from the journal with the same
+// rows (the journal is the truth; losing the database loses nothing).
+//
+// Following. projection_state records how far the database has projected: a byte offset into
+// the journal and the id of the line that ends there. Catching up reads only the bytes after
+// that offset when that line is still where it was (appends only added lines after it); when
+// it is not (a merge inserted events before the end, or the journal was replaced), the
+// database is rebuilt. A database that is missing, unreadable, of an older schema, or built
+// with other settings is rebuilt too; one of a newer, incompatible schema is refused
+// (schema.h). Catch-up and rebuild hold flock(2) on .capsule/owned.lock, so two processes
+// never write the database at once.
+//
+// Rebuilding writes a fresh database beside the old one (an AtomicFile temporary in
+// .capsule/), then fsyncs it and renames it into place: a crash mid-rebuild leaves the old
+// database or the new one, never half of one. SQLite runs in WAL mode with synchronous=NORMAL
+// for following: a power cut may lose the last transactions, which only means the next
+// catch-up projects those lines again.
+//
+// Thread-safety: an OwnedState is used by one thread at a time; separate objects and
+// processes may follow the same capsule concurrently.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "capsule/status.h"
+#include "journal/owned/projector.h"
+#include "journal/owned/sqlite.h"
+
+namespace capsule::owned {
+
+inline constexpr char kOwnedDbName[] = "owned.db";      // in .capsule/
+inline constexpr char kOwnedLockName[] = "owned.lock";  // in .capsule/
+
+// The path of the capsule's owned-state database.
+std::string OwnedDbPath(const std::string& capsule_dir);
+
+struct ProjectionStats {
+  uint64_t events = 0;
+  uint64_t journal_bytes = 0;
+  bool rebuilt = false;  // this call rebuilt the database from the journal's first line
+};
+
+// Whether a catch-up may rebuild the whole database. A writer on a latency-sensitive path
+// (the mount's appends) follows only incrementally and leaves a rebuild to the next reader.
+enum class RebuildPolicy { kAllowed, kNever };
+
+class OwnedState {
+ public:
+  // Opens the capsule's database (building it when needed) and follows the journal to its end.
+  // With RebuildPolicy::kNever, a database that needs a rebuild is FailedPrecondition instead.
+  static Result<OwnedState> Open(const std::string& capsule_dir, RebuildPolicy policy = RebuildPolicy::kAllowed);
+
+  // Drops the database and rebuilds it from the journal.
+  static Result<ProjectionStats> Reindex(const std::string& capsule_dir);
+
+  // Projects what the journal gained since the last call (or rebuilds; see above).
+  Result<ProjectionStats> CatchUp();
+
+  // The read-write connection, current as of the last CatchUp.
+  Database& db() { return *db_; }
+  const std::string& capsule_dir() const { return dir_; }
+
+  OwnedState(OwnedState&&) noexcept;
+  OwnedState& operator=(OwnedState&&) noexcept;
+  ~OwnedState();
+
+ private:
+  OwnedState(std::string dir, RebuildPolicy policy) : dir_(std::move(dir)), policy_(policy) {}
+  Status Reopen();
+
+  std::string dir_;
+  RebuildPolicy policy_;
+  std::unique_ptr<Database> db_;
+  // Kept between catch-ups (its prepared statements and cached rows) while projection_state
+  // shows that no other process projected since; dropped on any failure. Declared after db_:
+  // destroyed first.
+  std::unique_ptr<Projector> projector_;
+  ino_t inode_ = 0;  // of the file db_ has open: a rebuild elsewhere renames a new one in
+};
+
+// Catches the capsule's database up with its journal, best effort: for hooks after a journal
+// append or merge, where a projection failure must never fail the append. Returns the status
+// for the caller to report or ignore.
+Status FollowJournal(const std::string& capsule_dir);
+
+// Catches up, then opens a read-only connection (SQLITE_OPEN_READONLY, PRAGMA query_only):
+// a write through it is refused by SQLite.
+Result<Database> OpenForQuery(const std::string& capsule_dir);
+
+}  // namespace capsule::owned
