@@ -90,22 +90,34 @@ Status AttachSocket(SSL* ssl, int fd) {
 
 enum class WaitResult { kReady, kTimeout, kWoken };
 
-// Waits for `events` on `fd` for `timeout_seconds` (0 = forever), or until `wake_fd` (if not
-// -1) becomes readable.
-Result<WaitResult> WaitSocket(int fd, short events, int timeout_seconds, int wake_fd,
-                              const std::string& what) {
+// A point in time to give up at, or none.
+class Deadline {
+ public:
+  // `seconds` from now; 0 = never.
+  explicit Deadline(int seconds)
+      : forever_(seconds <= 0), at_(Clock::now() + std::chrono::seconds(seconds)) {}
+  // Milliseconds left for poll(2): -1 for never, 0 once passed.
+  int PollTimeout() const {
+    if (forever_) return -1;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at_ - Clock::now());
+    return left.count() <= 0 ? 0 : static_cast<int>(left.count());
+  }
+  bool passed() const { return !forever_ && Clock::now() >= at_; }
+
+ private:
   using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::seconds(timeout_seconds);
+  bool forever_;
+  Clock::time_point at_;
+};
+
+// Waits for `events` on `fd` until `deadline`, or until `wake_fd` (if not -1) becomes
+// readable.
+Result<WaitResult> WaitSocket(int fd, short events, const Deadline& deadline, int wake_fd,
+                              const std::string& what) {
   for (;;) {
-    int timeout_ms = -1;
-    if (timeout_seconds > 0) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) return WaitResult::kTimeout;
-      timeout_ms = static_cast<int>(left.count());
-    }
+    if (deadline.passed()) return WaitResult::kTimeout;
     pollfd fds[2] = {{fd, events, 0}, {wake_fd, POLLIN, 0}};
-    const int n = poll(fds, wake_fd >= 0 ? 2 : 1, timeout_ms);
+    const int n = poll(fds, wake_fd >= 0 ? 2 : 1, deadline.PollTimeout());
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::IOError(what + ": poll", errno);
@@ -116,6 +128,9 @@ Result<WaitResult> WaitSocket(int fd, short events, int timeout_seconds, int wak
     if (fds[0].revents != 0) return WaitResult::kReady;
   }
 }
+
+// What OpenSSL asked to wait for.
+short EventsFor(int ssl_error) { return ssl_error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT; }
 
 // ---------------------------------------------------------------------------------------------
 // Addresses.
@@ -268,24 +283,55 @@ std::string CommonNameOf(SSL* ssl) {
 // ---------------------------------------------------------------------------------------------
 // Handshakes.
 
+// A plain-words reading of the usual refusals, after OpenSSL's own reason.
+std::string Explain(unsigned long error, long verify) {
+  switch (verify) {
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_CERT_SIGNATURE_FAILURE:
+      return "; the peer's certificate was not issued by the CA in this end's CA file";
+    case X509_V_ERR_CERT_HAS_EXPIRED:
+    case X509_V_ERR_CERT_NOT_YET_VALID:
+      return "; the peer's certificate is outside its validity period (check both clocks)";
+    default:
+      break;
+  }
+  if (ERR_GET_LIB(error) != ERR_LIB_SSL) return "";
+  switch (ERR_GET_REASON(error)) {
+    case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+    case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+    case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+      return "; the peer does not accept this end's certificate";
+    case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+      return "; a sidecar must present a certificate";
+    case SSL_R_UNSUPPORTED_PROTOCOL:
+    case SSL_R_TLSV1_ALERT_PROTOCOL_VERSION:
+      return "; both ends must speak TLS 1.3";
+    default:
+      return "";
+  }
+}
+
 // Why the handshake with `peer` failed, as a Status: PermissionDenied when TLS refused it (a
 // certificate, a version, an alert from the peer), Unavailable when the peer vanished.
 Status HandshakeFailure(SSL* ssl, int ret, const std::string& peer) {
+  const int saved_errno = errno;  // of the failed socket call, if that is what failed
   const int error = SSL_get_error(ssl, ret);
-  const int saved_errno = errno;
   const std::string what = "TLS handshake with " + peer;
   if (error == SSL_ERROR_SSL) {
     const unsigned long first = ERR_peek_error();
     std::string reasons = DrainOpenSslErrors();
     const long verify = SSL_get_verify_result(ssl);
     if (verify != X509_V_OK) {
-      reasons += std::string(" (certificate: ") + X509_verify_cert_error_string(verify) + ")";
+      reasons += std::string(" (") + X509_verify_cert_error_string(verify) + ")";
     }
     if (ERR_GET_LIB(first) == ERR_LIB_SSL &&
         ERR_GET_REASON(first) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
       return Status::Unavailable(what, "peer closed the connection: " + reasons);
     }
-    return Status::PermissionDenied(what, "refused: " + reasons);
+    return Status::PermissionDenied(what, "refused: " + reasons + Explain(first, verify));
   }
   if (error == SSL_ERROR_SYSCALL) {
     ERR_clear_error();
@@ -299,11 +345,11 @@ Status HandshakeFailure(SSL* ssl, int ret, const std::string& peer) {
                              "failed: " + DrainOpenSslErrors("SSL error " + std::to_string(error)));
 }
 
-// Drives SSL_accept or SSL_connect to the end, waiting at most `timeout_seconds` overall.
-// `wake_fd` (or -1) interrupts the wait with Unavailable.
-Status RunHandshake(SSL* ssl, int fd, int timeout_seconds, int wake_fd, const std::string& peer) {
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::seconds(timeout_seconds);
+// Drives SSL_accept or SSL_connect to the end by `deadline`. `wake_fd` (or -1) interrupts
+// the wait with Unavailable.
+Status RunHandshake(SSL* ssl, int fd, const Deadline& deadline, int timeout_seconds, int wake_fd,
+                    const std::string& peer) {
+  const std::string what = "TLS handshake with " + peer;
   for (;;) {
     ERR_clear_error();
     errno = 0;
@@ -313,24 +359,11 @@ Status RunHandshake(SSL* ssl, int fd, int timeout_seconds, int wake_fd, const st
     if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
       return HandshakeFailure(ssl, ret, peer);
     }
-    int left = 0;
-    if (timeout_seconds > 0) {
-      const auto ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (ms <= 0) {
-        return Status::Unavailable("TLS handshake with " + peer,
-                                   "not complete after " + std::to_string(timeout_seconds) + " s");
-      }
-      left = static_cast<int>((ms + 999) / 1000);
-    }
     CAPSULE_ASSIGN_OR_RETURN(WaitResult waited,
-                             WaitSocket(fd, error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, left,
-                                        wake_fd, "TLS handshake with " + peer));
-    if (waited == WaitResult::kWoken) {
-      return Status::Unavailable("TLS handshake with " + peer, "listener shut down");
-    }
+                             WaitSocket(fd, EventsFor(error), deadline, wake_fd, what));
+    if (waited == WaitResult::kWoken) return Status::Unavailable(what, "listener shut down");
     if (waited == WaitResult::kTimeout) {
-      return Status::Unavailable("TLS handshake with " + peer,
+      return Status::Unavailable(what,
                                  "not complete after " + std::to_string(timeout_seconds) + " s");
     }
   }
@@ -349,7 +382,9 @@ int OnSessionTicket(SSL* ssl, SSL_SESSION*) {
 
 // After the client's handshake: waits until the server has accepted the client's certificate
 // (its session ticket or application data arrives) or refused it (an alert arrives).
-Status AwaitServerAcceptance(SSL* ssl, int fd, int timeout_seconds, const std::string& peer) {
+Status AwaitServerAcceptance(SSL* ssl, int fd, const Deadline& deadline, int timeout_seconds,
+                             const std::string& peer) {
+  const std::string what = "TLS handshake with " + peer;
   for (;;) {
     if (SSL_get_ex_data(ssl, TicketIndex()) != nullptr) return Status::Ok();
     ERR_clear_error();
@@ -364,12 +399,10 @@ Status AwaitServerAcceptance(SSL* ssl, int fd, int timeout_seconds, const std::s
     }
     if (SSL_get_ex_data(ssl, TicketIndex()) != nullptr) return Status::Ok();
     CAPSULE_ASSIGN_OR_RETURN(WaitResult waited,
-                             WaitSocket(fd, error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
-                                        timeout_seconds, -1, "TLS handshake with " + peer));
+                             WaitSocket(fd, EventsFor(error), deadline, -1, what));
     if (waited == WaitResult::kTimeout) {
-      return Status::Unavailable(
-          "TLS handshake with " + peer,
-          "server did not confirm within " + std::to_string(timeout_seconds) + " s");
+      return Status::Unavailable(what, "the server did not accept or refuse this end within " +
+                                           std::to_string(timeout_seconds) + " s");
     }
   }
 }
@@ -402,15 +435,15 @@ void SetNoDelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-// Connects `fd` to `address` within `timeout_seconds`.
-Status ConnectSocket(int fd, const addrinfo* address, int timeout_seconds,
+// Connects `fd` to `address` by `deadline`.
+Status ConnectSocket(int fd, const addrinfo* address, const Deadline& deadline, int timeout_seconds,
                      const std::string& name) {
   if (connect(fd, address->ai_addr, address->ai_addrlen) == 0) return Status::Ok();
   if (errno != EINPROGRESS && errno != EINTR) {
     return Status::Unavailable("connect to " + name, std::strerror(errno));
   }
   CAPSULE_ASSIGN_OR_RETURN(WaitResult waited,
-                           WaitSocket(fd, POLLOUT, timeout_seconds, -1, "connect to " + name));
+                           WaitSocket(fd, POLLOUT, deadline, -1, "connect to " + name));
   if (waited == WaitResult::kTimeout) {
     return Status::Unavailable("connect to " + name,
                                "no answer within " + std::to_string(timeout_seconds) + " s");
@@ -445,8 +478,8 @@ TlsConnection::~TlsConnection() {
 
 Status TlsConnection::WaitFor(int ssl_error, const char* doing) {
   CAPSULE_ASSIGN_OR_RETURN(
-      WaitResult waited, WaitSocket(fd_.get(), ssl_error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
-                                    timeout_seconds_, -1, std::string(doing) + " " + peer_));
+      WaitResult waited, WaitSocket(fd_.get(), EventsFor(ssl_error), Deadline(timeout_seconds_), -1,
+                                    std::string(doing) + " " + peer_));
   if (waited == WaitResult::kTimeout) {
     broken_ = true;
     return Status::Unavailable(std::string(doing) + " " + peer_,
@@ -456,8 +489,8 @@ Status TlsConnection::WaitFor(int ssl_error, const char* doing) {
 }
 
 Status TlsConnection::Failure(int ret, const char* doing) {
+  const int saved_errno = errno;  // of the failed socket call, if that is what failed
   const int error = SSL_get_error(ssl_.get(), ret);
-  const int saved_errno = errno;
   broken_ = true;
   const std::string what = std::string(doing) + " " + peer_;
   if (error == SSL_ERROR_SYSCALL) {
@@ -597,7 +630,7 @@ Result<std::unique_ptr<TlsConnection>> TlsListener::Accept() {
   for (;;) {
     if (shut_down_.load()) return Status::Unavailable(what, "listener shut down");
     CAPSULE_ASSIGN_OR_RETURN(WaitResult waited,
-                             WaitSocket(fd_.get(), POLLIN, 0, wake_fd_.get(), what));
+                             WaitSocket(fd_.get(), POLLIN, Deadline(0), wake_fd_.get(), what));
     if (waited == WaitResult::kWoken) return Status::Unavailable(what, "listener shut down");
     fd.Reset(accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (fd.valid()) break;
@@ -616,8 +649,8 @@ Result<std::unique_ptr<TlsConnection>> TlsListener::Accept() {
   if (ssl == nullptr) return OpenSslError("SSL_new", Code::kIOError);
   CAPSULE_RETURN_IF_ERROR(AttachSocket(ssl.get(), fd.get()));
   SSL_set_accept_state(ssl.get());
-  CAPSULE_RETURN_IF_ERROR(
-      RunHandshake(ssl.get(), fd.get(), handshake_timeout_seconds_, wake_fd_.get(), peer));
+  CAPSULE_RETURN_IF_ERROR(RunHandshake(ssl.get(), fd.get(), Deadline(handshake_timeout_seconds_),
+                                       handshake_timeout_seconds_, wake_fd_.get(), peer));
   CAPSULE_RETURN_IF_ERROR(CheckVerified(ssl.get(), peer));
   std::string common_name = CommonNameOf(ssl.get());
   return std::make_unique<TlsConnection>(std::move(fd), std::move(ssl), peer,
@@ -630,22 +663,24 @@ Result<std::unique_ptr<TlsConnection>> TlsListener::Accept() {
 Result<std::unique_ptr<TlsConnection>> TlsConnect(const std::string& host_port,
                                                   const TlsCredentials& credentials,
                                                   int timeout_seconds) {
+  const Deadline deadline(timeout_seconds);
   CAPSULE_ASSIGN_OR_RETURN(SslCtxPtr ctx, MakeContext(credentials, /*server=*/false));
   SSL_CTX_sess_set_new_cb(ctx.get(), OnSessionTicket);
   CAPSULE_ASSIGN_OR_RETURN(auto addresses, AddrInfo::Resolve(host_port, /*passive=*/false));
 
-  // Try each address the name resolves to, as a browser would, until one answers.
+  // Try each address the name resolves to ("localhost": ::1, then 127.0.0.1) until one
+  // answers. The peer is named as the caller named it.
+  const std::string& peer = host_port;
   Status last = Status::Unavailable("connect to " + host_port, "no address");
   UniqueFd fd;
-  std::string peer;
   for (const addrinfo* a = addresses->list(); a != nullptr; a = a->ai_next) {
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd candidate, NewSocket(a->ai_family));
-    Result<std::string> name = FormatAddress(a->ai_addr, a->ai_addrlen);
-    const std::string address = name.ok() ? *name : host_port;
-    last = ConnectSocket(candidate.get(), a, timeout_seconds, address);
+    Result<std::string> address = FormatAddress(a->ai_addr, a->ai_addrlen);
+    const std::string label =
+        !address.ok() || *address == host_port ? host_port : host_port + " (" + *address + ")";
+    last = ConnectSocket(candidate.get(), a, deadline, timeout_seconds, label);
     if (last.ok()) {
       fd = std::move(candidate);
-      peer = address;
       break;
     }
   }
@@ -657,9 +692,10 @@ Result<std::unique_ptr<TlsConnection>> TlsConnect(const std::string& host_port,
   if (ssl == nullptr) return OpenSslError("SSL_new", Code::kIOError);
   CAPSULE_RETURN_IF_ERROR(AttachSocket(ssl.get(), fd.get()));
   SSL_set_connect_state(ssl.get());
-  CAPSULE_RETURN_IF_ERROR(RunHandshake(ssl.get(), fd.get(), timeout_seconds, -1, peer));
+  CAPSULE_RETURN_IF_ERROR(RunHandshake(ssl.get(), fd.get(), deadline, timeout_seconds, -1, peer));
   CAPSULE_RETURN_IF_ERROR(CheckVerified(ssl.get(), peer));
-  CAPSULE_RETURN_IF_ERROR(AwaitServerAcceptance(ssl.get(), fd.get(), timeout_seconds, peer));
+  CAPSULE_RETURN_IF_ERROR(
+      AwaitServerAcceptance(ssl.get(), fd.get(), deadline, timeout_seconds, peer));
   std::string common_name = CommonNameOf(ssl.get());
   return std::make_unique<TlsConnection>(std::move(fd), std::move(ssl), peer,
                                          std::move(common_name));

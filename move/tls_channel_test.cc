@@ -190,11 +190,14 @@ TEST_F(TlsChannelTest, ClientWithRogueCertificateIsRefusedByTheServer) {
   ASSERT_FALSE(connected.ok());
   EXPECT_EQ(connected.status().code(), Code::kPermissionDenied) << connected.status().ToString();
   EXPECT_NE(connected.status().message().find("127.0.0.1:"), std::string::npos);
+  EXPECT_NE(connected.status().message().find("does not accept this end's certificate"),
+            std::string::npos)
+      << connected.status().ToString();
   auto got = accepted.get();
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), Code::kPermissionDenied) << got.status().ToString();
   EXPECT_NE(got.status().message().find("127.0.0.1:"), std::string::npos);
-  EXPECT_NE(got.status().message().find("certificate"), std::string::npos)
+  EXPECT_NE(got.status().message().find("not issued by the CA"), std::string::npos)
       << got.status().ToString();
 }
 
@@ -239,7 +242,7 @@ TEST_F(TlsChannelTest, ClientWithoutCertificateIsRefused) {
   auto got = accepted.get();
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), Code::kPermissionDenied) << got.status().ToString();
-  EXPECT_NE(got.status().message().find("certificate"), std::string::npos)
+  EXPECT_NE(got.status().message().find("peer did not return a certificate"), std::string::npos)
       << got.status().ToString();
   char byte;
   EXPECT_LE(SSL_read(anonymous.ssl.get(), &byte, 1), 0);
@@ -290,19 +293,23 @@ TEST_F(TlsChannelTest, SilentPeerTimesOut) {
   EXPECT_LT(waited, std::chrono::seconds(30));  // it does end
 }
 
-TEST_F(TlsChannelTest, PeerClosingItsSocketMidReadIsUnavailableNotEnd) {
-  auto listener = StartListener();
-  ASSERT_NE(listener, nullptr);
+// A peer that ends the TCP stream without close_notify, by FIN (`orderly`) or by closing a
+// socket with unread bytes (a reset): the bytes before it arrive, then Unavailable, never 0.
+void ExpectVanishedPeerIsUnavailable(TlsListener* listener, const std::string& pki, bool orderly) {
   auto accepted = std::async(std::launch::async, [&] { return listener->Accept(); });
   RawClient client;
-  ASSERT_EQ(client.Connect(listener->port(), TLS1_3_VERSION, File("client.pem"), File("client.key"),
-                           File("ca.pem")),
+  ASSERT_EQ(client.Connect(listener->port(), TLS1_3_VERSION, pki + "/client.pem",
+                           pki + "/client.key", pki + "/ca.pem"),
             1);
   auto server = accepted.get();
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   ASSERT_EQ(SSL_write(client.ssl.get(), "half a mess", 11), 11);
-  client.ssl.reset();  // no SSL_shutdown: no close_notify
-  client.fd.Reset();
+  if (orderly) {
+    ASSERT_EQ(shutdown(client.fd.get(), SHUT_WR), 0);  // FIN, and no close_notify before it
+  } else {
+    client.ssl.reset();  // no SSL_shutdown; the server's ticket is unread, so close resets
+    client.fd.Reset();
+  }
   char buffer[64];
   auto first = (*server)->Read(buffer, sizeof buffer);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
@@ -310,6 +317,25 @@ TEST_F(TlsChannelTest, PeerClosingItsSocketMidReadIsUnavailableNotEnd) {
   auto second = (*server)->Read(buffer, sizeof buffer);
   ASSERT_FALSE(second.ok()) << "a vanished peer read as a clean end";
   EXPECT_EQ(second.status().code(), Code::kUnavailable) << second.status().ToString();
+  EXPECT_NE(second.status().message().find("(CN=sidecar-b)"), std::string::npos);
+  if (orderly) {
+    EXPECT_NE(second.status().message().find("without close_notify"), std::string::npos)
+        << second.status().ToString();
+  }
+  // And it stays failed.
+  EXPECT_EQ((*server)->Read(buffer, sizeof buffer).status().code(), Code::kUnavailable);
+}
+
+TEST_F(TlsChannelTest, PeerEndingTcpWithoutCloseNotifyIsUnavailableNotEnd) {
+  auto listener = StartListener();
+  ASSERT_NE(listener, nullptr);
+  ExpectVanishedPeerIsUnavailable(listener.get(), *pki_, /*orderly=*/true);
+}
+
+TEST_F(TlsChannelTest, PeerClosingItsSocketMidReadIsUnavailableNotEnd) {
+  auto listener = StartListener();
+  ASSERT_NE(listener, nullptr);
+  ExpectVanishedPeerIsUnavailable(listener.get(), *pki_, /*orderly=*/false);
 }
 
 TEST_F(TlsChannelTest, LinkCutMidStreamIsUnavailableOnBothEnds) {
@@ -420,6 +446,18 @@ TEST_F(TlsChannelTest, BadCredentialsAreRefusedClearly) {
   auto d = TlsConnect("127.0.0.1:1", missing);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), Code::kNotFound);
+}
+
+TEST_F(TlsChannelTest, ConnectsByName) {
+  // "localhost" may resolve to ::1 first, where nobody listens: the next address is tried.
+  auto listener = StartListener();
+  ASSERT_NE(listener, nullptr);
+  auto accepted = std::async(std::launch::async, [&] { return listener->Accept(); });
+  const std::string name = "localhost:" + std::to_string(listener->port());
+  auto connected = TlsConnect(name, Client());
+  ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+  EXPECT_EQ((*connected)->peer(), name + " (CN=sidecar-a)");
+  ASSERT_TRUE(accepted.get().ok());
 }
 
 TEST_F(TlsChannelTest, NobodyListeningIsUnavailable) {
