@@ -23,31 +23,14 @@
 #include "move/move_target.h"
 #include "move/remote_target.h"
 #include "move/tls_channel.h"
+#include "move/tls_dialer.h"
 
 namespace capsule::cli {
 
 namespace {
 
-// A TLS connection as the move protocol's Connection.
-class TlsLink : public move::Connection {
- public:
-  explicit TlsLink(std::unique_ptr<move::TlsConnection> conn) : conn_(std::move(conn)) {}
-  ByteSource* in() override { return conn_.get(); }
-  ByteSink* out() override { return conn_.get(); }
-  void Close() override { (void)conn_->Close(); }
-  std::string peer() const override { return conn_->peer(); }
-
- private:
-  std::unique_ptr<move::TlsConnection> conn_;
-};
-
-move::Dialer TlsDialer(const std::string& to, const move::TlsCredentials& credentials) {
-  return [to, credentials]() -> Result<std::unique_ptr<move::Connection>> {
-    CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<move::TlsConnection> conn, move::TlsConnect(to, credentials, 30));
-    conn->set_timeout_seconds(300);
-    return std::unique_ptr<move::Connection>(new TlsLink(std::move(conn)));
-  };
-}
+using move::TlsDialer;
+using move::TlsLink;
 
 std::string ProgramBesideMe(const std::string& name) {
   char self[4096];
@@ -160,7 +143,7 @@ int RunServe(const ServeArgs& args) {
       if (!stopping) std::cerr << "capsule: serve: " << conn.status().message() << "\n";
       continue;
     }
-    (*conn)->set_timeout_seconds(300);
+    (*conn)->set_timeout_seconds(move::kLinkTimeoutSeconds);
     std::thread([serving, link = std::make_shared<TlsLink>(std::move(*conn))] {
       Status served = move::ServeConnection(link.get(), serving);
       if (!served.ok()) std::cerr << "capsule: serve: " << link->peer() << ": " << served.message() << "\n";

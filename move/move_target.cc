@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <thread>
 
 #include "capsule/canonical_json.h"
 #include "capsule/environment_spec.h"
@@ -49,12 +50,6 @@ Status CloneCapsule(const std::string& from, const std::string& to) {
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(to, kLocalDir)));
     CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(to, ".capsule/machine"), id));
   }
-  return Status::Ok();
-}
-
-Status SyncFileSystemOf(const std::string& dir) {
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(dir, O_RDONLY | O_DIRECTORY));
-  if (::syncfs(fd.get()) != 0) return Status::IOError(dir, errno);
   return Status::Ok();
 }
 
@@ -149,7 +144,8 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
       return Status::FailedPrecondition(what, std::string("this machine holds the agent (") + HolderStateName(record->state) +
                                                   " at epoch " + std::to_string(record->epoch) + ")");
     }
-    if (fs::FindControlSocket(dir).ok()) {
+    Result<std::string> socket = fs::FindControlSocket(dir);
+    if (socket.ok() && fs::SendControl(*socket, "status").ok()) {
       return Status::FailedPrecondition(what, "its retired copy is mounted here; unmount it first");
     }
     Result<Manifest> manifest = Manifest::Load(dir);
@@ -199,6 +195,8 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
     options.expected_agent = agent;
     CAPSULE_ASSIGN_OR_RETURN(options.holder_machine, LoadOrCreateMachineId(staging));
     options.holder_epoch = epoch;
+    // Synced at its end, while the agent still runs, so that the switch's sync has only the
+    // change to write.
     CAPSULE_RETURN_IF_ERROR(ApplyStreamToStaging(stream, staging, options, nullptr));
     return HaveOfCapsule(staging);
   }();
@@ -227,8 +225,8 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
     CAPSULE_ASSIGN_OR_RETURN(options.holder_machine, LoadOrCreateMachineId(staging));
     options.holder_epoch = epoch;
     CAPSULE_RETURN_IF_ERROR(ApplyStreamToStaging(opened.get(), staging, options, nullptr));
-    CAPSULE_RETURN_IF_ERROR(PrepareStaged(staging));
-    return SyncFileSystemOf(staging);  // all of it durable before activate can be answered
+    // Applied and synced: all of it is durable before activate can be answered.
+    return PrepareStaged(staging);
   }();
   CAPSULE_RETURN_IF_ERROR(OrDrop(agent, applied.WithContext("switch of move " + move)));
   std::lock_guard lock(mu_);
@@ -269,7 +267,21 @@ Status MoveTarget::Activate(const std::string& agent, const std::string& move, u
     Drop(agent);
     return done.WithContext("activate of move " + move);
   }
-  Drop(agent);  // the staging area now holds the replaced copy, if any
+  {
+    std::lock_guard lock(mu_);
+    pending_.erase(agent);
+  }
+  // The staging area now holds the copy this one replaced, if any: it goes after the answer,
+  // under another name so that the next offer's staging area is not in its way (and a crash
+  // leaves it under .staging/, which the next start empties).
+  if (PathExists(staging)) {
+    std::string old = JoinPath(JoinPath(root_, kStagingDir), ".replaced-" + move);
+    if (::rename(staging.c_str(), old.c_str()) == 0) {
+      std::thread([old] { (void)RemoveTree(old); }).detach();
+    } else {
+      (void)RemoveTree(staging);
+    }
+  }
   if (on_activated_) on_activated_(agent, dir);
   return Status::Ok();
 }

@@ -353,6 +353,8 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
     CAPSULE_ASSIGN_OR_RETURN(held, Manifest::Load(staging));
   }
   UnpackStats local;
+  // The staging area is itself the temporary: one syncfs at the end instead of an fsync a file.
+  StagingSync sync(staging);
   std::string received_dir = JoinPath(staging, kReceivedDir);
   CAPSULE_RETURN_IF_ERROR(RemoveTree(received_dir));
   CAPSULE_RETURN_IF_ERROR(MakeDirectories(received_dir));
@@ -378,6 +380,7 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, RefreshStagedManifest(staging, stream, options));
   CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest));
   CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));
+  CAPSULE_RETURN_IF_ERROR(sync.Finish());
   if (stats != nullptr) *stats = local;
   return Status::Ok();
 }

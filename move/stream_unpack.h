@@ -43,7 +43,7 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
 // is hashed again. Every file that arrives is checked against its digest as it is written;
 // then the manifest is refreshed for the files outside the blob store and the new blobs, and
 // the staged capsule is checked (layout, snapshot against blobs, environment spec, journal
-// chains). The cost is that of the change and the small documents, not of the capsule. On
+// chains), and the file system is synced once (syncfs) rather than each file. The cost is that of the change and the small documents, not of the capsule. On
 // failure `staging` is left part-applied: the caller empties it.
 struct ApplyOptions {
   bool sealed = false;
