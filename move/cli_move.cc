@@ -229,7 +229,7 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   serve->add_option("--seal-key", serve_args->seal_key, "X25519 private key switches are sealed to (capsule keygen --type x25519)")
       ->required();
   serve->add_option("--mount-to", serve_args->mount_to, "Mount each capsule this sidecar takes over at DIR/<agent-id> (capsulefs)");
-  serve->footer("The protocol, its failure rules and recovery: man capsule-move.5");
+  serve->footer("The protocol, its failure rules and recovery: man capsule-protocol.7");
   serve->callback([serve_args, exit_code] { *exit_code = RunServe(*serve_args); });
 
   auto move_args = std::make_shared<MoveArgs>();
@@ -242,7 +242,7 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   move->add_flag("--recover", move_args->recover,
                  "Only resolve the move SOURCE records as unfinished (ask the target; retire or thaw)");
   move->add_flag("--json", move_args->json, "Print the move's figures as JSON");
-  move->footer("Exit 0 only when the target holds the new epoch and SOURCE is retired. man capsule-move.5");
+  move->footer("Exit 0 only when the target holds the new epoch and SOURCE is retired. man capsule-protocol.7");
   move->callback([move_args, exit_code] { *exit_code = RunMoveCommand(*move_args); });
 }
 

@@ -125,7 +125,7 @@ Result<MoveReport> Mover::Run() {
   Result<HolderRecord> record = HolderRecord::Load(dir_);
   if (!record.ok()) {
     return Status::FailedPrecondition(dir_, "not held by this machine (" + record.status().message() +
-                                                "); only its holder may move it (see RECOVERY in capsule-move(5))");
+                                                "); only its holder may move it (see capsule-protocol(7))");
   }
   if (record->agent != manifest.agent.id) {
     return Status::Corruption(dir_, "the holder record is for agent " + record->agent + ", the manifest for " + manifest.agent.id);

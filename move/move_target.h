@@ -82,7 +82,7 @@ class MoveTarget : public TargetApi {
 uint64_t KnownEpoch(const std::string& dir);
 
 // Where the journal would be rendered and the sandbox checked before activation: today the
-// staged capsule's journal chains and its environment spec (see man/capsule-move.5).
+// staged capsule's journal chains and its environment spec (see man/capsule-protocol.7).
 Status PrepareStaged(const std::string& staging);
 
 }  // namespace capsule::move

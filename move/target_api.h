@@ -1,4 +1,4 @@
-// The calls of a move, as the source makes them to the target (see man/capsule-move.5 and
+// The calls of a move, as the source makes them to the target (see man/capsule-protocol.7 and
 // shared/spec/move.md). Three implementations: MoveTarget (the target itself, over a root
 // folder), RemoteTarget (the same calls over a connection to a sidecar) and, in tests,
 // FaultyTarget (loses one named call's request or reply).

@@ -1,4 +1,4 @@
-// The move protocol's bytes on a connection (see WIRE in man/capsule-move.5).
+// The move protocol's bytes on a connection (see WIRE in man/capsule-protocol.7).
 //
 // Every request and reply is a message: a u32 big-endian length (at most 64 MiB), then a
 // JSON object in canonical form. A request is {"call": NAME, ...}; a reply is {"ok": true,

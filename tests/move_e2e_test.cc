@@ -267,5 +267,53 @@ TEST_F(MoveE2eTest, MoveBackSendsOnlyTheChangeAndAStaleOfferIsRefused) {
   EXPECT_EQ(StateOf(Src()), "active@3");
 }
 
+TEST_F(MoveE2eTest, RestartedSidecarsResolveWhatAMoveLeftWithoutGuessing) {
+  // What a crash of both ends right after "activate sent" leaves, when activate never
+  // arrived: the source frozen with its move recorded, the target with a staging area.
+  ASSERT_TRUE(MakeDirectories(b_ + "/.staging/agent-1/files").ok());
+  HolderRecord frozen = *HolderRecord::Load(Src());
+  frozen.state = HolderState::kFrozen;
+  ASSERT_TRUE(frozen.Save(Src()).ok());
+  {
+    Sidecar target(b_, pki_, seal_);  // restarted: empties its staging areas
+    EXPECT_FALSE(PathExists(b_ + "/.staging/agent-1"));
+    std::string record = R"({"agent":"agent-1","epoch":2,"move":"0123456789abcdef0123456789abcdef",)"
+                         R"("phase":"activate-sent","to":")" + target.address() + "\"}\n";
+    ASSERT_TRUE(WriteFileAtomic(Src() + "/.capsule/move-out.json", record).ok());
+    // A new move waits for the old one to be resolved.
+    auto refused = Move(Src(), target.address());
+    EXPECT_EQ(refused.exit_code, 1);
+    EXPECT_NE(refused.err.find("unresolved"), std::string::npos) << refused.err;
+    Sidecar source(a_, pki_, seal_);  // restarted: asks the target, which holds nothing: thaw
+    for (int i = 0; i < 100 && StateOf(Src()) != "active@1"; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(StateOf(Src()), "active@1");
+    EXPECT_FALSE(PathExists(Src() + "/.capsule/move-out.json"));
+    EXPECT_FALSE(PathExists(Dst()));
+    // And the agent moves on as usual afterwards.
+    auto moved = Move(Src(), target.address());
+    ASSERT_EQ(moved.exit_code, 0) << moved.err;
+    EXPECT_EQ(StateOf(Dst()), "active@2");
+  }
+}
+
+TEST_F(MoveE2eTest, ARecordedMoveIsResolvedByRecoverOnceTheTargetAnswers) {
+  Sidecar target(b_, pki_, seal_);
+  ASSERT_EQ(Move(Src(), target.address()).exit_code, 0);
+  // As if the source had crashed after activate was answered but before it retired.
+  HolderRecord frozen = *HolderRecord::Load(Src());
+  frozen.state = HolderState::kFrozen;
+  ASSERT_TRUE(frozen.Save(Src()).ok());
+  std::string record = R"({"agent":"agent-1","epoch":2,"move":"0123456789abcdef0123456789abcdef",)"
+                       R"("phase":"activate-sent","to":")" + target.address() + "\"}\n";
+  ASSERT_TRUE(WriteFileAtomic(Src() + "/.capsule/move-out.json", record).ok());
+  auto recovered = RunCapsule({"move", Src(), "--to", target.address(), "--cert", pki_ + "/client.pem", "--key",
+                               pki_ + "/client.key", "--ca", pki_ + "/ca.pem", "--recover"});
+  ASSERT_EQ(recovered.exit_code, 0) << recovered.err;
+  EXPECT_EQ(StateOf(Src()), "retired@1") << "the target holds the new epoch: the source retires";
+  EXPECT_EQ(StateOf(Dst()), "active@2");
+}
+
 }  // namespace
 }  // namespace capsule
