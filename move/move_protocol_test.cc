@@ -317,6 +317,38 @@ TEST_F(MoveProtocolTest, ActivateReplyLostAndTargetUnreachableStaysFrozenUntilIt
   ExpectMoved();
 }
 
+TEST_F(MoveProtocolTest, TargetThatMovedTheAgentOnStillCountsAsHavingTakenOver) {
+  // Activate's reply is lost and the link with it; by the time the source can ask, the
+  // target has moved the agent on to a third machine (it is retired there at epoch 2).
+  struct Cut : TargetApi {
+    FaultyTarget* inner;
+    Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
+    Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Copy(a, m, s); }
+    Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
+    Status Activate(const std::string& a, const std::string& m, uint64_t e) override {
+      Status done = inner->Activate(a, m, e);
+      inner->set_partitioned(true);
+      return done.ok() ? Status::Unavailable("target", "reply lost") : done;
+    }
+    Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
+    Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
+  } cut;
+  cut.inner = target_.get();
+  ASSERT_FALSE(RunMove(src_, &cut, options_).ok());
+  EXPECT_EQ(StateOf(src_), "frozen@1");
+  std::string third_root = root_ + "/third";
+  Result<EvpPkeyPtr> key = LoadPrivateKey(key_, KeyType::kX25519);
+  ASSERT_TRUE(key.ok());
+  Result<std::unique_ptr<MoveTarget>> third = MoveTarget::Open(third_root, std::move(*key));
+  ASSERT_TRUE(third.ok());
+  ASSERT_TRUE(RunMove(Held(), third->get(), options_).ok());
+  EXPECT_EQ(StateOf(Held()), "retired@2");
+  target_->set_partitioned(false);
+  ASSERT_TRUE(RecoverMove(src_, target_.get(), options_).ok());
+  EXPECT_EQ(StateOf(src_), "retired@1") << "thawing here would make two holders with the third machine";
+  EXPECT_EQ(StateOf(third_root + "/" + kAgent), "active@3");
+}
+
 TEST_F(MoveProtocolTest, LateActivateAfterTheQueryIsRefused) {
   // The source gave up on activate (its request may still be in flight) and asked: the
   // answer is final, so the late activate must not make a second holder.

@@ -251,7 +251,10 @@ Result<bool> Mover::Resolve(const OutgoingMove& move) {
       last = reply.status().message();
       continue;
     }
-    if (reply->epoch == move.epoch && (reply->state == "active" || reply->state == "frozen")) {
+    // The target reached our epoch (or one past it: it took over and has moved the agent on
+    // since): the move happened. The query fenced any move not activated, so a lower epoch
+    // means it never will.
+    if (reply->epoch >= move.epoch) {
       CAPSULE_RETURN_IF_ERROR(local_.Retire());
       CAPSULE_RETURN_IF_ERROR(RemoveOutgoing(dir_));
       return true;
