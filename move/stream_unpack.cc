@@ -221,9 +221,9 @@ Status ApplyReceived(const std::string& staging, const ReceivedStream& stream, U
 }
 
 // The manifest of `staging` brought up to date by hashing only what may have changed: every
-// file outside the blob store (a few small documents) and the blobs the stream brought. The
-// blobs already listed were checked when they arrived and are never rewritten (a blob's name
-// is its digest).
+// file outside the blob store (a few small documents). The blobs the stream brought are listed
+// with the digests checked as they were written; those already listed were checked when they
+// arrived and are never rewritten (a blob's name is its digest).
 Result<Manifest> RefreshStagedManifest(const std::string& staging, const ReceivedStream& stream,
                                        const ApplyOptions& options) {
   Manifest manifest;
@@ -243,13 +243,14 @@ Result<Manifest> RefreshStagedManifest(const std::string& staging, const Receive
       paths.insert(entry.path);
     }
   }
+  CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(staging, std::vector<std::string>(paths.begin(), paths.end()), &manifest));
+  // A new blob was hashed as it was written (ReadStream refuses a file whose bytes differ
+  // from its digest) and is named by that digest: its entry needs no second reading.
   for (const auto& [path, entry] : stream.entries) {
     if (entry.kind == ReceivedEntry::Kind::kFile && StartsWith(path, "files/")) {
-      std::string blob = BlobPath(entry.sha256);
-      if (!manifest.files.count(blob)) paths.insert(blob);
+      manifest.files[BlobPath(entry.sha256)] = FileDigest{entry.sha256, entry.size};
     }
   }
-  CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(staging, std::vector<std::string>(paths.begin(), paths.end()), &manifest));
   return manifest;
 }
 
