@@ -1,5 +1,8 @@
 #include "move/move_source.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <thread>
 
 #include "capsule/canonical_json.h"

@@ -70,11 +70,11 @@ echo 1 > "$work/end/zz-end"  # archived last: once it is extracted, everything i
 port=$((40000 + RANDOM % 20000))
 t=$(now)
 { sleep 3600 | openssl s_server -accept "127.0.0.1:$port" -naccept 1 -cert "$pki/server.pem" -key "$pki/server.key" \
-    -CAfile "$pki/ca.pem" -Verify 1 -verify_return_error -tls1_3 -quiet 2>/dev/null | tar x -C "$work/tls-x"; } &
+    -CAfile "$pki/ca.pem" -Verify 1 -verify_return_error -tls1_3 -quiet 2>/dev/null | tar x -C "$work/tls-x"; } 2>/dev/null &
 server_group=$!
 sleep 0.3
 { tar c -C "$ws" . -C "$work/end" zz-end | openssl s_client -connect "127.0.0.1:$port" -cert "$pki/client.pem" \
-    -key "$pki/client.key" -CAfile "$pki/ca.pem" -verify_return_error -tls1_3 -quiet 2>/dev/null >/dev/null; } &
+    -key "$pki/client.key" -CAfile "$pki/ca.pem" -verify_return_error -tls1_3 -quiet 2>/dev/null >/dev/null; } 2>/dev/null &
 client_group=$!
 until [ -s "$work/tls-x/zz-end" ]; do sleep 0.02; done
 sync -f "$work/tls-x"
