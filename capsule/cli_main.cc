@@ -5,6 +5,7 @@
 
 #include "capsule/cli.h"
 #include "capsule/version.h"
+#include "move/cli_move.h"
 #include "move/cli_seal.h"
 #include "move/cli_stream.h"
 #include "journal/cli_journal.h"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   capsule::cli::RegisterRenderCommands(app, &exit_code);
   capsule::cli::RegisterOwnedStateCommands(app, &exit_code);
   capsule::cli::RegisterMountCommands(app, &exit_code);
+  capsule::cli::RegisterMoveCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -375,6 +375,7 @@ Result<std::string> CapsuleFs::StatusJson() {
   std::shared_lock lock(tree_mu_);
   json["agent"] = manifest_.agent.id;
   json["epoch"] = record.ok() ? record->epoch : manifest_.holder_epoch;
+  json["dir"] = options_.dir;  // the capsule folder behind the mount, for capsule move
   return CanonicalJson(json, "status");
 }
 

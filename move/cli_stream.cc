@@ -116,7 +116,7 @@ int RunHave(const HaveArgs& args) {
 void RegisterStreamCommands(CLI::App& app, int* exit_code) {
   CLI::App* stream = app.add_subcommand("stream", "The Move Stream (format 4): pack, unpack, have");
   stream->require_subcommand(1);
-  stream->footer("The format: man capsule-move.5");
+  stream->footer("The format: man capsule-protocol.7");
 
   auto pack_args = std::make_shared<PackArgs>();
   CLI::App* pack = stream->add_subcommand("pack", "Write a Move Stream of the capsule at DIR");

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <set>
 
 #include "capsule/create.h"
 #include "capsule/file_io.h"
@@ -192,6 +193,91 @@ Status ApplyOtherFiles(const std::string& staging, const ReceivedStream& stream,
   return Status::Ok();
 }
 
+// What every receiver checks of a stream before applying it: sealed when it must be, the same
+// agent as what is held, and a copy to build on for a switch.
+Status CheckArrival(const std::string& dir, const std::optional<Manifest>& held, const StreamManifest& manifest,
+                    const UnpackOptions& options) {
+  if (manifest.phase == Phase::kSwitch && !options.sealed) {
+    return Status::Corruption("switch of move " + manifest.move, "did not arrive sealed; a switch always is");
+  }
+  if (held && held->agent.id != manifest.agent.id) {
+    return Status::FailedPrecondition(dir, "holds agent " + held->agent.id + ", the stream is for agent " + manifest.agent.id);
+  }
+  if (!held && manifest.phase != Phase::kCopy) {
+    return Status::FailedPrecondition(dir, std::string("a ") + PhaseName(manifest.phase) + " stream needs the capsule its copy made");
+  }
+  return Status::Ok();
+}
+
+// Applies a received stream onto the capsule folder `staging` (a private copy): the move id,
+// the workspace, the other files, and the record of which move's stream was applied.
+Status ApplyReceived(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats) {
+  CAPSULE_RETURN_IF_ERROR(CheckMoveId(staging, stream.manifest));
+  CAPSULE_RETURN_IF_ERROR(ApplyWorkspace(staging, stream, stats));
+  CAPSULE_RETURN_IF_ERROR(ApplyOtherFiles(staging, stream, stats));
+  CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(staging, kReceivedDir)));
+  Json record = {{"move", stream.manifest.move}, {"phase", PhaseName(stream.manifest.phase)}};
+  return WriteFileAtomic(JoinPath(staging, kMoveRecord), record.dump() + "\n");
+}
+
+// The manifest of `staging` brought up to date by hashing only what may have changed: every
+// file outside the blob store (a few small documents). The blobs the stream brought are listed
+// with the digests checked as they were written; those already listed were checked when they
+// arrived and are never rewritten (a blob's name is its digest).
+Result<Manifest> RefreshStagedManifest(const std::string& staging, const ReceivedStream& stream,
+                                       const ApplyOptions& options) {
+  Manifest manifest;
+  if (PathExists(JoinPath(staging, kManifestPath))) {
+    CAPSULE_ASSIGN_OR_RETURN(manifest, Manifest::Load(staging));
+  }
+  manifest.agent = stream.manifest.agent;
+  manifest.holder_machine = options.holder_machine;
+  manifest.holder_epoch = options.holder_epoch;
+  std::set<std::string> paths;
+  for (const auto& [path, digest] : manifest.files) {
+    if (!IsBlobPath(path)) paths.insert(path);
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(staging, {kLocalDir, kBlobsDir}));
+  for (const TreeEntry& entry : tree) {
+    if (entry.type == TreeEntry::Type::kFile && entry.path != kManifestPath && !IsTempDebris(entry.path)) {
+      paths.insert(entry.path);
+    }
+  }
+  CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(staging, std::vector<std::string>(paths.begin(), paths.end()), &manifest));
+  // A new blob was hashed as it was written (ReadStream refuses a file whose bytes differ
+  // from its digest) and is named by that digest: its entry needs no second reading.
+  for (const auto& [path, entry] : stream.entries) {
+    if (entry.kind == ReceivedEntry::Kind::kFile && StartsWith(path, "files/")) {
+      manifest.files[BlobPath(entry.sha256)] = FileDigest{entry.sha256, entry.size};
+    }
+  }
+  return manifest;
+}
+
+// The checks of capsule verify that do not need every byte read again: the layout's files are
+// listed, the snapshot names only listed blobs of the right size, the environment spec holds
+// no secret value, the journal's chains hold.
+Status CheckStaged(const std::string& staging, const Manifest& manifest) {
+  std::map<std::string, ObservedFile> observed;
+  for (const auto& [path, digest] : manifest.files) {
+    observed[path] = ObservedFile{digest.sha256, digest.size, digest.sha256};
+  }
+  std::map<std::string, std::string> documents;
+  for (const char* path : {kSnapshotPath, kEnvironmentSpecPath, kJournalPath}) {
+    if (PathExists(JoinPath(staging, path))) {
+      CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(staging, path)));
+    }
+  }
+  VerifyOptions verify;
+  verify.check_journal = journal::CheckJournalText;
+  std::vector<std::string> problems;
+  CheckAgainstManifest(manifest, observed, documents, verify, &problems);
+  if (!problems.empty()) {
+    return Status::Corruption("received capsule", "does not verify (" + problems.front() + ")");
+  }
+  return Status::Ok();
+}
+
 Status Swap(const std::string& staging, const std::string& dir, bool dir_exists) {
   if (!dir_exists) return PlaceStagingDir(staging, dir);
   if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
@@ -227,22 +313,9 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
     local.manifest = stream.manifest;
     local.file_bytes = stream.file_bytes;
     const StreamManifest& manifest = stream.manifest;
-    if (manifest.phase == Phase::kSwitch && !options.sealed) {
-      return Status::Corruption("switch of move " + manifest.move, "did not arrive sealed; a switch always is");
-    }
-    if (held && held->agent.id != manifest.agent.id) {
-      return Status::FailedPrecondition(dir, "holds agent " + held->agent.id + ", the stream is for agent " + manifest.agent.id);
-    }
-    if (!held && manifest.phase != Phase::kCopy) {
-      return Status::FailedPrecondition(dir, std::string("a ") + PhaseName(manifest.phase) + " stream needs the capsule its copy made");
-    }
+    CAPSULE_RETURN_IF_ERROR(CheckArrival(dir, held, manifest, options));
     if (held) CAPSULE_RETURN_IF_ERROR(CopyCapsuleInto(dir, staging));
-    CAPSULE_RETURN_IF_ERROR(CheckMoveId(staging, manifest));
-    CAPSULE_RETURN_IF_ERROR(ApplyWorkspace(staging, stream, &local));
-    CAPSULE_RETURN_IF_ERROR(ApplyOtherFiles(staging, stream, &local));
-    CAPSULE_RETURN_IF_ERROR(RemoveTree(received_dir));
-    Json record = {{"move", manifest.move}, {"phase", PhaseName(manifest.phase)}};
-    CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(staging, kMoveRecord), record.dump() + "\n"));
+    CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
     CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
     if (!PathExists(JoinPath(staging, ".capsule/holder.json"))) {
       // A received copy is not held here until a move activates it.
@@ -266,6 +339,49 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
     (void)RemoveTree(staging);
     return status;
   }
+  if (stats != nullptr) *stats = local;
+  return Status::Ok();
+}
+
+}  // namespace capsule::move
+
+namespace capsule::move {
+
+Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, const ApplyOptions& options,
+                            UnpackStats* stats) {
+  std::optional<Manifest> held;
+  if (PathExists(JoinPath(staging, kManifestPath))) {
+    CAPSULE_ASSIGN_OR_RETURN(held, Manifest::Load(staging));
+  }
+  UnpackStats local;
+  // The staging area is itself the temporary: one syncfs at the end instead of an fsync a file.
+  StagingSync sync(staging);
+  std::string received_dir = JoinPath(staging, kReceivedDir);
+  CAPSULE_RETURN_IF_ERROR(RemoveTree(received_dir));
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(received_dir));
+  CAPSULE_ASSIGN_OR_RETURN(ReceivedStream stream, ReadStream(source, received_dir));
+  local.manifest = stream.manifest;
+  local.file_bytes = stream.file_bytes;
+  if (stream.manifest.phase != options.expected_phase) {
+    return Status::FailedPrecondition("stream of move " + stream.manifest.move,
+                                      std::string("is a ") + PhaseName(stream.manifest.phase) + ", a " +
+                                          PhaseName(options.expected_phase) + " was expected");
+  }
+  if (stream.manifest.move != options.expected_move) {
+    return Status::FailedPrecondition("stream of move " + stream.manifest.move, "the move offered here is " + options.expected_move);
+  }
+  if (stream.manifest.agent.id != options.expected_agent) {
+    return Status::FailedPrecondition("stream of move " + stream.manifest.move,
+                                      "is for agent " + stream.manifest.agent.id + ", the move offered agent " + options.expected_agent);
+  }
+  UnpackOptions unpack;
+  unpack.sealed = options.sealed;
+  CAPSULE_RETURN_IF_ERROR(CheckArrival(staging, held, stream.manifest, unpack));
+  CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, RefreshStagedManifest(staging, stream, options));
+  CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest));
+  CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));
+  CAPSULE_RETURN_IF_ERROR(sync.Finish());
   if (stats != nullptr) *stats = local;
   return Status::Ok();
 }

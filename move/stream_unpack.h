@@ -38,4 +38,23 @@ struct UnpackStats {
 Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOptions& options,
                     UnpackStats* stats);
 
+// For a move's staging area, a capsule folder that only this move touches (see move_target.h):
+// the stream is applied onto `staging` in place, with no second copy, and only what changed
+// is hashed again. Every file that arrives is checked against its digest as it is written;
+// then the manifest is refreshed for the files outside the blob store and the new blobs, and
+// the staged capsule is checked (layout, snapshot against blobs, environment spec, journal
+// chains), and the file system is synced once (syncfs) rather than each file. The cost is that of the change and the small documents, not of the capsule. On
+// failure `staging` is left part-applied: the caller empties it.
+struct ApplyOptions {
+  bool sealed = false;
+  Phase expected_phase = Phase::kCopy;
+  std::string expected_move;
+  std::string expected_agent;
+  // The holder the staged manifest names (the receiving machine at the move's epoch).
+  std::string holder_machine;
+  uint64_t holder_epoch = 0;
+};
+Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, const ApplyOptions& options,
+                            UnpackStats* stats);
+
 }  // namespace capsule::move

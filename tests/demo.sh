@@ -151,4 +151,24 @@ step_may_fail "$capsule" sql agent "DELETE FROM messages"
 step rm agent/.capsule/owned.db
 step "$capsule" sql agent "SELECT count(*) FROM agent_facts"
 echo
+echo "== move: another machine's sidecar takes the agent over (TLS 1.3, both ends by certificate)"
+repo=$(dirname "$(dirname "$capsule")")
+"$repo/tests/make_pki.sh" pki >/dev/null
+step "$capsule" keygen --type x25519 -o seal.key
+mkdir -p machine-b
+show "$capsule" serve --root machine-b --listen 127.0.0.1:0 --cert pki/server.pem --key pki/server.key \
+  --ca pki/ca.pem --seal-key seal.key "&"
+"$capsule" serve --root machine-b --listen 127.0.0.1:0 --cert pki/server.pem --key pki/server.key \
+  --ca pki/ca.pem --seal-key seal.key >serve.out 2>serve.err &
+serve_pid=$!
+for _ in $(seq 50); do [ -s serve.out ] && break; sleep 0.1; done
+cat serve.out
+addr=$(head -1 serve.out | sed 's/^listening on //')
+step "$capsule" move agent --to "$addr" --cert pki/client.pem --key pki/client.key --ca pki/ca.pem
+step "$capsule" status agent
+step "$capsule" status machine-b/trip-planner
+step "$capsule" verify machine-b/trip-planner
+step_may_fail "$capsule" log append agent --type user_message --data '{"text":"from the old machine"}'
+kill "$serve_pid"
+echo
 echo "demo files are in $work"

@@ -1,0 +1,35 @@
+// The source's own capsule during a move: found from a capsule folder or the mountpoint of
+// one, and frozen, thawed or retired through its mount's control channel when it is mounted
+// (the mount commits and verifies on freeze, and refuses writes with EROFS once retired), or
+// through its holder record when it is not.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "capsule/holder.h"
+#include "capsule/status.h"
+
+namespace capsule::move {
+
+class LocalCapsule {
+ public:
+  // `source`: a capsule folder (mounted or not) or a capsulefs mountpoint.
+  static Result<LocalCapsule> Open(const std::string& source);
+
+  const std::string& dir() const { return dir_; }
+  bool mounted() const { return socket_.has_value(); }
+
+  // Returns once every write is committed and the capsule verifies; writes wait from then on.
+  Status Freeze();
+  // Writes go on, at the epoch the record holds.
+  Status Thaw();
+  // Records the capsule retired at its epoch; a mount refuses every write from then on.
+  Status Retire();
+
+ private:
+  std::string dir_;
+  std::optional<std::string> socket_;
+};
+
+}  // namespace capsule::move

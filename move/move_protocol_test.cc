@@ -1,0 +1,520 @@
+// The move protocol under every failure: a FaultyTarget loses one named call's request or
+// reply, corrupts a stream, partitions the target or crashes it around a call; the source is
+// crashed after each step and recovered from disk. After each: at most one machine runs the
+// agent (none only while the source waits for an answer), the target's staging area is
+// empty unless a move is still waiting, and the capsule verifies wherever it is held.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "capsule/create.h"
+#include "capsule/export.h"
+#include "capsule/file_io.h"
+#include "capsule/holder.h"
+#include "capsule/keys.h"
+#include "capsule/layout.h"
+#include "capsule/verify.h"
+#include "journal/check.h"
+#include "journal/journal.h"
+#include "move/faulty_target.h"
+#include "move/move_source.h"
+#include "move/move_target.h"
+
+namespace capsule::move {
+namespace {
+
+constexpr char kAgent[] = "agent-1";
+
+std::string NewTempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string pattern = std::string(base ? base : "/tmp") + "/" + name + "-XXXXXX";
+  char* made = ::mkdtemp(pattern.data());
+  EXPECT_NE(made, nullptr);
+  return pattern;
+}
+
+std::string StateOf(const std::string& dir) {
+  Result<HolderRecord> record = HolderRecord::Load(dir);
+  if (!record.ok()) return PathExists(dir) ? "none" : "absent";
+  return std::string(HolderStateName(record->state)) + "@" + std::to_string(record->epoch);
+}
+
+class MoveProtocolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = NewTempDir("move");
+    std::string ws = root_ + "/ws";
+    ASSERT_TRUE(MakeDirectories(ws + "/src").ok());
+    ASSERT_TRUE(WriteFileAtomic(ws + "/README.md", "# sample\n").ok());
+    ASSERT_TRUE(WriteFileAtomic(ws + "/src/big.bin", std::string(200 << 10, 'x')).ok());
+    src_ = root_ + "/src";
+    CreateOptions options;
+    options.agent = {kAgent, "Sample", std::nullopt};
+    options.workspace_source = ws;
+    ASSERT_TRUE(CreateCapsule(src_, options).ok());
+    Append(src_, "user_message", "hello");
+    key_ = root_ + "/seal.key";
+    ASSERT_TRUE(GenerateKeyFile(KeyType::kX25519, key_).ok());
+    target_root_ = root_ + "/target";
+    target_ = std::make_unique<FaultyTarget>([this]() -> std::unique_ptr<TargetApi> {
+      Result<EvpPkeyPtr> key = LoadPrivateKey(key_, KeyType::kX25519);
+      EXPECT_TRUE(key.ok());
+      Result<std::unique_ptr<MoveTarget>> target = MoveTarget::Open(target_root_, std::move(*key));
+      EXPECT_TRUE(target.ok()) << target.status().ToString();
+      return std::move(*target);
+    });
+    options_.to = "target";
+    options_.query_attempts = 3;
+    options_.query_interval = std::chrono::milliseconds(1);
+  }
+
+  static void Append(const std::string& dir, const std::string& type, const std::string& text) {
+    Result<journal::Journal> journal = journal::Journal::OpenForWrite(dir);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    ASSERT_TRUE(journal->Append(type, Json{{"text", text}}).ok());
+  }
+
+  std::string Held() const { return target_root_ + "/" + kAgent; }
+  std::string Staging() const { return target_root_ + "/.staging/" + kAgent; }
+
+  static void ExpectVerifies(const std::string& dir) {
+    if (!PathExists(JoinPath(dir, kManifestPath))) return;
+    VerifyOptions verify;
+    verify.check_journal = journal::CheckJournalText;
+    Result<VerifyReport> report = VerifyFolder(dir, verify);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_TRUE(report->ok()) << dir << ": " << report->problems.front();
+  }
+
+  // The invariant, and whether the move left someone waiting.
+  void ExpectInvariant(bool waiting = false) {
+    std::string source = StateOf(src_), target = StateOf(Held());
+    int active = (source.rfind("active", 0) == 0) + (target.rfind("active", 0) == 0);
+    EXPECT_LE(active, 1) << "two machines run the agent: source " << source << ", target " << target;
+    if (!waiting) {
+      EXPECT_EQ(active, 1) << "no machine runs the agent: source " << source << ", target " << target;
+      EXPECT_FALSE(PathExists(Staging())) << "the target's staging area was left behind";
+      Result<std::optional<OutgoingMove>> left = LoadOutgoingMove(src_);
+      ASSERT_TRUE(left.ok());
+      EXPECT_FALSE(left->has_value()) << "the source still records a move in progress";
+    } else {
+      EXPECT_EQ(source.rfind("frozen", 0), 0u) << "only a frozen source may wait: " << source;
+    }
+    ExpectVerifies(src_);
+    ExpectVerifies(Held());
+  }
+
+  void ExpectMoved() {
+    EXPECT_EQ(StateOf(src_), "retired@1");
+    EXPECT_EQ(StateOf(Held()), "active@2");
+    ExpectInvariant();
+  }
+
+  void ExpectStayed() {
+    EXPECT_EQ(StateOf(src_), "active@1");
+    EXPECT_NE(StateOf(Held()).rfind("active", 0), 0u);
+    ExpectInvariant();
+  }
+
+  std::string root_, src_, key_, target_root_;
+  std::unique_ptr<FaultyTarget> target_;
+  MoveOptions options_;
+};
+
+TEST_F(MoveProtocolTest, MoveWithoutFaultsHandsOverAtTheNextEpoch) {
+  Result<MoveReport> report = RunMove(src_, target_.get(), options_);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->epoch, 2u);
+  EXPECT_GE(report->copy_files, 2u);
+  EXPECT_EQ(report->switch_files, 0u) << "nothing changed since the copy, so the switch carries no file";
+  ExpectMoved();
+  // The target runs it now: it may write; the source may not.
+  EXPECT_TRUE(CheckHeldForWrite(Held()).ok());
+  EXPECT_FALSE(CheckHeldForWrite(src_).ok());
+  Result<std::vector<journal::Event>> events = journal::Journal::Read(Held());
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->size(), 1u);
+}
+
+TEST_F(MoveProtocolTest, WhatChangesWhileTheCopyRunsCrossesInTheSwitch) {
+  // The agent keeps running during the copy: an event appended then must arrive.
+  FaultyTarget* target = target_.get();
+  struct AppendAfterCopy : TargetApi {
+    TargetApi* inner;
+    std::string dir;
+    Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
+    Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override {
+      Result<HaveMap> have = inner->Copy(a, m, s);
+      Append(dir, "user_message", "written during the copy");
+      return have;
+    }
+    Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
+    Status Activate(const std::string& a, const std::string& m, uint64_t e) override { return inner->Activate(a, m, e); }
+    Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
+    Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
+  } during;
+  during.inner = target;
+  during.dir = src_;
+  Result<MoveReport> report = RunMove(src_, &during, options_);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->switch_files, 1u) << "only the journal changed";
+  ExpectMoved();
+  Result<std::vector<journal::Event>> events = journal::Journal::Read(Held());
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ(events->back().data.value("text", ""), "written during the copy");
+}
+
+TEST_F(MoveProtocolTest, MovingBackSendsOnlyWhatChanged) {
+  ASSERT_TRUE(RunMove(src_, target_.get(), options_).ok());
+  // Back the other way: the old source's retired copy is the have.
+  std::string back_root = root_ + "/back";
+  ASSERT_TRUE(MakeDirectories(back_root).ok());
+  ASSERT_EQ(::rename(src_.c_str(), (back_root + "/" + kAgent).c_str()), 0);
+  Append(Held(), "user_message", "on the target");
+  Result<EvpPkeyPtr> key = LoadPrivateKey(key_, KeyType::kX25519);
+  ASSERT_TRUE(key.ok());
+  Result<std::unique_ptr<MoveTarget>> back = MoveTarget::Open(back_root, std::move(*key));
+  ASSERT_TRUE(back.ok());
+  Result<MoveReport> report = RunMove(Held(), back->get(), options_);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->epoch, 3u);
+  EXPECT_EQ(report->copy_files, 1u) << "only the journal differs from the retired copy";
+  EXPECT_LT(report->copy_bytes, 100u << 10) << "the 200 KiB file was not sent again";
+  EXPECT_EQ(StateOf(back_root + "/" + kAgent), "active@3");
+  EXPECT_EQ(StateOf(Held()), "retired@2");
+  ExpectVerifies(back_root + "/" + kAgent);
+}
+
+// Every call, its request lost or its reply lost. Calls that only run on a failure path
+// (query, abort) are armed behind a fault that leads there.
+struct CallFault {
+  const char* call;
+  Fault fault;
+  bool moves;  // whether the move completes
+};
+
+std::string CallFaultName(const ::testing::TestParamInfo<CallFault>& info) {
+  static const char* const kNames[] = {"None", "RequestLost", "ReplyLost", "CrashBefore", "CrashAfter", "Corrupt"};
+  return std::string(info.param.call) + kNames[static_cast<int>(info.param.fault)];
+}
+
+class EveryCallTest : public MoveProtocolTest, public ::testing::WithParamInterface<CallFault> {};
+
+TEST_P(EveryCallTest, OneLostCallKeepsTheInvariant) {
+  const CallFault& param = GetParam();
+  target_->Arm(param.call, param.fault);
+  std::string call = param.call;
+  if (call == "query") {
+    // Reached only when activate's reply is lost first.
+    struct Twice : TargetApi {
+      FaultyTarget* inner;
+      Fault query_fault;
+      bool lost = false;
+      Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
+      Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Copy(a, m, s); }
+      Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
+      Status Activate(const std::string& a, const std::string& m, uint64_t e) override {
+        Status done = inner->Activate(a, m, e);
+        return done.ok() ? Status::Unavailable("target", "activate's reply lost") : done;
+      }
+      Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
+      Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
+    } twice;
+    twice.inner = target_.get();
+    Result<MoveReport> report = RunMove(src_, &twice, options_);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_EQ(target_->faults_fired(), 1);
+    ExpectMoved();
+    return;
+  }
+  if (call == "abort") target_->Arm("copy", Fault::kLoseReply);  // a failure, so a rollback
+  Result<MoveReport> report = RunMove(src_, target_.get(), options_);
+  if (call == "abort") {
+    target_->Arm("abort", param.fault);
+    // The copy's lost reply rolled back; now with the abort lost as well.
+    report = RunMove(src_, target_.get(), options_);  // moves: the first rollback left it clean
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    ExpectMoved();
+    return;
+  }
+  EXPECT_EQ(target_->faults_fired(), 1);
+  if (param.moves) {
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    ExpectMoved();
+  } else {
+    ASSERT_FALSE(report.ok());
+    ExpectStayed();
+    // And a retry, with nothing lost, completes: a rollback leaves nothing in the way.
+    Result<MoveReport> again = RunMove(src_, target_.get(), options_);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    ExpectMoved();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Calls, EveryCallTest,
+    ::testing::Values(CallFault{"offer", Fault::kLoseRequest, false}, CallFault{"offer", Fault::kLoseReply, false},
+                      CallFault{"copy", Fault::kLoseRequest, false}, CallFault{"copy", Fault::kLoseReply, false},
+                      CallFault{"switch", Fault::kLoseRequest, false}, CallFault{"switch", Fault::kLoseReply, false},
+                      // activate lost: the query finds the old epoch, so the source thaws
+                      CallFault{"activate", Fault::kLoseRequest, false},
+                      // activate's reply lost: the query finds the new epoch, so the source retires
+                      CallFault{"activate", Fault::kLoseReply, true},
+                      CallFault{"query", Fault::kLoseRequest, true}, CallFault{"query", Fault::kLoseReply, true},
+                      CallFault{"abort", Fault::kLoseRequest, true}, CallFault{"abort", Fault::kLoseReply, true},
+                      // the target crashes (and restarts from disk) around each call
+                      CallFault{"offer", Fault::kCrashBefore, false}, CallFault{"offer", Fault::kCrashAfter, false},
+                      CallFault{"copy", Fault::kCrashBefore, false}, CallFault{"copy", Fault::kCrashAfter, false},
+                      CallFault{"switch", Fault::kCrashBefore, false}, CallFault{"switch", Fault::kCrashAfter, false},
+                      CallFault{"activate", Fault::kCrashBefore, false}, CallFault{"activate", Fault::kCrashAfter, true}),
+    CallFaultName);
+
+TEST_F(MoveProtocolTest, CorruptedCopyChunkRollsBack) {
+  target_->Arm("copy", Fault::kCorrupt);
+  Result<MoveReport> report = RunMove(src_, target_.get(), options_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("copy"), std::string::npos) << report.status().ToString();
+  ExpectStayed();
+}
+
+TEST_F(MoveProtocolTest, CorruptedSealedSwitchRollsBackAndThaws) {
+  target_->Arm("switch", Fault::kCorrupt);
+  Result<MoveReport> report = RunMove(src_, target_.get(), options_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("sealed envelope"), std::string::npos) << report.status().ToString();
+  ExpectStayed();
+}
+
+TEST_F(MoveProtocolTest, ActivateReplyLostAndTargetUnreachableStaysFrozenUntilItAnswers) {
+  struct Cut : TargetApi {
+    FaultyTarget* inner;
+    Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
+    Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Copy(a, m, s); }
+    Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
+    Status Activate(const std::string& a, const std::string& m, uint64_t e) override {
+      Status done = inner->Activate(a, m, e);
+      inner->set_partitioned(true);  // the link dies with the reply
+      return done.ok() ? Status::Unavailable("target", "reply lost") : done;
+    }
+    Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
+    Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
+  } cut;
+  cut.inner = target_.get();
+  Result<MoveReport> report = RunMove(src_, &cut, options_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), Code::kUnavailable) << report.status().ToString();
+  EXPECT_EQ(StateOf(src_), "frozen@1") << "waiting costs availability, never correctness";
+  EXPECT_EQ(StateOf(Held()), "active@2");
+  ExpectInvariant(/*waiting=*/true);
+  // Still no answer: still frozen.
+  EXPECT_EQ(RecoverMove(src_, target_.get(), options_).code(), Code::kUnavailable);
+  EXPECT_EQ(StateOf(src_), "frozen@1");
+  // A new move cannot start while this one is unresolved.
+  EXPECT_FALSE(RunMove(src_, target_.get(), options_).ok());
+  target_->set_partitioned(false);
+  ASSERT_TRUE(RecoverMove(src_, target_.get(), options_).ok());
+  ExpectMoved();
+}
+
+TEST_F(MoveProtocolTest, TargetThatMovedTheAgentOnStillCountsAsHavingTakenOver) {
+  // Activate's reply is lost and the link with it; by the time the source can ask, the
+  // target has moved the agent on to a third machine (it is retired there at epoch 2).
+  struct Cut : TargetApi {
+    FaultyTarget* inner;
+    Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
+    Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Copy(a, m, s); }
+    Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
+    Status Activate(const std::string& a, const std::string& m, uint64_t e) override {
+      Status done = inner->Activate(a, m, e);
+      inner->set_partitioned(true);
+      return done.ok() ? Status::Unavailable("target", "reply lost") : done;
+    }
+    Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
+    Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
+  } cut;
+  cut.inner = target_.get();
+  ASSERT_FALSE(RunMove(src_, &cut, options_).ok());
+  EXPECT_EQ(StateOf(src_), "frozen@1");
+  std::string third_root = root_ + "/third";
+  Result<EvpPkeyPtr> key = LoadPrivateKey(key_, KeyType::kX25519);
+  ASSERT_TRUE(key.ok());
+  Result<std::unique_ptr<MoveTarget>> third = MoveTarget::Open(third_root, std::move(*key));
+  ASSERT_TRUE(third.ok());
+  ASSERT_TRUE(RunMove(Held(), third->get(), options_).ok());
+  EXPECT_EQ(StateOf(Held()), "retired@2");
+  target_->set_partitioned(false);
+  ASSERT_TRUE(RecoverMove(src_, target_.get(), options_).ok());
+  EXPECT_EQ(StateOf(src_), "retired@1") << "thawing here would make two holders with the third machine";
+  EXPECT_EQ(StateOf(third_root + "/" + kAgent), "active@3");
+}
+
+TEST_F(MoveProtocolTest, LateActivateAfterTheQueryIsRefused) {
+  // The source gave up on activate (its request may still be in flight) and asked: the
+  // answer is final, so the late activate must not make a second holder.
+  struct Late : TargetApi {
+    FaultyTarget* inner;
+    std::string agent, move;
+    uint64_t epoch = 0;
+    Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
+    Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Copy(a, m, s); }
+    Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
+    Status Activate(const std::string& a, const std::string& m, uint64_t e) override {
+      agent = a, move = m, epoch = e;
+      return Status::Unavailable("target", "activate still in flight");
+    }
+    Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
+    Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
+  } late;
+  late.inner = target_.get();
+  Result<MoveReport> report = RunMove(src_, &late, options_);
+  ASSERT_FALSE(report.ok());
+  ExpectStayed();
+  EXPECT_FALSE(target_->Activate(late.agent, late.move, late.epoch).ok());
+  ExpectStayed();
+}
+
+// The source crashes after each step (no rollback runs) and restarts: RecoverMove resolves.
+std::string StepName(const ::testing::TestParamInfo<const char*>& info) {
+  std::string name;
+  for (const char* c = info.param; *c; ++c) name += *c == '-' ? '_' : *c;
+  return name;
+}
+
+class SourceCrashTest : public MoveProtocolTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(SourceCrashTest, RestartResolvesWithoutGuessing) {
+  std::string step = GetParam();
+  options_.crash_after = step;
+  Result<MoveReport> report = RunMove(src_, target_.get(), options_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_TRUE(IsSimulatedCrash(report.status())) << report.status().ToString();
+  options_.crash_after.clear();
+  Status recovered = RecoverMove(src_, target_.get(), options_);
+  EXPECT_TRUE(recovered.ok()) << recovered.ToString();
+  if (step == "activated") {
+    ExpectMoved();  // the target took over before the crash: the source retires
+  } else {
+    ExpectStayed();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Steps, SourceCrashTest,
+                         ::testing::Values("offered", "copied", "frozen", "switched", "activate-sent", "activated"),
+                         StepName);
+
+TEST_F(MoveProtocolTest, TargetRestartBetweenSwitchAndActivateRollsBack) {
+  target_->Arm("activate", Fault::kCrashBefore);
+  Result<MoveReport> report = RunMove(src_, target_.get(), options_);
+  ASSERT_FALSE(report.ok());
+  ExpectStayed();
+}
+
+TEST_F(MoveProtocolTest, StaleEpochIsRefusedAndStagesNothing) {
+  ASSERT_TRUE(RunMove(src_, target_.get(), options_).ok());
+  // A partitioned old holder wakes up believing it still runs the agent at epoch 1.
+  HolderRecord stale = *HolderRecord::Load(src_);
+  stale.state = HolderState::kActive;
+  ASSERT_TRUE(stale.Save(src_).ok());
+  Result<MoveReport> report = RunMove(src_, target_.get(), options_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("holds the agent"), std::string::npos) << report.status().ToString();
+  EXPECT_EQ(StateOf(Held()), "active@2");
+  EXPECT_FALSE(PathExists(Staging()));
+  // Also when the target has moved on (retired at a newer epoch): compared, never waited on.
+  HolderRecord moved_on = *HolderRecord::Load(Held());
+  moved_on.state = HolderState::kRetired;
+  moved_on.epoch = 5;
+  ASSERT_TRUE(moved_on.Save(Held()).ok());
+  report = RunMove(src_, target_.get(), options_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("knows epoch 5"), std::string::npos) << report.status().ToString();
+  EXPECT_EQ(StateOf(src_), "active@1");
+  EXPECT_FALSE(PathExists(Staging()));
+}
+
+TEST_F(MoveProtocolTest, TheAgentIsKeyedByTheManifestsIdOnBothEnds) {
+  // The seed's bug: source and target keyed the agent differently. A holder record for
+  // another agent is refused here rather than moved under the wrong key.
+  HolderRecord record = *HolderRecord::Load(src_);
+  record.agent = "someone-else";
+  ASSERT_TRUE(record.Save(src_).ok());
+  Result<MoveReport> report = RunMove(src_, target_.get(), options_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_FALSE(PathExists(Held()));
+  // And the target answers for the manifest's id: a move lands under ROOT/<agent id>.
+  record.agent = kAgent;
+  ASSERT_TRUE(record.Save(src_).ok());
+  ASSERT_TRUE(RunMove(src_, target_.get(), options_).ok());
+  ExpectMoved();
+}
+
+TEST_F(MoveProtocolTest, LostHolderRecordNeverRunsAndAdoptionBringsItBack) {
+  // The source crashes and loses its holder record: it never runs the agent again by itself.
+  ASSERT_EQ(::unlink((src_ + "/.capsule/holder.json").c_str()), 0);
+  EXPECT_FALSE(CheckHeldForWrite(src_).ok());
+  Result<MoveReport> report = RunMove(src_, target_.get(), options_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("not held by this machine"), std::string::npos);
+  EXPECT_FALSE(PathExists(Held()));
+  // Back in step: no machine holds it, so the operator adopts it at a fresh epoch
+  // (capsule export, then capsule import --adopt), and it can move again.
+  std::string tar = root_ + "/src.tar", adopted = root_ + "/adopted";
+  ASSERT_TRUE(ExportCapsule(src_, tar, {}).ok());
+  ImportOptions import;
+  import.adopt = true;
+  ASSERT_TRUE(ImportCapsule(tar, adopted, import).ok());
+  EXPECT_EQ(StateOf(adopted), "active@2");
+  Result<MoveReport> moved = RunMove(adopted, target_.get(), options_);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(StateOf(Held()), "active@3");
+  EXPECT_EQ(StateOf(adopted), "retired@2");
+}
+
+TEST_F(MoveProtocolTest, TargetThatLostItsRecordNeverRunsAndRefusesOlderEpochs) {
+  // Activate's reply is lost and the target then loses its record (a crash): asked, it holds
+  // nothing, so the source thaws; the target never runs the agent without a record.
+  struct LoseRecord : TargetApi {
+    FaultyTarget* inner;
+    std::string held;
+    Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
+    Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Copy(a, m, s); }
+    Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
+    Status Activate(const std::string& a, const std::string& m, uint64_t e) override {
+      EXPECT_TRUE(inner->Activate(a, m, e).ok());
+      ::unlink((held + "/.capsule/holder.json").c_str());
+      inner->Restart();
+      return Status::Unavailable("target", "crashed before answering");
+    }
+    Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
+    Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
+  } lose;
+  lose.inner = target_.get();
+  lose.held = Held();
+  Result<MoveReport> report = RunMove(src_, &lose, options_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(StateOf(src_), "active@1");
+  EXPECT_EQ(StateOf(Held()), "none");
+  EXPECT_FALSE(CheckHeldForWrite(Held()).ok());
+  ExpectInvariant();
+  // Its copy names epoch 2, so a move at epoch 2 is refused there: it cannot tell this
+  // holder from a stale one. The operator's adoption (a fresh epoch) brings them in step.
+  EXPECT_FALSE(RunMove(src_, target_.get(), options_).ok());
+  std::string tar = root_ + "/src.tar", adopted = root_ + "/adopted";
+  ASSERT_TRUE(ExportCapsule(src_, tar, {}).ok());
+  HolderRecord retire = *HolderRecord::Load(src_);
+  retire.state = HolderState::kRetired;
+  ASSERT_TRUE(retire.Save(src_).ok());
+  ImportOptions import;
+  import.adopt = true;
+  ASSERT_TRUE(ImportCapsule(tar, adopted, import).ok());
+  HolderRecord bumped = *HolderRecord::Load(adopted);
+  EXPECT_EQ(bumped.epoch, 2u);
+  Result<MoveReport> moved = RunMove(adopted, target_.get(), options_);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(StateOf(Held()), "active@3");
+  EXPECT_EQ(StateOf(adopted), "retired@2");
+}
+
+}  // namespace
+}  // namespace capsule::move

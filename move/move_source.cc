@@ -1,0 +1,321 @@
+#include "move/move_source.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "capsule/canonical_json.h"
+#include "capsule/file_io.h"
+#include "capsule/holder.h"
+#include "capsule/layout.h"
+#include "capsule/manifest.h"
+#include "capsule/sha256.h"
+#include "move/byte_pipe.h"
+#include "move/envelope.h"
+#include "move/local_capsule.h"
+#include "move/stream_writer.h"
+
+namespace capsule::move {
+
+namespace {
+
+constexpr char kOutgoingRecord[] = ".capsule/move-out.json";
+constexpr char kCrashWhat[] = "simulated crash";
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+Status SaveOutgoing(const std::string& dir, const OutgoingMove& move) {
+  Json json = {{"agent", move.agent}, {"epoch", move.epoch}, {"move", move.move}, {"phase", move.phase}, {"to", move.to}};
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(json, kOutgoingRecord));
+  return WriteFileAtomic(JoinPath(dir, kOutgoingRecord), text + "\n");
+}
+
+Status RemoveOutgoing(const std::string& dir) {
+  std::string path = JoinPath(dir, kOutgoingRecord);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::IOError(path, errno);
+  return SyncDirectory(DirName(path));
+}
+
+// Counts what a pack writes, and reports progress at most every 100 ms.
+class ProgressSink : public ByteSink {
+ public:
+  ProgressSink(ByteSink* out, std::string phase, const std::function<void(const MoveProgress&)>& progress)
+      : out_(out), phase_(std::move(phase)), progress_(progress), start_(Clock::now()), last_(start_) {}
+  Status Write(std::string_view data) override {
+    bytes_ += data.size();
+    if (progress_ && Clock::now() - last_ > std::chrono::milliseconds(100)) {
+      last_ = Clock::now();
+      progress_(MoveProgress{phase_, bytes_, SecondsSince(start_)});
+    }
+    return out_->Write(data);
+  }
+  Status Close() override { return out_->Close(); }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  ByteSink* out_;
+  std::string phase_;
+  const std::function<void(const MoveProgress&)>& progress_;
+  Clock::time_point start_, last_;
+  uint64_t bytes_ = 0;
+};
+
+// Packs the capsule on a thread into a bounded pipe while `send` hands the other end to the
+// target: constant memory whatever the capsule's size. `seal_to` (raw X25519) seals it.
+template <typename Send>
+Status PackAndSend(const std::string& dir, const PackOptions& pack, const std::string& seal_to, const char* phase,
+                   const MoveOptions& options, PackStats* stats, uint64_t* bytes, Send send) {
+  BytePipe pipe;
+  BytePipe::Sink pipe_sink(&pipe);
+  ProgressSink counted(&pipe_sink, phase, options.progress);
+  Status packed;
+  std::thread producer([&] {
+    packed = [&]() -> Status {
+      ByteSink* sink = &counted;
+      std::unique_ptr<EnvelopeWriter> envelope;
+      if (!seal_to.empty()) {
+        CAPSULE_ASSIGN_OR_RETURN(envelope, EnvelopeWriter::Create(&counted, seal_to));
+        sink = envelope.get();
+      }
+      return PackCapsule(dir, pack, sink, stats);
+    }();
+    pipe.CloseWrite(packed.ok() ? Status::Ok() : packed);
+  });
+  BytePipe::Source source(&pipe);
+  Status sent = send(&source);
+  pipe.CloseRead();
+  producer.join();
+  *bytes = counted.bytes();
+  // The target's error explains more than the pack's "stopped reading" that it caused.
+  if (!sent.ok()) return sent;
+  if (!packed.ok()) return packed.WithContext(std::string(phase) + " stream");
+  return sent;
+}
+
+class Mover {
+ public:
+  Mover(LocalCapsule local, TargetApi* target, const MoveOptions& options)
+      : local_(std::move(local)), dir_(local_.dir()), target_(target), options_(options) {}
+
+  Result<MoveReport> Run();
+  // After "activate sent": ask, then retire (true) or thaw (false); Unavailable while there is
+  // no answer.
+  Result<bool> Resolve(const OutgoingMove& move);
+  // Before it: abort at the target, thaw here, forget the move.
+  Status Rollback(const OutgoingMove& move, Status why);
+
+ private:
+  bool Crash(const std::string& step) const { return options_.crash_after == step; }
+  void Progress(const char* phase, uint64_t bytes, double seconds) {
+    if (options_.progress) options_.progress(MoveProgress{phase, bytes, seconds});
+  }
+
+  LocalCapsule local_;
+  std::string dir_;
+  TargetApi* target_;
+  const MoveOptions& options_;
+};
+
+Status CrashStatus(const std::string& step) { return Status::Unavailable(kCrashWhat, "after " + step); }
+
+Result<MoveReport> Mover::Run() {
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
+  Result<HolderRecord> record = HolderRecord::Load(dir_);
+  if (!record.ok()) {
+    return Status::FailedPrecondition(dir_, "not held by this machine (" + record.status().message() +
+                                                "); only its holder may move it (see capsule-protocol(7))");
+  }
+  if (record->agent != manifest.agent.id) {
+    return Status::Corruption(dir_, "the holder record is for agent " + record->agent + ", the manifest for " + manifest.agent.id);
+  }
+  if (record->state != HolderState::kActive) {
+    return Status::FailedPrecondition(dir_, std::string("is ") + HolderStateName(record->state) + " at epoch " +
+                                                std::to_string(record->epoch) + "; only an active holder moves it");
+  }
+  OutgoingMove move;
+  move.agent = manifest.agent.id;
+  move.epoch = record->epoch + 1;
+  move.to = options_.to;
+  move.phase = "offered";
+  CAPSULE_ASSIGN_OR_RETURN(move.move, NewMoveId());
+  MoveReport report;
+  report.move = move.move;
+  report.agent = move.agent;
+  report.epoch = move.epoch;
+  CAPSULE_RETURN_IF_ERROR(SaveOutgoing(dir_, move));
+
+  Result<OfferReply> offer = target_->Offer(OfferRequest{move.agent, move.epoch, move.move});
+  if (Crash("offered")) return CrashStatus("offered");
+  if (!offer.ok()) return Rollback(move, offer.status().WithContext("offer"));
+  Result<std::string> seal_to = HexDecode(offer->seal_key_hex, "the target's sealing key");
+  if (!seal_to.ok() || seal_to->size() != 32) {
+    return Rollback(move, Status::Corruption("offer reply", "the target's sealing key is not an X25519 public key"));
+  }
+
+  // Copy: the agent keeps running; only what the target lacks crosses.
+  PackOptions copy;
+  copy.phase = Phase::kCopy;
+  copy.move_id = move.move;
+  copy.have = offer->have;
+  copy.epoch = move.epoch;
+  PackStats copy_stats;
+  Clock::time_point copy_start = Clock::now();
+  HaveMap staged;
+  Status copied = PackAndSend(dir_, copy, "", "copy", options_, &copy_stats, &report.copy_bytes, [&](ByteSource* s) {
+    Result<HaveMap> have = target_->Copy(move.agent, move.move, s);
+    if (have.ok()) staged = std::move(*have);
+    return have.status();
+  });
+  report.copy_seconds = SecondsSince(copy_start);
+  report.copy_files = copy_stats.files_sent;
+  report.copy_skipped = copy_stats.files_skipped;
+  Progress("copy", report.copy_bytes, report.copy_seconds);
+  if (Crash("copied")) return CrashStatus("copied");
+  if (!copied.ok()) return Rollback(move, copied.WithContext("copy"));
+
+  // Freeze: from here the agent waits; what changed since the copy is all that crosses.
+  move.phase = "frozen";
+  if (Status saved = SaveOutgoing(dir_, move); !saved.ok()) return Rollback(move, saved);
+  Clock::time_point frozen_at = Clock::now();
+  Status frozen = local_.Freeze();
+  report.freeze_seconds = SecondsSince(frozen_at);
+  Progress("freeze", 0, report.freeze_seconds);
+  if (Crash("frozen")) return CrashStatus("frozen");
+  if (!frozen.ok()) return Rollback(move, frozen);
+
+  PackOptions change;
+  change.phase = Phase::kSwitch;
+  change.move_id = move.move;
+  change.have = staged;
+  change.epoch = move.epoch;
+  PackStats switch_stats;
+  Clock::time_point switch_start = Clock::now();
+  Status switched = PackAndSend(dir_, change, *seal_to, "switch", options_, &switch_stats, &report.switch_bytes,
+                                [&](ByteSource* s) { return target_->Switch(move.agent, move.move, s); });
+  report.switch_files = switch_stats.files_sent;
+  report.switch_file_bytes = switch_stats.file_bytes_sent;
+  report.removed = switch_stats.removed;
+  Progress("switch", report.switch_bytes, SecondsSince(switch_start));
+  if (Crash("switched")) return CrashStatus("switched");
+  if (!switched.ok()) return Rollback(move, switched.WithContext("switch"));
+
+  // The point of no return: once activate may have been sent, only the target's answer
+  // decides between retiring and thawing.
+  move.phase = "activate-sent";
+  if (Status saved = SaveOutgoing(dir_, move); !saved.ok()) return Rollback(move, saved);
+  if (Crash("activate-sent")) return CrashStatus("activate-sent");
+  Status activated = target_->Activate(move.agent, move.move, move.epoch);
+  report.frozen_seconds = SecondsSince(frozen_at);
+  if (Crash("activated")) return CrashStatus("activated");
+  if (!activated.ok()) {
+    Result<bool> moved = Resolve(move);
+    if (!moved.ok()) return moved.status().WithContext("activate's reply was lost (" + activated.message() + ")");
+    if (!*moved) {
+      return Status::FailedPrecondition("move " + move.move, "the target did not take over (" + activated.message() +
+                                                                 "), so the agent was thawed here");
+    }
+    return report;
+  }
+  CAPSULE_RETURN_IF_ERROR(local_.Retire());
+  CAPSULE_RETURN_IF_ERROR(RemoveOutgoing(dir_));
+  Progress("done", report.copy_bytes + report.switch_bytes, SecondsSince(copy_start));
+  return report;
+}
+
+Status Mover::Rollback(const OutgoingMove& move, Status why) {
+  // A few tries: the target also drops the staging area on its next offer or restart.
+  for (int attempt = 0; attempt < 3 && !target_->Abort(move.agent, move.move).ok(); ++attempt) {
+  }
+  Result<HolderRecord> record = HolderRecord::Load(dir_);
+  if (record.ok() && record->state == HolderState::kFrozen) {
+    Status thawed = local_.Thaw();
+    if (!thawed.ok()) {
+      if (why.ok()) return thawed.WithContext("rollback");
+      return why.WithContext("rolled back, but thawing failed (" + thawed.message() + ")");
+    }
+  } else if (local_.mounted()) {
+    (void)local_.Thaw();  // a freeze that failed half-way may have stopped the mount's writes
+  }
+  CAPSULE_RETURN_IF_ERROR(RemoveOutgoing(dir_));
+  return why;
+}
+
+Result<bool> Mover::Resolve(const OutgoingMove& move) {
+  std::string last = "no answer";
+  for (int attempt = 0; attempt < std::max(1, options_.query_attempts); ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(options_.query_interval);
+    Result<QueryReply> reply = target_->Query(move.agent, move.move);
+    if (!reply.ok()) {
+      last = reply.status().message();
+      continue;
+    }
+    // The target reached our epoch (or one past it: it took over and has moved the agent on
+    // since): the move happened. The query fenced any move not activated, so a lower epoch
+    // means it never will.
+    if (reply->epoch >= move.epoch) {
+      CAPSULE_RETURN_IF_ERROR(local_.Retire());
+      CAPSULE_RETURN_IF_ERROR(RemoveOutgoing(dir_));
+      return true;
+    }
+    // It holds another epoch (or none): the move never happened, and the query made sure it
+    // never will.
+    CAPSULE_RETURN_IF_ERROR(local_.Thaw());
+    CAPSULE_RETURN_IF_ERROR(RemoveOutgoing(dir_));
+    return false;
+  }
+  return Status::Unavailable("move " + move.move, "the target cannot say whether it took over (" + last +
+                                                      "); the agent stays frozen here until it can");
+}
+
+}  // namespace
+
+bool IsSimulatedCrash(const Status& status) { return status.message().rfind(kCrashWhat, 0) == 0; }
+
+Result<std::optional<OutgoingMove>> LoadOutgoingMove(const std::string& capsule_dir) {
+  std::string path = JoinPath(capsule_dir, kOutgoingRecord);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    if (text.status().sys_errno() == ENOENT) return std::optional<OutgoingMove>();
+    return text.status();
+  }
+  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(*text, path, Code::kCorruption));
+  if (!json.is_object() || !json.value("epoch", Json()).is_number_unsigned()) {
+    return Status::Corruption(path, "needs agent, epoch, move, phase and to");
+  }
+  OutgoingMove move;
+  move.agent = json.value("agent", "");
+  move.epoch = json["epoch"];
+  move.move = json.value("move", "");
+  move.phase = json.value("phase", "");
+  move.to = json.value("to", "");
+  return std::optional<OutgoingMove>(move);
+}
+
+Result<MoveReport> RunMove(const std::string& source, TargetApi* target, const MoveOptions& options) {
+  CAPSULE_ASSIGN_OR_RETURN(LocalCapsule local, LocalCapsule::Open(source));
+  CAPSULE_ASSIGN_OR_RETURN(std::optional<OutgoingMove> left, LoadOutgoingMove(local.dir()));
+  if (left) {
+    return Status::FailedPrecondition(local.dir(), "a move to " + left->to + " (" + left->move + ") is unresolved (" +
+                                                       left->phase + "); run capsule move --recover first");
+  }
+  Mover mover(std::move(local), target, options);
+  return mover.Run();
+}
+
+Status RecoverMove(const std::string& source, TargetApi* target, const MoveOptions& options) {
+  CAPSULE_ASSIGN_OR_RETURN(LocalCapsule local, LocalCapsule::Open(source));
+  std::string dir = local.dir();
+  CAPSULE_ASSIGN_OR_RETURN(std::optional<OutgoingMove> left, LoadOutgoingMove(dir));
+  if (!left) return Status::Ok();
+  Mover mover(std::move(local), target, options);
+  if (left->phase == "activate-sent") return mover.Resolve(*left).status();
+  Status rolled = mover.Rollback(*left, Status::Ok());
+  return rolled;
+}
+
+}  // namespace capsule::move

@@ -1,0 +1,327 @@
+#include "move/move_target.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "capsule/canonical_json.h"
+#include "capsule/environment_spec.h"
+#include "capsule/file_io.h"
+#include "capsule/holder.h"
+#include "capsule/keys.h"
+#include "capsule/layout.h"
+#include "capsule/manifest.h"
+#include "fs/control_client.h"
+#include "journal/check.h"
+#include "move/envelope.h"
+#include "move/stream_unpack.h"
+#include "move/stream_writer.h"
+
+namespace capsule::move {
+
+namespace {
+
+constexpr char kStagingDir[] = ".staging";
+constexpr char kMoveRecord[] = ".capsule/move.json";
+
+// The capsule at `from` into the empty folder `to`: blobs hard-linked (never rewritten), the
+// other files copied, and this machine's id for it. Its holder record stays behind: a staging
+// area is held by no one until activate writes one.
+Status CloneCapsule(const std::string& from, const std::string& to) {
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(from, {kLocalDir}));
+  for (const TreeEntry& entry : entries) {
+    if (IsTempDebris(entry.path)) continue;
+    std::string source = JoinPath(from, entry.path), target = JoinPath(to, entry.path);
+    if (entry.type == TreeEntry::Type::kDirectory) {
+      CAPSULE_RETURN_IF_ERROR(MakeDirectories(target));
+    } else if (entry.type == TreeEntry::Type::kFile) {
+      CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(target)));
+      if (IsBlobPath(entry.path) && ::link(source.c_str(), target.c_str()) == 0) continue;
+      CAPSULE_ASSIGN_OR_RETURN(std::string data, ReadFile(source));
+      CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(target, data));
+    }
+  }
+  std::string machine = JoinPath(from, ".capsule/machine");
+  if (PathExists(machine)) {
+    CAPSULE_ASSIGN_OR_RETURN(std::string id, ReadFile(machine));
+    CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(to, kLocalDir)));
+    CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(to, ".capsule/machine"), id));
+  }
+  return Status::Ok();
+}
+
+std::string MoveOf(const std::string& dir) {
+  Result<std::string> text = ReadFile(JoinPath(dir, kMoveRecord));
+  if (!text.ok()) return "";
+  Result<Json> json = ParseJson(*text, kMoveRecord, Code::kCorruption);
+  return json.ok() && json->is_object() ? json->value("move", "") : "";
+}
+
+}  // namespace
+
+uint64_t KnownEpoch(const std::string& dir) {
+  uint64_t epoch = 0;
+  Result<HolderRecord> record = HolderRecord::Load(dir);
+  if (record.ok()) epoch = record->epoch;
+  Result<Manifest> manifest = Manifest::Load(dir);
+  if (manifest.ok()) epoch = std::max(epoch, manifest->holder_epoch);
+  return epoch;
+}
+
+Status PrepareStaged(const std::string& staging) {
+  // When journal/render lands, the journal is rendered here for the agent's provider, so that
+  // a journal no provider would take is refused before the point of no return.
+  CAPSULE_ASSIGN_OR_RETURN(std::string journal, ReadFile(JoinPath(staging, kJournalPath)));
+  std::vector<std::string> problems = journal::CheckJournalText(journal);
+  if (!problems.empty()) return Status::Corruption("staged journal", problems.front());
+  CAPSULE_ASSIGN_OR_RETURN(std::string spec, ReadFile(JoinPath(staging, kEnvironmentSpecPath)));
+  return CheckEnvironmentSpec(spec).WithContext("staged environment spec");
+}
+
+Result<std::unique_ptr<MoveTarget>> MoveTarget::Open(const std::string& root, EvpPkeyPtr seal_key) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string key_hex, PublicKeyHex(seal_key.get()));
+  std::string staging_root = JoinPath(root, kStagingDir);
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(staging_root));
+  // Whatever a previous run left staged never activated, or is the copy an activation
+  // replaced: neither is held, both go.
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> left, ListTree(staging_root));
+  for (const TreeEntry& entry : left) {
+    if (entry.path.find('/') == std::string::npos) CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(staging_root, entry.path)));
+  }
+  return std::unique_ptr<MoveTarget>(new MoveTarget(root, std::move(seal_key), key_hex));
+}
+
+std::string MoveTarget::CapsuleDir(const std::string& agent) const { return JoinPath(root_, agent); }
+std::string MoveTarget::StagingDir(const std::string& agent) const {
+  return JoinPath(JoinPath(root_, kStagingDir), agent);
+}
+
+std::shared_ptr<std::mutex> MoveTarget::AgentLock(const std::string& agent) {
+  std::lock_guard lock(mu_);
+  std::shared_ptr<std::mutex>& slot = locks_[agent];
+  if (!slot) slot = std::make_shared<std::mutex>();
+  return slot;
+}
+
+Result<MoveTarget::Pending*> MoveTarget::Expect(const std::string& agent, const std::string& move, Phase phase,
+                                                const char* call) {
+  std::lock_guard lock(mu_);
+  auto it = pending_.find(agent);
+  if (it == pending_.end() || it->second.move != move) {
+    return Status::FailedPrecondition(std::string(call) + " of move " + move,
+                                      "no such move of agent " + agent + " is in progress here");
+  }
+  if (it->second.phase != phase) {
+    return Status::FailedPrecondition(std::string(call) + " of move " + move, "out of order");
+  }
+  return &it->second;
+}
+
+void MoveTarget::Drop(const std::string& agent) {
+  (void)RemoveTree(StagingDir(agent));
+  std::lock_guard lock(mu_);
+  pending_.erase(agent);
+}
+
+Status MoveTarget::OrDrop(const std::string& agent, Status status) {
+  if (!status.ok()) Drop(agent);
+  return status;
+}
+
+Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
+  CAPSULE_RETURN_IF_ERROR(CheckAgentId(request.agent));
+  std::shared_ptr<std::mutex> agent_lock = AgentLock(request.agent);
+  std::lock_guard guard(*agent_lock);
+  const std::string what = "offer of agent " + request.agent + " at epoch " + std::to_string(request.epoch);
+  std::string dir = CapsuleDir(request.agent);
+  bool have_copy = PathExists(JoinPath(dir, kManifestPath));
+  if (have_copy) {
+    Result<HolderRecord> record = HolderRecord::Load(dir);
+    if (record.ok() && record->state != HolderState::kRetired) {
+      return Status::FailedPrecondition(what, std::string("this machine holds the agent (") + HolderStateName(record->state) +
+                                                  " at epoch " + std::to_string(record->epoch) + ")");
+    }
+    Result<std::string> socket = fs::FindControlSocket(dir);
+    if (socket.ok() && fs::SendControl(*socket, "status").ok()) {
+      return Status::FailedPrecondition(what, "its retired copy is mounted here; unmount it first");
+    }
+    Result<Manifest> manifest = Manifest::Load(dir);
+    if (manifest.ok() && manifest->agent.id != request.agent) {
+      return Status::FailedPrecondition(what, "the folder " + dir + " holds agent " + manifest->agent.id);
+    }
+  }
+  uint64_t known = KnownEpoch(dir);
+  {
+    std::lock_guard lock(mu_);
+    auto pending = pending_.find(request.agent);
+    if (pending != pending_.end()) known = std::max(known, pending->second.epoch - (pending->second.move == request.move ? 1 : 0));
+  }
+  if (request.epoch <= known) {
+    return Status::FailedPrecondition(what, "refused: this machine knows epoch " + std::to_string(known) +
+                                                " of the agent, and an offer must be newer");
+  }
+  Drop(request.agent);  // a newer offer replaces a move that never activated
+  std::string staging = StagingDir(request.agent);
+  OfferReply reply;
+  reply.seal_key_hex = seal_key_hex_;
+  reply.held_epoch = known;
+  Status staged = [&]() -> Status {
+    CAPSULE_RETURN_IF_ERROR(MakeDirectories(staging));
+    if (have_copy) {
+      CAPSULE_RETURN_IF_ERROR(CloneCapsule(dir, staging));
+      CAPSULE_ASSIGN_OR_RETURN(reply.have, HaveOfCapsule(staging));
+    }
+    return Status::Ok();
+  }();
+  CAPSULE_RETURN_IF_ERROR(OrDrop(request.agent, staged));
+  std::lock_guard lock(mu_);
+  pending_[request.agent] = Pending{request.move, request.epoch, Phase::kOffered};
+  return reply;
+}
+
+Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& move, ByteSource* stream) {
+  std::shared_ptr<std::mutex> agent_lock = AgentLock(agent);
+  std::lock_guard guard(*agent_lock);
+  CAPSULE_ASSIGN_OR_RETURN(Pending * pending, Expect(agent, move, Phase::kOffered, "copy"));
+  std::string staging = StagingDir(agent);
+  uint64_t epoch = pending->epoch;
+  Result<HaveMap> have = [&]() -> Result<HaveMap> {
+    ApplyOptions options;
+    options.expected_phase = move::Phase::kCopy;
+    options.expected_move = move;
+    options.expected_agent = agent;
+    CAPSULE_ASSIGN_OR_RETURN(options.holder_machine, LoadOrCreateMachineId(staging));
+    options.holder_epoch = epoch;
+    // Synced at its end, while the agent still runs, so that the switch's sync has only the
+    // change to write.
+    CAPSULE_RETURN_IF_ERROR(ApplyStreamToStaging(stream, staging, options, nullptr));
+    return HaveOfCapsule(staging);
+  }();
+  if (!have.ok()) {
+    Drop(agent);
+    return have.status().WithContext("copy of move " + move);
+  }
+  std::lock_guard lock(mu_);
+  pending_[agent].phase = Phase::kCopied;
+  return have;
+}
+
+Status MoveTarget::Switch(const std::string& agent, const std::string& move, ByteSource* stream) {
+  std::shared_ptr<std::mutex> agent_lock = AgentLock(agent);
+  std::lock_guard guard(*agent_lock);
+  CAPSULE_ASSIGN_OR_RETURN(Pending * pending, Expect(agent, move, Phase::kCopied, "switch"));
+  std::string staging = StagingDir(agent);
+  uint64_t epoch = pending->epoch;
+  Status applied = [&]() -> Status {
+    CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<EnvelopeReader> opened, EnvelopeReader::Open(stream, seal_key_.get()));
+    ApplyOptions options;
+    options.sealed = true;
+    options.expected_phase = move::Phase::kSwitch;
+    options.expected_move = move;
+    options.expected_agent = agent;
+    CAPSULE_ASSIGN_OR_RETURN(options.holder_machine, LoadOrCreateMachineId(staging));
+    options.holder_epoch = epoch;
+    CAPSULE_RETURN_IF_ERROR(ApplyStreamToStaging(opened.get(), staging, options, nullptr));
+    // Applied and synced: all of it is durable before activate can be answered.
+    return PrepareStaged(staging);
+  }();
+  CAPSULE_RETURN_IF_ERROR(OrDrop(agent, applied.WithContext("switch of move " + move)));
+  std::lock_guard lock(mu_);
+  pending_[agent].phase = Phase::kSwitched;
+  return Status::Ok();
+}
+
+Status MoveTarget::Activate(const std::string& agent, const std::string& move, uint64_t epoch) {
+  std::shared_ptr<std::mutex> agent_lock = AgentLock(agent);
+  std::lock_guard guard(*agent_lock);
+  std::string dir = CapsuleDir(agent);
+  Result<HolderRecord> held = HolderRecord::Load(dir);
+  if (held.ok() && held->epoch == epoch && held->state != HolderState::kRetired && MoveOf(dir) == move) {
+    return Status::Ok();  // this move activated already (its reply was lost): the same answer
+  }
+  CAPSULE_ASSIGN_OR_RETURN(Pending * pending, Expect(agent, move, Phase::kSwitched, "activate"));
+  if (pending->epoch != epoch) {
+    return Status::FailedPrecondition("activate of move " + move, "offered at epoch " + std::to_string(pending->epoch) +
+                                                                     ", not " + std::to_string(epoch));
+  }
+  std::string staging = StagingDir(agent);
+  Status done = [&]() -> Status {
+    CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
+    HolderRecord record{agent, machine, epoch, HolderState::kActive};
+    CAPSULE_RETURN_IF_ERROR(record.Save(staging));
+    // The one step that makes this machine the holder.
+    if (PathExists(dir)) {
+      if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
+        return Status::IOError(dir, errno);
+      }
+    } else if (::rename(staging.c_str(), dir.c_str()) != 0) {
+      return Status::IOError(dir, errno);
+    }
+    CAPSULE_RETURN_IF_ERROR(SyncDirectory(root_));
+    return Status::Ok();
+  }();
+  if (!done.ok()) {
+    Drop(agent);
+    return done.WithContext("activate of move " + move);
+  }
+  {
+    std::lock_guard lock(mu_);
+    pending_.erase(agent);
+  }
+  // The staging area now holds the copy this one replaced, if any: it goes after the answer,
+  // under another name so that the next offer's staging area is not in its way (and a crash
+  // leaves it under .staging/, which the next start empties).
+  if (PathExists(staging)) {
+    std::string old = JoinPath(JoinPath(root_, kStagingDir), ".replaced-" + move);
+    if (::rename(staging.c_str(), old.c_str()) == 0) {
+      std::thread([old] { (void)RemoveTree(old); }).detach();
+    } else {
+      (void)RemoveTree(staging);
+    }
+  }
+  if (on_activated_) on_activated_(agent, dir);
+  return Status::Ok();
+}
+
+Result<QueryReply> MoveTarget::Query(const std::string& agent, const std::string& move) {
+  CAPSULE_RETURN_IF_ERROR(CheckAgentId(agent));
+  std::shared_ptr<std::mutex> agent_lock = AgentLock(agent);
+  std::lock_guard guard(*agent_lock);
+  {
+    // The answer is final: a move not activated now never will be, so a late activate
+    // (from a connection the source gave up on) cannot make two holders.
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(agent);
+    if (it != pending_.end() && it->second.move == move) {
+      pending_.erase(it);
+      (void)RemoveTree(StagingDir(agent));
+    }
+  }
+  QueryReply reply;
+  Result<HolderRecord> record = HolderRecord::Load(CapsuleDir(agent));
+  if (record.ok() && record->agent == agent) {
+    reply.epoch = record->epoch;
+    reply.state = HolderStateName(record->state);
+  } else {
+    reply.state = "none";
+  }
+  return reply;
+}
+
+Status MoveTarget::Abort(const std::string& agent, const std::string& move) {
+  std::shared_ptr<std::mutex> agent_lock = AgentLock(agent);
+  std::lock_guard guard(*agent_lock);
+  bool ours = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(agent);
+    ours = it != pending_.end() && it->second.move == move;
+  }
+  if (ours) Drop(agent);
+  return Status::Ok();
+}
+
+}  // namespace capsule::move

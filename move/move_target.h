@@ -1,0 +1,88 @@
+// The target of a move: the sidecar's side of the calls in target_api.h, over a root folder.
+//
+//   ROOT/<agent-id>/           a capsule this machine holds, or held (a retired copy)
+//   ROOT/.staging/<agent-id>/  the capsule being built by the move in progress for that agent
+//
+// The holder record of each capsule stays its .capsule/holder.json. A staging area is a
+// whole capsule folder: a clone of the retired copy (blobs hard-linked) when there is one, to
+// which the copy and then the switch are applied. Activate writes the new holder record
+// (epoch, active) inside the staging area, then puts it in the capsule's place with one
+// rename (or an exchange, the old copy then being removed). Hence, after a crash, whatever
+// lies under ROOT/.staging/ is either a move that never activated or the old copy an
+// activation replaced: Open() removes it all, and the holder record of ROOT/<agent-id>
+// alone says which epoch this machine holds. No guessing, no timeout.
+//
+// Thread-safety: every call takes the agent's lock; calls for different agents run at once.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "capsule/openssl_handles.h"
+#include "move/target_api.h"
+
+namespace capsule::move {
+
+class MoveTarget : public TargetApi {
+ public:
+  // Opens (creating) the root and empties every staging area a previous run left.
+  // `seal_key`: this sidecar's X25519 private key; switches are sealed to its public half.
+  static Result<std::unique_ptr<MoveTarget>> Open(const std::string& root, EvpPkeyPtr seal_key);
+
+  Result<OfferReply> Offer(const OfferRequest& request) override;
+  Result<HaveMap> Copy(const std::string& agent, const std::string& move, ByteSource* stream) override;
+  Status Switch(const std::string& agent, const std::string& move, ByteSource* stream) override;
+  Status Activate(const std::string& agent, const std::string& move, uint64_t epoch) override;
+  Result<QueryReply> Query(const std::string& agent, const std::string& move) override;
+  Status Abort(const std::string& agent, const std::string& move) override;
+
+  // Called after an activation, with the agent and its capsule folder (to mount it).
+  void set_on_activated(std::function<void(const std::string&, const std::string&)> hook) {
+    on_activated_ = std::move(hook);
+  }
+
+  const std::string& root() const { return root_; }
+  std::string CapsuleDir(const std::string& agent) const;
+  std::string StagingDir(const std::string& agent) const;
+
+ private:
+  enum class Phase { kOffered, kCopied, kSwitched };
+  struct Pending {
+    std::string move;
+    uint64_t epoch = 0;
+    Phase phase = Phase::kOffered;
+  };
+
+  MoveTarget(std::string root, EvpPkeyPtr seal_key, std::string seal_key_hex)
+      : root_(std::move(root)), seal_key_(std::move(seal_key)), seal_key_hex_(std::move(seal_key_hex)) {}
+
+  std::shared_ptr<std::mutex> AgentLock(const std::string& agent);
+  // The pending move of `agent` when it is `move` in `phase`; FailedPrecondition otherwise.
+  Result<Pending*> Expect(const std::string& agent, const std::string& move, Phase phase, const char* call);
+  // Empties the agent's staging area and forgets its pending move.
+  void Drop(const std::string& agent);
+  // Runs `step`; on failure the move is rolled back here (Drop) before the error returns.
+  Status OrDrop(const std::string& agent, Status status);
+
+  std::string root_;
+  EvpPkeyPtr seal_key_;
+  std::string seal_key_hex_;
+  std::function<void(const std::string&, const std::string&)> on_activated_;
+  std::mutex mu_;  // guards locks_ and pending_
+  std::map<std::string, std::shared_ptr<std::mutex>> locks_;
+  std::map<std::string, Pending> pending_;
+};
+
+// The newest epoch this machine knows for the capsule at `dir`: its holder record's, or the
+// manifest's when the record is lost (a machine is never fooled into taking an older epoch
+// by losing its record). 0 when there is no capsule.
+uint64_t KnownEpoch(const std::string& dir);
+
+// Where the journal would be rendered and the sandbox checked before activation: today the
+// staged capsule's journal chains and its environment spec (see man/capsule-protocol.7).
+Status PrepareStaged(const std::string& staging);
+
+}  // namespace capsule::move

@@ -1,0 +1,45 @@
+// The calls of target_api.h over a connection (wire.h), both ends:
+// RemoteTarget makes them for the source, ServeConnection answers them for a sidecar.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "move/target_api.h"
+#include "move/wire.h"
+
+namespace capsule::move {
+
+// Opens a new connection to the target (TLS in the CLI, a socketpair in tests).
+using Dialer = std::function<Result<std::unique_ptr<Connection>>()>;
+
+// One connection at a time, dialed on first use and again after any failure, so that a query
+// after a cut link reaches the target if it can be reached at all. Every transport failure is
+// Unavailable naming the target: the caller cannot tell whether the call ran.
+class RemoteTarget : public TargetApi {
+ public:
+  RemoteTarget(std::string name, Dialer dial) : name_(std::move(name)), dial_(std::move(dial)) {}
+
+  Result<OfferReply> Offer(const OfferRequest& request) override;
+  Result<HaveMap> Copy(const std::string& agent, const std::string& move, ByteSource* stream) override;
+  Status Switch(const std::string& agent, const std::string& move, ByteSource* stream) override;
+  Status Activate(const std::string& agent, const std::string& move, uint64_t epoch) override;
+  Result<QueryReply> Query(const std::string& agent, const std::string& move) override;
+  Status Abort(const std::string& agent, const std::string& move) override;
+
+ private:
+  // Sends `request` (and `body`, when given, as chunks) and reads the reply.
+  Result<Json> Call(const Json& request, ByteSource* body = nullptr);
+  Status Lost(const Status& why);
+
+  std::string name_;
+  Dialer dial_;
+  std::unique_ptr<Connection> conn_;
+};
+
+// Answers calls read from `conn` with `target` until the peer ends the connection or it
+// fails. A body that a call stops reading early is drained, so the next request is found.
+Status ServeConnection(Connection* conn, TargetApi* target);
+
+}  // namespace capsule::move

@@ -1,0 +1,36 @@
+// The move protocol over the TLS transport: a TLS connection as a move::Connection, and a
+// Dialer that opens one to a sidecar.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "move/remote_target.h"
+#include "move/tls_channel.h"
+
+namespace capsule::move {
+
+// Seconds a sidecar connection waits for the peer to move a byte before it is given up.
+inline constexpr int kLinkTimeoutSeconds = 300;
+
+class TlsLink : public Connection {
+ public:
+  explicit TlsLink(std::unique_ptr<TlsConnection> conn) : conn_(std::move(conn)) {}
+  ByteSource* in() override { return conn_.get(); }
+  ByteSink* out() override { return conn_.get(); }
+  void Close() override { (void)conn_->Close(); }
+  std::string peer() const override { return conn_->peer(); }
+
+ private:
+  std::unique_ptr<TlsConnection> conn_;
+};
+
+inline Dialer TlsDialer(const std::string& to, const TlsCredentials& credentials) {
+  return [to, credentials]() -> Result<std::unique_ptr<Connection>> {
+    CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<TlsConnection> conn, TlsConnect(to, credentials, 30));
+    conn->set_timeout_seconds(kLinkTimeoutSeconds);
+    return std::unique_ptr<Connection>(new TlsLink(std::move(conn)));
+  };
+}
+
+}  // namespace capsule::move

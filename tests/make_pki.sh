@@ -1,0 +1,58 @@
+#!/bin/bash
+# Writes a throwaway PKI for tests, demos and benchmarks of the sidecar transport:
+#   ca.pem ca.key              the CA both sidecars trust
+#   server.pem server.key      CN=sidecar-a, signed by the CA
+#   client.pem client.key      CN=sidecar-b, signed by the CA
+#   rogue-ca.pem rogue-ca.key  a second CA nobody trusts
+#   rogue.pem rogue.key        CN=sidecar-a, signed by the rogue CA (same name, wrong CA)
+# Keys are EC P-256 (ECDSA works for TLS 1.3 on both ends in every OpenSSL 3.0); certificates
+# are valid for 2 days. Never use these outside tests: the keys are unencrypted.
+# Usage: tests/make_pki.sh OUTDIR
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 OUTDIR" >&2
+  exit 2
+fi
+out=$1
+mkdir -p "$out"
+cd "$out"
+
+days=2
+# A configuration of our own so that the system's openssl.cnf adds no extensions of its own.
+config=$(mktemp)
+trap 'rm -f "$config"' EXIT
+printf '%s\n' '[req]' 'distinguished_name = dn' 'prompt = no' '[dn]' > "$config"
+
+# new_cert NAME CN ISSUER EXTENSIONS...: a P-256 key NAME.key and certificate NAME.pem, signed
+# by ISSUER ("self" for a CA), one openssl run each so that the whole PKI takes well under 1 s.
+new_cert() {
+  local name=$1 cn=$2 issuer=$3
+  shift 3
+  local signer=()
+  [[ $issuer != self ]] && signer=(-CA "$issuer.pem" -CAkey "$issuer.key")
+  local ext=()
+  for e in "$@"; do ext+=(-addext "$e"); done
+  openssl req -config "$config" -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$name.key" -subj "/CN=$cn" -days "$days" -sha256 "${signer[@]}" "${ext[@]}" \
+    -out "$name.pem" 2>/dev/null
+  chmod 600 "$name.key"
+}
+
+new_ca() {
+  new_cert "$1" "$2" self "basicConstraints=critical,CA:TRUE" \
+    "keyUsage=critical,keyCertSign,cRLSign" "subjectKeyIdentifier=hash"
+}
+
+# Usable for both client and server authentication, so that either sidecar may hold any.
+new_leaf() {
+  new_cert "$1" "$2" "$3" "basicConstraints=critical,CA:FALSE" \
+    "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth,clientAuth" \
+    "subjectAltName=DNS:$2"
+}
+
+new_ca ca "capsulefs test CA"
+new_leaf server sidecar-a ca
+new_leaf client sidecar-b ca
+new_ca rogue-ca "rogue CA"
+new_leaf rogue sidecar-a rogue-ca

@@ -1,0 +1,319 @@
+// End-to-end moves through the real binaries: two `capsule serve` sidecars on loopback (TLS
+// 1.3, certificates from tests/make_pki.sh), a real capsulefs mount as the source, a writer
+// that keeps writing files/ during the move, a link cut mid-stream (tests/cut_proxy), and a
+// client whose certificate no sidecar trusts.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "capsule/file_io.h"
+#include "capsule/holder.h"
+#include "tests/cli_runner.h"
+#include "tests/cut_proxy.h"
+
+namespace capsule {
+namespace {
+
+using testing::MakeTempDir;
+using testing::RunCapsule;
+using testing::RunProgram;
+
+constexpr long kFuseSuperMagic = 0x65735546;
+
+bool IsMounted(const std::string& mnt) {
+  struct statfs st;
+  return ::statfs(mnt.c_str(), &st) == 0 && st.f_type == kFuseSuperMagic;
+}
+
+void Unmount(const std::string& mnt) {
+  for (int i = 0; i < 100 && IsMounted(mnt); ++i) {
+    if (RunProgram("fusermount3", {"-u", mnt}).exit_code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// ./capsulefs DIR MNT -f in a child, unmounted and reaped when destroyed.
+class Mount {
+ public:
+  Mount(std::string dir, std::string mnt) : mnt_(std::move(mnt)) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::execl("./capsulefs", "capsulefs", dir.c_str(), mnt_.c_str(), "-f", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 500 && !IsMounted(mnt_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ~Mount() {
+    Unmount(mnt_);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  bool up() const { return IsMounted(mnt_); }
+
+ private:
+  std::string mnt_;
+  pid_t pid_ = -1;
+};
+
+// ./capsule serve in a child; the port is read from its first line.
+class Sidecar {
+ public:
+  Sidecar(const std::string& root, const std::string& pki, const std::string& seal_key,
+          const std::string& mount_to = "") {
+    int out[2];
+    EXPECT_EQ(::pipe(out), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::close(out[0]);
+      std::vector<std::string> args = {"capsule", "serve", "--root", root, "--listen", "127.0.0.1:0",
+                                       "--cert", pki + "/server.pem", "--key", pki + "/server.key",
+                                       "--ca", pki + "/ca.pem", "--seal-key", seal_key};
+      if (!mount_to.empty()) {
+        args.push_back("--mount-to");
+        args.push_back(mount_to);
+      }
+      std::vector<char*> argv;
+      for (std::string& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      ::execv("./capsule", argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    std::string line;
+    char c;
+    while (::read(out[0], &c, 1) == 1 && c != '\n') line.push_back(c);
+    out_ = UniqueFd(out[0]);
+    EXPECT_EQ(line.rfind("listening on 127.0.0.1:", 0), 0u) << line;
+    address_ = line.substr(std::string("listening on ").size());
+  }
+  ~Sidecar() {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  const std::string& address() const { return address_; }
+
+ private:
+  pid_t pid_ = -1;
+  UniqueFd out_;
+  std::string address_;
+};
+
+std::string StateOf(const std::string& dir) {
+  Result<HolderRecord> record = HolderRecord::Load(dir);
+  if (!record.ok()) return PathExists(dir) ? "none" : "absent";
+  return std::string(HolderStateName(record->state)) + "@" + std::to_string(record->epoch);
+}
+
+int Put(const std::string& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return errno;
+  if (::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
+    int err = errno;
+    ::close(fd);
+    return err;
+  }
+  return ::close(fd) == 0 ? 0 : errno;
+}
+
+class MoveE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = MakeTempDir("move-e2e");
+    pki_ = root_ + "/pki";
+    ASSERT_EQ(testing::Shell("tests/make_pki.sh " + pki_ + " >/dev/null"), 0);
+    seal_ = root_ + "/seal.key";
+    ASSERT_EQ(RunCapsule({"keygen", "--type", "x25519", "-o", seal_}).exit_code, 0);
+    a_ = root_ + "/a";
+    b_ = root_ + "/b";
+    std::string ws = root_ + "/ws";
+    ASSERT_TRUE(MakeDirectories(ws).ok());
+    ASSERT_TRUE(WriteFileAtomic(ws + "/README.md", "# sample\n").ok());
+    ASSERT_TRUE(WriteFileAtomic(ws + "/big.bin", std::string(4 << 20, 'b')).ok());
+    auto init = RunCapsule({"init", Src(), "--id", "agent-1", "--name", "Agent", "--workspace", ws});
+    ASSERT_EQ(init.exit_code, 0) << init.err;
+  }
+
+  std::string Src() const { return a_ + "/agent-1"; }
+  std::string Dst() const { return b_ + "/agent-1"; }
+
+  testing::RunResult Move(const std::string& source, const std::string& to, const std::string& who = "client") {
+    return RunCapsule({"move", source, "--to", to, "--cert", pki_ + "/" + who + ".pem", "--key",
+                       pki_ + "/" + who + ".key", "--ca", pki_ + "/ca.pem"});
+  }
+
+  void ExpectVerifies(const std::string& dir) {
+    auto verify = RunCapsule({"verify", dir});
+    EXPECT_EQ(verify.exit_code, 0) << dir << ": " << verify.out << verify.err;
+  }
+
+  std::string root_, pki_, seal_, a_, b_;
+};
+
+TEST_F(MoveE2eTest, MoveFromAMountWhileAWriterWritesLosesNothingAndRetiresTheOldMount) {
+  std::string mnt = root_ + "/mnt", mount_to = root_ + "/mounted";
+  ASSERT_TRUE(MakeDirectories(mnt + "").ok());
+  Sidecar target(b_, pki_, seal_, mount_to);
+  std::set<int> written;
+  std::atomic<bool> stop{false};
+  std::atomic<int> last_error{0};
+  {
+    Mount mount(Src(), mnt);
+    ASSERT_TRUE(mount.up());
+    ASSERT_TRUE(MakeDirectories(mnt + "/files/w").ok());
+    std::thread writer([&] {
+      for (int i = 0; !stop && i < 100000; ++i) {
+        int err = Put(mnt + "/files/w/" + std::to_string(i) + ".txt", "line " + std::to_string(i) + "\n");
+        if (err != 0) {
+          last_error = err;
+          return;
+        }
+        written.insert(i);  // the writer was told this one is written
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto moved = Move(mnt, target.address());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stop = true;
+    writer.join();
+    ASSERT_EQ(moved.exit_code, 0) << moved.err;
+    EXPECT_NE(moved.out.find("at epoch 2"), std::string::npos) << moved.out;
+    EXPECT_EQ(last_error.load(), EROFS) << "the writer was stopped by the retirement, with EROFS";
+    EXPECT_EQ(Put(mnt + "/files/after.txt", "no\n"), EROFS);
+    EXPECT_GT(written.size(), 10u) << "the writer kept writing while the copy ran";
+  }
+  EXPECT_EQ(StateOf(Src()), "retired@1");
+  EXPECT_EQ(StateOf(Dst()), "active@2");
+  ExpectVerifies(Src());
+  ExpectVerifies(Dst());
+  // The target mounted what it took over: every file the writer was told was written is there.
+  std::string there = mount_to + "/agent-1";
+  ASSERT_TRUE(IsMounted(there));
+  int missing = 0;
+  for (int i : written) {
+    Result<std::string> text = ReadFile(there + "/files/w/" + std::to_string(i) + ".txt");
+    if (!text.ok() || *text != "line " + std::to_string(i) + "\n") ++missing;
+  }
+  EXPECT_EQ(missing, 0) << "of " << written.size() << " files the writer was told were written";
+  EXPECT_EQ(Put(there + "/files/on-b.txt", "yes\n"), 0) << "the new holder's mount takes writes";
+  Unmount(there);
+}
+
+TEST_F(MoveE2eTest, ConnectionCutMidStreamRollsBack) {
+  Sidecar target(b_, pki_, seal_);
+  Result<std::unique_ptr<testing::CutProxy>> proxy = testing::CutProxy::Start(target.address());
+  ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+  (*proxy)->CutAfter(1 << 20);  // a quarter into the 4 MiB file
+  auto cut = Move(Src(), (*proxy)->address());
+  EXPECT_EQ(cut.exit_code, 1) << cut.out << cut.err;
+  EXPECT_NE(cut.err.find("capsule: "), std::string::npos) << cut.err;
+  EXPECT_GE((*proxy)->cuts(), 1);
+  EXPECT_EQ(StateOf(Src()), "active@1") << "rolled back: the source runs on at its old epoch";
+  EXPECT_FALSE(PathExists(Dst()));
+  // The target noticed the dead link and emptied its staging area.
+  for (int i = 0; i < 100 && PathExists(b_ + "/.staging/agent-1"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(PathExists(b_ + "/.staging/agent-1"));
+  ExpectVerifies(Src());
+  // With the link healed the same move goes through.
+  (*proxy)->CutAfter(testing::CutProxy::kNever);
+  auto again = Move(Src(), (*proxy)->address());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(StateOf(Dst()), "active@2");
+  ExpectVerifies(Dst());
+}
+
+TEST_F(MoveE2eTest, UntrustedClientIsRefusedBeforeAnyByteMoves) {
+  Sidecar target(b_, pki_, seal_);
+  auto rogue = Move(Src(), target.address(), "rogue");
+  EXPECT_EQ(rogue.exit_code, 1) << rogue.out << rogue.err;
+  EXPECT_NE(rogue.err.find("capsule: "), std::string::npos);
+  EXPECT_EQ(StateOf(Src()), "active@1");
+  EXPECT_FALSE(PathExists(Dst()));
+  EXPECT_FALSE(PathExists(b_ + "/.staging/agent-1"));
+}
+
+TEST_F(MoveE2eTest, MoveBackSendsOnlyTheChangeAndAStaleOfferIsRefused) {
+  Sidecar sidecar_b(b_, pki_, seal_);
+  Sidecar sidecar_a(a_, pki_, seal_);
+  ASSERT_EQ(Move(Src(), sidecar_b.address()).exit_code, 0);
+  auto log = RunCapsule({"log", "append", Dst(), "--type", "user_message", "--data", R"({"text":"on b"})"});
+  ASSERT_EQ(log.exit_code, 0) << log.err;
+  auto back = RunCapsule({"move", Dst(), "--to", sidecar_a.address(), "--cert", pki_ + "/client.pem", "--key",
+                          pki_ + "/client.key", "--ca", pki_ + "/ca.pem", "--json"});
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_NE(back.out.find(R"("copy_files":1)"), std::string::npos) << "only the journal: " << back.out;
+  EXPECT_EQ(StateOf(Src()), "active@3");
+  EXPECT_EQ(StateOf(Dst()), "retired@2");
+  ExpectVerifies(Src());
+  // B, woken with a stale record that says it runs the agent at epoch 2, offers epoch 3 to A.
+  HolderRecord stale = *HolderRecord::Load(Dst());
+  stale.state = HolderState::kActive;
+  ASSERT_TRUE(stale.Save(Dst()).ok());
+  auto refused = Move(Dst(), sidecar_a.address());
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("holds the agent"), std::string::npos) << refused.err;
+  EXPECT_EQ(StateOf(Src()), "active@3");
+}
+
+TEST_F(MoveE2eTest, RestartedSidecarsResolveWhatAMoveLeftWithoutGuessing) {
+  // What a crash of both ends right after "activate sent" leaves, when activate never
+  // arrived: the source frozen with its move recorded, the target with a staging area.
+  ASSERT_TRUE(MakeDirectories(b_ + "/.staging/agent-1/files").ok());
+  HolderRecord frozen = *HolderRecord::Load(Src());
+  frozen.state = HolderState::kFrozen;
+  ASSERT_TRUE(frozen.Save(Src()).ok());
+  {
+    Sidecar target(b_, pki_, seal_);  // restarted: empties its staging areas
+    EXPECT_FALSE(PathExists(b_ + "/.staging/agent-1"));
+    std::string record = R"({"agent":"agent-1","epoch":2,"move":"0123456789abcdef0123456789abcdef",)"
+                         R"("phase":"activate-sent","to":")" + target.address() + "\"}\n";
+    ASSERT_TRUE(WriteFileAtomic(Src() + "/.capsule/move-out.json", record).ok());
+    // A new move waits for the old one to be resolved.
+    auto refused = Move(Src(), target.address());
+    EXPECT_EQ(refused.exit_code, 1);
+    EXPECT_NE(refused.err.find("unresolved"), std::string::npos) << refused.err;
+    Sidecar source(a_, pki_, seal_);  // restarted: asks the target, which holds nothing: thaw
+    for (int i = 0; i < 100 && StateOf(Src()) != "active@1"; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(StateOf(Src()), "active@1");
+    EXPECT_FALSE(PathExists(Src() + "/.capsule/move-out.json"));
+    EXPECT_FALSE(PathExists(Dst()));
+    // And the agent moves on as usual afterwards.
+    auto moved = Move(Src(), target.address());
+    ASSERT_EQ(moved.exit_code, 0) << moved.err;
+    EXPECT_EQ(StateOf(Dst()), "active@2");
+  }
+}
+
+TEST_F(MoveE2eTest, ARecordedMoveIsResolvedByRecoverOnceTheTargetAnswers) {
+  Sidecar target(b_, pki_, seal_);
+  ASSERT_EQ(Move(Src(), target.address()).exit_code, 0);
+  // As if the source had crashed after activate was answered but before it retired.
+  HolderRecord frozen = *HolderRecord::Load(Src());
+  frozen.state = HolderState::kFrozen;
+  ASSERT_TRUE(frozen.Save(Src()).ok());
+  std::string record = R"({"agent":"agent-1","epoch":2,"move":"0123456789abcdef0123456789abcdef",)"
+                       R"("phase":"activate-sent","to":")" + target.address() + "\"}\n";
+  ASSERT_TRUE(WriteFileAtomic(Src() + "/.capsule/move-out.json", record).ok());
+  auto recovered = RunCapsule({"move", Src(), "--to", target.address(), "--cert", pki_ + "/client.pem", "--key",
+                               pki_ + "/client.key", "--ca", pki_ + "/ca.pem", "--recover"});
+  ASSERT_EQ(recovered.exit_code, 0) << recovered.err;
+  EXPECT_EQ(StateOf(Src()), "retired@1") << "the target holds the new epoch: the source retires";
+  EXPECT_EQ(StateOf(Dst()), "active@2");
+}
+
+}  // namespace
+}  // namespace capsule
