@@ -233,6 +233,22 @@ TEST_F(TlsChannelTest, RogueBytesNeverReachTheServerAndTheListenerStaysUsable) {
   EXPECT_EQ(*data, "mine");
 }
 
+TEST_F(TlsChannelTest, ClientWithExpiredCertificateIsRefused) {
+  auto listener = StartListener();
+  ASSERT_NE(listener, nullptr);
+  auto accepted = std::async(std::launch::async, [&] { return listener->Accept(); });
+  auto connected = TlsConnect(Address(*listener), Creds("expired"));
+  ASSERT_FALSE(connected.ok());
+  EXPECT_EQ(connected.status().code(), Code::kPermissionDenied) << connected.status().ToString();
+  auto got = accepted.get();
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kPermissionDenied) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("certificate has expired"), std::string::npos)
+      << got.status().ToString();
+  EXPECT_NE(got.status().message().find("outside its validity period"), std::string::npos)
+      << got.status().ToString();
+}
+
 TEST_F(TlsChannelTest, ClientWithoutCertificateIsRefused) {
   auto listener = StartListener();
   ASSERT_NE(listener, nullptr);
