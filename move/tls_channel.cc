@@ -649,8 +649,9 @@ Result<std::unique_ptr<TlsConnection>> TlsListener::Accept() {
   if (ssl == nullptr) return OpenSslError("SSL_new", Code::kIOError);
   CAPSULE_RETURN_IF_ERROR(AttachSocket(ssl.get(), fd.get()));
   SSL_set_accept_state(ssl.get());
-  CAPSULE_RETURN_IF_ERROR(RunHandshake(ssl.get(), fd.get(), Deadline(handshake_timeout_seconds_),
-                                       handshake_timeout_seconds_, wake_fd_.get(), peer));
+  const int handshake_timeout = handshake_timeout_seconds_.load();
+  CAPSULE_RETURN_IF_ERROR(RunHandshake(ssl.get(), fd.get(), Deadline(handshake_timeout),
+                                       handshake_timeout, wake_fd_.get(), peer));
   CAPSULE_RETURN_IF_ERROR(CheckVerified(ssl.get(), peer));
   std::string common_name = CommonNameOf(ssl.get());
   return std::make_unique<TlsConnection>(std::move(fd), std::move(ssl), peer,

@@ -17,8 +17,9 @@
 //
 // No part of this ever raises SIGPIPE: bytes go to the socket through send(MSG_NOSIGNAL).
 //
-// Thread-safety: a TlsConnection is used by one thread at a time (reads and writes alike).
-// TlsListener::Accept is called from one thread at a time; Shutdown from any thread.
+// Thread-safety: a TlsConnection is used by one thread at a time (reads and writes alike);
+// different connections are independent. Every TlsListener method may be called from any
+// thread, Accept from several at once (see Accept).
 #pragma once
 
 #include <atomic>
@@ -106,6 +107,9 @@ class TlsListener {
   // certificate, or one not chaining to the CA, or offers less than TLS 1.3, fails here with
   // PermissionDenied naming the peer and the reason; a peer that vanishes or stalls during the
   // handshake fails with Unavailable. Either way the listener stays usable.
+  // The handshake runs inside Accept, so a peer that is slow to complete it holds this call
+  // for up to the handshake timeout; a server that must not wait on one peer calls Accept from
+  // several threads at once (each connection goes to exactly one of them).
   Result<std::unique_ptr<TlsConnection>> Accept();
 
   // Makes a blocked Accept return (Unavailable) so a server can stop, and every later Accept
@@ -124,7 +128,7 @@ class TlsListener {
   SslCtxPtr ctx_;
   uint16_t port_;
   std::atomic<bool> shut_down_{false};
-  int handshake_timeout_seconds_ = 30;
+  std::atomic<int> handshake_timeout_seconds_{30};
 };
 
 // Connects and completes the handshake within `timeout_seconds` (0 = no limit). The server's

@@ -423,6 +423,42 @@ TEST_F(TlsChannelTest, ShutdownUnblocksAcceptMidHandshake) {
   EXPECT_EQ(accepted.get().status().code(), Code::kUnavailable);
 }
 
+TEST_F(TlsChannelTest, ConcurrentAcceptsLetATrustedPeerPastAStalledOne) {
+  // Two Accepts on two threads; a peer that connects and says nothing holds one of them in
+  // its handshake, and the other serves a trusted client meanwhile.
+  auto listener = StartListener();
+  ASSERT_NE(listener, nullptr);
+  std::future<Result<std::unique_ptr<TlsConnection>>> accepts[2];
+  for (auto& accept : accepts) {
+    accept = std::async(std::launch::async, [&] { return listener->Accept(); });
+  }
+  UniqueFd mute(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(listener->port());
+  ASSERT_EQ(connect(mute.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  auto client = TlsConnect(Address(*listener), Client(), 10);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  // The one that served the client returns; the other is still waiting on the mute peer.
+  int served = -1;
+  for (int tries = 0; served < 0 && tries < 1000; ++tries) {
+    for (int i = 0; i < 2; ++i) {
+      if (accepts[i].wait_for(std::chrono::milliseconds(5)) == std::future_status::ready) {
+        served = i;
+      }
+    }
+  }
+  ASSERT_GE(served, 0);
+  auto server = accepts[served].get();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  EXPECT_EQ((*server)->peer_common_name(), "sidecar-b");
+  auto& stalled = accepts[1 - served];
+  EXPECT_EQ(stalled.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  listener->Shutdown();
+  EXPECT_EQ(stalled.get().status().code(), Code::kUnavailable);
+}
+
 TEST_F(TlsChannelTest, SilentClientTimesOutInTheHandshake) {
   auto listener = StartListener();
   ASSERT_NE(listener, nullptr);
