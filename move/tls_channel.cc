@@ -277,6 +277,10 @@ std::string CommonNameOf(SSL* ssl) {
   if (length < 0) return "";
   std::string name(reinterpret_cast<char*>(utf8), static_cast<size_t>(length));
   OPENSSL_free(utf8);
+  // The name ends up in messages on a terminal: no control characters from a certificate.
+  for (char& c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
   return name;
 }
 
