@@ -299,6 +299,9 @@ std::string Explain(unsigned long error, long verify) {
     case X509_V_ERR_CERT_HAS_EXPIRED:
     case X509_V_ERR_CERT_NOT_YET_VALID:
       return "; the peer's certificate is outside its validity period (check both clocks)";
+    case X509_V_ERR_INVALID_PURPOSE:
+      return "; the peer's certificate does not allow this use (a sidecar's needs "
+             "extendedKeyUsage serverAuth and clientAuth)";
     default:
       break;
   }
@@ -306,6 +309,8 @@ std::string Explain(unsigned long error, long verify) {
   switch (ERR_GET_REASON(error)) {
     case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
     case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
     case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
       return "; the peer does not accept this end's certificate";
     case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:

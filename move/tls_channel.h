@@ -36,6 +36,9 @@
 
 namespace capsule::move {
 
+// Either sidecar may be either end, so a certificate should allow both TLS client and server
+// use (extendedKeyUsage serverAuth,clientAuth, or none at all), as tests/make_pki.sh makes
+// them. `ca_file` must hold the root: an intermediate alone is not accepted as an anchor.
 struct TlsCredentials {
   std::string cert_file;  // PEM certificate (chain) of this end
   std::string key_file;   // PEM private key of this end
@@ -92,9 +95,9 @@ class TlsConnection : public ByteSource, public ByteSink {
 
 class TlsListener {
  public:
-  // "HOST:PORT" ("[::1]:PORT" for IPv6); PORT 0 picks a free port (see port()). Refuses bad
-  // credentials with a clear error (file missing, key not matching the certificate, CA
-  // unreadable).
+  // "HOST:PORT" ("[::1]:PORT" for IPv6, ":PORT" for every IPv4 address); PORT 0 picks a free
+  // port (see port()). Refuses bad credentials with a clear error (file missing, key not
+  // matching the certificate, CA unreadable).
   static Result<std::unique_ptr<TlsListener>> Listen(const std::string& host_port,
                                                      const TlsCredentials& credentials);
   ~TlsListener();
@@ -134,9 +137,9 @@ class TlsListener {
 // Connects and completes the handshake within `timeout_seconds` (0 = no limit). The server's
 // certificate must chain to the CA; the host name is not checked against the certificate
 // (peers are identified by CA membership, see above). Returns once the server has accepted
-// this end's certificate. Errors: Unavailable (cannot connect, or the server vanished),
-// PermissionDenied (handshake refused, by either end), InvalidArgument/NotFound (bad
-// credentials or address).
+// this end's certificate. Errors: Unavailable (cannot resolve or connect, the server vanished
+// or did not finish in time), PermissionDenied (handshake refused, by either end),
+// InvalidArgument (malformed address or credentials), NotFound (a credentials file missing).
 Result<std::unique_ptr<TlsConnection>> TlsConnect(const std::string& host_port,
                                                   const TlsCredentials& credentials,
                                                   int timeout_seconds = 30);
