@@ -249,6 +249,21 @@ TEST_F(TlsChannelTest, ClientWithExpiredCertificateIsRefused) {
       << got.status().ToString();
 }
 
+TEST_F(TlsChannelTest, CertificateForServersOnlyIsRefusedAsAClient) {
+  // Either sidecar may dial the other, so a certificate must allow client use too.
+  auto listener = StartListener();
+  ASSERT_NE(listener, nullptr);
+  auto accepted = std::async(std::launch::async, [&] { return listener->Accept(); });
+  auto connected = TlsConnect(Address(*listener), Creds("server-only"));
+  ASSERT_FALSE(connected.ok());
+  EXPECT_EQ(connected.status().code(), Code::kPermissionDenied) << connected.status().ToString();
+  auto got = accepted.get();
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kPermissionDenied) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("does not allow this use"), std::string::npos)
+      << got.status().ToString();
+}
+
 TEST_F(TlsChannelTest, ClientWithoutCertificateIsRefused) {
   auto listener = StartListener();
   ASSERT_NE(listener, nullptr);
