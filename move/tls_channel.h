@@ -95,9 +95,10 @@ class TlsConnection : public ByteSource, public ByteSink {
 
 class TlsListener {
  public:
-  // "HOST:PORT" ("[::1]:PORT" for IPv6, ":PORT" for every IPv4 address); PORT 0 picks a free
-  // port (see port()). Refuses bad credentials with a clear error (file missing, key not
-  // matching the certificate, CA unreadable).
+  // "HOST:PORT" ("[::1]:PORT" for IPv6; ":PORT" for the wildcard address of the first family
+  // getaddrinfo offers, 0.0.0.0 on a usual system); PORT 0 picks a free port (see port()).
+  // Refuses bad credentials with a clear error (file missing, key not matching the
+  // certificate, CA unreadable).
   static Result<std::unique_ptr<TlsListener>> Listen(const std::string& host_port,
                                                      const TlsCredentials& credentials);
   ~TlsListener();
