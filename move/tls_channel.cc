@@ -1,11 +1,8 @@
 #include "move/tls_channel.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
 #include <poll.h>
@@ -15,191 +12,25 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <climits>
 #include <cstring>
+
+#include "move/tls_socket.h"
 
 namespace capsule::move {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// A socket BIO of our own. OpenSSL's BIO_s_socket writes with write(2), which raises SIGPIPE
-// when the peer has gone; this one sends with MSG_NOSIGNAL, so the process never needs to
-// ignore the signal. The socket is non-blocking: an empty socket or a full buffer comes back
-// to the caller as "retry", and the caller waits with poll(2) and a timeout.
-
-int SocketBioWrite(BIO* bio, const char* data, int size) {
-  BIO_clear_retry_flags(bio);
-  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
-  ssize_t n;
-  do {
-    n = send(fd, data, static_cast<size_t>(size), MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_write(bio);
-  return static_cast<int>(n);
-}
-
-int SocketBioRead(BIO* bio, char* buffer, int size) {
-  BIO_clear_retry_flags(bio);
-  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
-  ssize_t n;
-  do {
-    n = recv(fd, buffer, static_cast<size_t>(size), 0);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_read(bio);
-  if (n == 0) BIO_set_flags(bio, BIO_FLAGS_IN_EOF);  // OpenSSL reports "unexpected eof"
-  return static_cast<int>(n);
-}
-
-long SocketBioCtrl(BIO* bio, int command, long, void*) {
-  switch (command) {
-    case BIO_CTRL_FLUSH:  // nothing is buffered here
-      return 1;
-    case BIO_CTRL_EOF:
-      return BIO_test_flags(bio, BIO_FLAGS_IN_EOF) != 0;
-    default:
-      return 0;
-  }
-}
-
-const BIO_METHOD* SocketBioMethod() {
-  // Made once and kept for the life of the process (OpenSSL's own methods are static too).
-  static BIO_METHOD* const method = [] {
-    BIO_METHOD* m =
-        BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "capsule socket (MSG_NOSIGNAL)");
-    BIO_meth_set_write(m, SocketBioWrite);
-    BIO_meth_set_read(m, SocketBioRead);
-    BIO_meth_set_ctrl(m, SocketBioCtrl);
-    return m;
-  }();
-  return method;
-}
-
-// Attaches `fd` (not owned: the TlsConnection owns it) to `ssl` through the socket BIO.
-Status AttachSocket(SSL* ssl, int fd) {
-  BIO* bio = BIO_new(SocketBioMethod());
-  if (bio == nullptr) return OpenSslError("BIO_new", Code::kIOError);
-  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(fd)));
-  BIO_set_init(bio, 1);
-  SSL_set_bio(ssl, bio, bio);  // ssl owns the BIO from here
-  return Status::Ok();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Waiting on a socket.
-
-enum class WaitResult { kReady, kTimeout, kWoken };
-
-// A point in time to give up at, or none.
-class Deadline {
- public:
-  // `seconds` from now; 0 = never.
-  explicit Deadline(int seconds)
-      : forever_(seconds <= 0), at_(Clock::now() + std::chrono::seconds(seconds)) {}
-  // Milliseconds left for poll(2): -1 for never, 0 once passed.
-  int PollTimeout() const {
-    if (forever_) return -1;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at_ - Clock::now());
-    return left.count() <= 0 ? 0 : static_cast<int>(left.count());
-  }
-  bool passed() const { return !forever_ && Clock::now() >= at_; }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  bool forever_;
-  Clock::time_point at_;
-};
-
-// Waits for `events` on `fd` until `deadline`, or until `wake_fd` (if not -1) becomes
-// readable.
-Result<WaitResult> WaitSocket(int fd, short events, const Deadline& deadline, int wake_fd,
-                              const std::string& what) {
-  for (;;) {
-    if (deadline.passed()) return WaitResult::kTimeout;
-    pollfd fds[2] = {{fd, events, 0}, {wake_fd, POLLIN, 0}};
-    const int n = poll(fds, wake_fd >= 0 ? 2 : 1, deadline.PollTimeout());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::IOError(what + ": poll", errno);
-    }
-    if (n == 0) continue;  // the deadline check above decides
-    if (wake_fd >= 0 && (fds[1].revents & POLLIN)) return WaitResult::kWoken;
-    // POLLERR and POLLHUP count as ready: the next call on the socket reports what happened.
-    if (fds[0].revents != 0) return WaitResult::kReady;
-  }
-}
-
-// What OpenSSL asked to wait for.
-short EventsFor(int ssl_error) { return ssl_error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT; }
-
-// ---------------------------------------------------------------------------------------------
-// Addresses.
-
-struct HostPort {
-  std::string host;
-  std::string port;
-};
-
-Result<HostPort> SplitHostPort(const std::string& host_port) {
-  const size_t colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon + 1 == host_port.size()) {
-    return Status::InvalidArgument("address " + host_port, "expected HOST:PORT");
-  }
-  HostPort result{host_port.substr(0, colon), host_port.substr(colon + 1)};
-  if (result.host.size() >= 2 && result.host.front() == '[' && result.host.back() == ']') {
-    result.host = result.host.substr(1, result.host.size() - 2);
-  }
-  if (result.port.find_first_not_of("0123456789") != std::string::npos || result.port.size() > 5 ||
-      std::stoul(result.port) > 65535) {
-    return Status::InvalidArgument("address " + host_port, "port is not a number 0-65535");
-  }
-  return result;
-}
-
-Result<std::string> FormatAddress(const sockaddr* address, socklen_t length) {
-  char host[NI_MAXHOST];
-  char port[NI_MAXSERV];
-  const int rc = getnameinfo(address, length, host, sizeof host, port, sizeof port,
-                             NI_NUMERICHOST | NI_NUMERICSERV);
-  if (rc != 0) return Status::IOError("getnameinfo", gai_strerror(rc));
-  if (address->sa_family == AF_INET6) return "[" + std::string(host) + "]:" + port;
-  return std::string(host) + ":" + port;
-}
-
-Result<std::string> PeerAddress(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof address;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    return Status::IOError("getpeername", errno);
-  }
-  return FormatAddress(reinterpret_cast<sockaddr*>(&address), length);
-}
-
-class AddrInfo {
- public:
-  ~AddrInfo() {
-    if (list_ != nullptr) freeaddrinfo(list_);
-  }
-  static Result<std::unique_ptr<AddrInfo>> Resolve(const std::string& host_port, bool passive) {
-    CAPSULE_ASSIGN_OR_RETURN(HostPort parts, SplitHostPort(host_port));
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
-    auto info = std::make_unique<AddrInfo>();
-    const int rc = getaddrinfo(parts.host.empty() ? nullptr : parts.host.c_str(),
-                               parts.port.c_str(), &hints, &info->list_);
-    if (rc != 0) {
-      return Status::Unavailable("address " + host_port,
-                                 std::string("cannot resolve: ") + gai_strerror(rc));
-    }
-    return info;
-  }
-  const addrinfo* list() const { return list_; }
-
- private:
-  addrinfo* list_ = nullptr;
-};
+using tls_socket::AddrInfo;
+using tls_socket::AttachSocket;
+using tls_socket::ConnectSocket;
+using tls_socket::Deadline;
+using tls_socket::EventsFor;
+using tls_socket::FormatAddress;
+using tls_socket::NewSocket;
+using tls_socket::PeerAddress;
+using tls_socket::SetNoDelay;
+using tls_socket::WaitResult;
+using tls_socket::WaitSocket;
 
 // ---------------------------------------------------------------------------------------------
 // Credentials and contexts.
@@ -277,6 +108,10 @@ std::string CommonNameOf(SSL* ssl) {
   if (length < 0) return "";
   std::string name(reinterpret_cast<char*>(utf8), static_cast<size_t>(length));
   OPENSSL_free(utf8);
+  // The name ends up in messages on a terminal: no control characters from a certificate.
+  for (char& c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
   return name;
 }
 
@@ -295,6 +130,9 @@ std::string Explain(unsigned long error, long verify) {
     case X509_V_ERR_CERT_HAS_EXPIRED:
     case X509_V_ERR_CERT_NOT_YET_VALID:
       return "; the peer's certificate is outside its validity period (check both clocks)";
+    case X509_V_ERR_INVALID_PURPOSE:
+      return "; the peer's certificate does not allow this use (a sidecar's needs "
+             "extendedKeyUsage serverAuth and clientAuth)";
     default:
       break;
   }
@@ -302,6 +140,8 @@ std::string Explain(unsigned long error, long verify) {
   switch (ERR_GET_REASON(error)) {
     case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
     case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
     case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
       return "; the peer does not accept this end's certificate";
     case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
@@ -420,38 +260,6 @@ Status CheckVerified(SSL* ssl, const std::string& peer) {
   if (SSL_version(ssl) != TLS1_3_VERSION) {
     return Status::PermissionDenied("TLS handshake with " + peer, "not TLS 1.3");
   }
-  return Status::Ok();
-}
-
-Result<UniqueFd> NewSocket(int family) {
-  UniqueFd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return Status::IOError("socket", errno);
-  return fd;
-}
-
-void SetNoDelay(int fd) {
-  // The protocol's small messages (offer, have, activate) should not wait for Nagle.
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-// Connects `fd` to `address` by `deadline`.
-Status ConnectSocket(int fd, const addrinfo* address, const Deadline& deadline, int timeout_seconds,
-                     const std::string& name) {
-  if (connect(fd, address->ai_addr, address->ai_addrlen) == 0) return Status::Ok();
-  if (errno != EINPROGRESS && errno != EINTR) {
-    return Status::Unavailable("connect to " + name, std::strerror(errno));
-  }
-  CAPSULE_ASSIGN_OR_RETURN(WaitResult waited,
-                           WaitSocket(fd, POLLOUT, deadline, -1, "connect to " + name));
-  if (waited == WaitResult::kTimeout) {
-    return Status::Unavailable("connect to " + name,
-                               "no answer within " + std::to_string(timeout_seconds) + " s");
-  }
-  int error = 0;
-  socklen_t length = sizeof error;
-  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
-  if (error != 0) return Status::Unavailable("connect to " + name, std::strerror(error));
   return Status::Ok();
 }
 
@@ -649,8 +457,9 @@ Result<std::unique_ptr<TlsConnection>> TlsListener::Accept() {
   if (ssl == nullptr) return OpenSslError("SSL_new", Code::kIOError);
   CAPSULE_RETURN_IF_ERROR(AttachSocket(ssl.get(), fd.get()));
   SSL_set_accept_state(ssl.get());
-  CAPSULE_RETURN_IF_ERROR(RunHandshake(ssl.get(), fd.get(), Deadline(handshake_timeout_seconds_),
-                                       handshake_timeout_seconds_, wake_fd_.get(), peer));
+  const int handshake_timeout = handshake_timeout_seconds_.load();
+  CAPSULE_RETURN_IF_ERROR(RunHandshake(ssl.get(), fd.get(), Deadline(handshake_timeout),
+                                       handshake_timeout, wake_fd_.get(), peer));
   CAPSULE_RETURN_IF_ERROR(CheckVerified(ssl.get(), peer));
   std::string common_name = CommonNameOf(ssl.get());
   return std::make_unique<TlsConnection>(std::move(fd), std::move(ssl), peer,

@@ -17,8 +17,9 @@
 //
 // No part of this ever raises SIGPIPE: bytes go to the socket through send(MSG_NOSIGNAL).
 //
-// Thread-safety: a TlsConnection is used by one thread at a time (reads and writes alike).
-// TlsListener::Accept is called from one thread at a time; Shutdown from any thread.
+// Thread-safety: a TlsConnection is used by one thread at a time (reads and writes alike);
+// different connections are independent. Every TlsListener method may be called from any
+// thread, Accept from several at once (see Accept).
 #pragma once
 
 #include <atomic>
@@ -35,6 +36,9 @@
 
 namespace capsule::move {
 
+// Either sidecar may be either end, so a certificate should allow both TLS client and server
+// use (extendedKeyUsage serverAuth,clientAuth, or none at all), as tests/make_pki.sh makes
+// them. `ca_file` must hold the root: an intermediate alone is not accepted as an anchor.
 struct TlsCredentials {
   std::string cert_file;  // PEM certificate (chain) of this end
   std::string key_file;   // PEM private key of this end
@@ -91,9 +95,10 @@ class TlsConnection : public ByteSource, public ByteSink {
 
 class TlsListener {
  public:
-  // "HOST:PORT" ("[::1]:PORT" for IPv6); PORT 0 picks a free port (see port()). Refuses bad
-  // credentials with a clear error (file missing, key not matching the certificate, CA
-  // unreadable).
+  // "HOST:PORT" ("[::1]:PORT" for IPv6; ":PORT" for the wildcard address of the first family
+  // getaddrinfo offers, 0.0.0.0 on a usual system); PORT 0 picks a free port (see port()).
+  // Refuses bad credentials with a clear error (file missing, key not matching the
+  // certificate, CA unreadable).
   static Result<std::unique_ptr<TlsListener>> Listen(const std::string& host_port,
                                                      const TlsCredentials& credentials);
   ~TlsListener();
@@ -106,6 +111,9 @@ class TlsListener {
   // certificate, or one not chaining to the CA, or offers less than TLS 1.3, fails here with
   // PermissionDenied naming the peer and the reason; a peer that vanishes or stalls during the
   // handshake fails with Unavailable. Either way the listener stays usable.
+  // The handshake runs inside Accept, so a peer that is slow to complete it holds this call
+  // for up to the handshake timeout; a server that must not wait on one peer calls Accept from
+  // several threads at once (each connection goes to exactly one of them).
   Result<std::unique_ptr<TlsConnection>> Accept();
 
   // Makes a blocked Accept return (Unavailable) so a server can stop, and every later Accept
@@ -124,15 +132,15 @@ class TlsListener {
   SslCtxPtr ctx_;
   uint16_t port_;
   std::atomic<bool> shut_down_{false};
-  int handshake_timeout_seconds_ = 30;
+  std::atomic<int> handshake_timeout_seconds_{30};
 };
 
 // Connects and completes the handshake within `timeout_seconds` (0 = no limit). The server's
 // certificate must chain to the CA; the host name is not checked against the certificate
 // (peers are identified by CA membership, see above). Returns once the server has accepted
-// this end's certificate. Errors: Unavailable (cannot connect, or the server vanished),
-// PermissionDenied (handshake refused, by either end), InvalidArgument/NotFound (bad
-// credentials or address).
+// this end's certificate. Errors: Unavailable (cannot resolve or connect, the server vanished
+// or did not finish in time), PermissionDenied (handshake refused, by either end),
+// InvalidArgument (malformed address or credentials), NotFound (a credentials file missing).
 Result<std::unique_ptr<TlsConnection>> TlsConnect(const std::string& host_port,
                                                   const TlsCredentials& credentials,
                                                   int timeout_seconds = 30);

@@ -233,6 +233,37 @@ TEST_F(TlsChannelTest, RogueBytesNeverReachTheServerAndTheListenerStaysUsable) {
   EXPECT_EQ(*data, "mine");
 }
 
+TEST_F(TlsChannelTest, ClientWithExpiredCertificateIsRefused) {
+  auto listener = StartListener();
+  ASSERT_NE(listener, nullptr);
+  auto accepted = std::async(std::launch::async, [&] { return listener->Accept(); });
+  auto connected = TlsConnect(Address(*listener), Creds("expired"));
+  ASSERT_FALSE(connected.ok());
+  EXPECT_EQ(connected.status().code(), Code::kPermissionDenied) << connected.status().ToString();
+  auto got = accepted.get();
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kPermissionDenied) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("certificate has expired"), std::string::npos)
+      << got.status().ToString();
+  EXPECT_NE(got.status().message().find("outside its validity period"), std::string::npos)
+      << got.status().ToString();
+}
+
+TEST_F(TlsChannelTest, CertificateForServersOnlyIsRefusedAsAClient) {
+  // Either sidecar may dial the other, so a certificate must allow client use too.
+  auto listener = StartListener();
+  ASSERT_NE(listener, nullptr);
+  auto accepted = std::async(std::launch::async, [&] { return listener->Accept(); });
+  auto connected = TlsConnect(Address(*listener), Creds("server-only"));
+  ASSERT_FALSE(connected.ok());
+  EXPECT_EQ(connected.status().code(), Code::kPermissionDenied) << connected.status().ToString();
+  auto got = accepted.get();
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kPermissionDenied) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("does not allow this use"), std::string::npos)
+      << got.status().ToString();
+}
+
 TEST_F(TlsChannelTest, ClientWithoutCertificateIsRefused) {
   auto listener = StartListener();
   ASSERT_NE(listener, nullptr);
@@ -352,7 +383,9 @@ TEST_F(TlsChannelTest, LinkCutMidStreamIsUnavailableOnBothEnds) {
   const uint64_t handshake = (*proxy)->bytes_client_to_server();
   (*proxy)->CutAfter(handshake + 256 * 1024);
   auto reader = std::async(std::launch::async, [&] { return ReadAll(server->get()); });
-  const Status wrote = (*client)->Write(RandomBytes(4 << 20, 3));
+  // More than the socket buffers on the way can hold (loopback autotunes them to a few MiB),
+  // so that the Write is still under way when the link goes.
+  const Status wrote = (*client)->Write(std::string(32 << 20, 'x'));
   auto read = reader.get();
   ASSERT_FALSE(read.ok()) << "the server read " << read->size() << " bytes and a clean end";
   EXPECT_EQ(read.status().code(), Code::kUnavailable) << read.status().ToString();
@@ -405,6 +438,42 @@ TEST_F(TlsChannelTest, ShutdownUnblocksAcceptMidHandshake) {
   listener->Shutdown();
   ASSERT_EQ(accepted.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_EQ(accepted.get().status().code(), Code::kUnavailable);
+}
+
+TEST_F(TlsChannelTest, ConcurrentAcceptsLetATrustedPeerPastAStalledOne) {
+  // Two Accepts on two threads; a peer that connects and says nothing holds one of them in
+  // its handshake, and the other serves a trusted client meanwhile.
+  auto listener = StartListener();
+  ASSERT_NE(listener, nullptr);
+  std::future<Result<std::unique_ptr<TlsConnection>>> accepts[2];
+  for (auto& accept : accepts) {
+    accept = std::async(std::launch::async, [&] { return listener->Accept(); });
+  }
+  UniqueFd mute(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(listener->port());
+  ASSERT_EQ(connect(mute.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  auto client = TlsConnect(Address(*listener), Client(), 10);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  // The one that served the client returns; the other is still waiting on the mute peer.
+  int served = -1;
+  for (int tries = 0; served < 0 && tries < 1000; ++tries) {
+    for (int i = 0; i < 2; ++i) {
+      if (accepts[i].wait_for(std::chrono::milliseconds(5)) == std::future_status::ready) {
+        served = i;
+      }
+    }
+  }
+  ASSERT_GE(served, 0);
+  auto server = accepts[served].get();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  EXPECT_EQ((*server)->peer_common_name(), "sidecar-b");
+  auto& stalled = accepts[1 - served];
+  EXPECT_EQ(stalled.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  listener->Shutdown();
+  EXPECT_EQ(stalled.get().status().code(), Code::kUnavailable);
 }
 
 TEST_F(TlsChannelTest, SilentClientTimesOutInTheHandshake) {

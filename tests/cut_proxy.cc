@@ -162,8 +162,10 @@ void CutProxy::Relay(UniqueFd client, UniqueFd wake) {
     if (up.pending()) server_events |= POLLOUT;
     if (up.eof && !up.pending() && down.eof && !down.pending()) break;  // both ends done
 
-    pollfd fds[4] = {{client.get(), client_events, 0},
-                     {server.get(), server_events, 0},
+    // A socket with nothing asked of it is left out (fd -1): poll(2) reports a hang-up even
+    // when not asked, and would spin while the other side cannot take bytes.
+    pollfd fds[4] = {{client_events != 0 ? client.get() : -1, client_events, 0},
+                     {server_events != 0 ? server.get() : -1, server_events, 0},
                      {wake.get(), POLLIN, 0},
                      {stop_fd_.get(), POLLIN, 0}};
     if (poll(fds, 4, -1) < 0) {

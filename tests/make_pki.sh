@@ -5,6 +5,8 @@
 #   client.pem client.key      CN=sidecar-b, signed by the CA
 #   rogue-ca.pem rogue-ca.key  a second CA nobody trusts
 #   rogue.pem rogue.key        CN=sidecar-a, signed by the rogue CA (same name, wrong CA)
+#   expired.pem expired.key    CN=sidecar-b, signed by the CA, expired a day ago
+#   server-only.pem .key       CN=sidecar-c, signed by the CA, for TLS server use only
 # Keys are EC P-256 (ECDSA works for TLS 1.3 on both ends in every OpenSSL 3.0); certificates
 # are valid for 2 days. Never use these outside tests: the keys are unencrypted.
 # Usage: tests/make_pki.sh OUTDIR
@@ -51,8 +53,31 @@ new_leaf() {
     "subjectAltName=DNS:$2"
 }
 
-new_ca ca "capsulefs test CA"
-new_leaf server sidecar-a ca
-new_leaf client sidecar-b ca
-new_ca rogue-ca "rogue CA"
-new_leaf rogue sidecar-a rogue-ca
+# A leaf whose validity ended a day ago (openssl req refuses negative days; x509 takes them).
+new_expired() {
+  openssl req -config "$config" -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$1.key" -subj "/CN=$2" -out "$1.csr" 2>/dev/null
+  chmod 600 "$1.key"
+  openssl x509 -req -in "$1.csr" -CA "$3.pem" -CAkey "$3.key" -set_serial "$RANDOM$RANDOM" \
+    -days -1 -sha256 -out "$1.pem" 2>/dev/null
+  rm -f "$1.csr"
+}
+
+# run_all "CMD ARGS" ...: runs each in the background and fails if any fails. The two CAs
+# first, then every leaf at once: the whole PKI in two rounds of openssl runs.
+run_all() {
+  local pids=()
+  for command in "$@"; do
+    eval "$command" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+}
+
+run_all 'new_ca ca "capsulefs test CA"' 'new_ca rogue-ca "rogue CA"'
+run_all 'new_leaf server sidecar-a ca' \
+  'new_leaf client sidecar-b ca' \
+  'new_leaf rogue sidecar-a rogue-ca' \
+  'new_expired expired sidecar-b ca' \
+  'new_cert server-only sidecar-c ca "basicConstraints=critical,CA:FALSE" \
+     "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth"'
