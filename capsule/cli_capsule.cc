@@ -9,6 +9,7 @@
 #include "capsule/create.h"
 #include "capsule/export.h"
 #include "capsule/keys.h"
+#include "capsule/mount_lock.h"
 #include "capsule/verify.h"
 #include "journal/check.h"
 
@@ -47,6 +48,10 @@ int RunVerify(const VerifyArgs& args) {
   }
   struct stat st;
   if (::stat(args.path.c_str(), &st) != 0) return Fail(args.path + ": no such capsule folder or tar");
+  if (S_ISDIR(st.st_mode)) {  // a capsulefs finishing its unmount writes its last checkpoint
+    Status settled = WaitForUnmountToFinish(args.path);
+    if (!settled.ok()) return Fail(settled);
+  }
   Result<VerifyReport> report =
       S_ISDIR(st.st_mode) ? VerifyFolder(args.path, options) : VerifyTar(args.path, options);
   if (!report.ok()) return Fail(report.status());
@@ -75,7 +80,8 @@ struct ExportArgs {
 int RunExport(const ExportArgs& args) {
   ExportOptions options;
   if (!args.sign.empty()) options.signing_key_path = args.sign;
-  Status status = ExportCapsule(args.dir, args.out, options);
+  Status status = WaitForUnmountToFinish(args.dir);
+  if (status.ok()) status = ExportCapsule(args.dir, args.out, options);
   if (!status.ok()) return Fail(status);
   std::cout << "exported " << args.dir << " to " << args.out << (args.sign.empty() ? "" : " (signed)") << "\n";
   return kExitOk;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "capsule/file_io.h"
+#include "capsule/mount_lock.h"
 #include "capsule/version.h"
 #include "fs/capsule_fs.h"
 #include "fs/control.h"
@@ -72,6 +73,12 @@ int Parse(int argc, char** argv, Args* args) {
 }
 
 int Run(const Args& args) {
+  // Held until the last checkpoint is on disk, also in the daemon (fork keeps the lock).
+  auto mount_lock = capsule::LockForMount(args.mount.dir);
+  if (!mount_lock.ok()) {
+    std::cerr << "capsulefs: " << mount_lock.status().message() << "\n";
+    return 1;
+  }
   auto opened = capsule::fs::CapsuleFs::Open(args.mount);
   if (!opened.ok()) {
     std::cerr << "capsulefs: " << opened.status().message() << "\n";

@@ -732,6 +732,27 @@ TEST_F(CapsulefsTest, ModificationTimesSurviveRemountAndCrash) {
   ExpectVerifies();
 }
 
+// Daemonised, the driver writes its last checkpoint after fusermount3 -u has returned; a
+// verify straight after waits for it (.capsule/mount.lock) instead of reading a folder in
+// the middle of it. A second driver on a mounted folder is refused.
+TEST_F(CapsulefsTest, VerifyRightAfterADaemonsUnmountWaitsForItsLastCheckpoint) {
+  for (int round = 0; round < 3; ++round) {
+    auto started = RunProgram("./capsulefs", {dir_, mnt_});
+    ASSERT_EQ(started.exit_code, 0) << started.err;
+    ASSERT_TRUE(IsMounted(mnt_));
+    auto second = RunProgram("./capsulefs", {dir_, root_ + "/ws", "-f"});
+    EXPECT_EQ(second.exit_code, 1);
+    EXPECT_NE(second.err.find("is mounted by another capsulefs"), std::string::npos) << second.err;
+    for (int i = 0; i < 300; ++i) {
+      ASSERT_EQ(Put(F("r" + std::to_string(round) + "-" + std::to_string(i)), std::to_string(i) + "\n"), 0);
+    }
+    ASSERT_EQ(RunProgram("fusermount3", {"-u", mnt_}).exit_code, 0);
+    auto verify = RunCapsule({"verify", dir_});
+    EXPECT_EQ(verify.exit_code, 0) << "round " << round << ": " << verify.out << verify.err;
+    EXPECT_NE(Slurp(dir_ + "/artifacts/snapshot.json").find("r" + std::to_string(round) + "-299"), std::string::npos);
+  }
+}
+
 TEST_F(CapsulefsTest, TermCommitsWhatIsStillOpen) {
   Mount mount(dir_, mnt_);
   ASSERT_TRUE(mount.up());
