@@ -270,6 +270,34 @@ INSTANTIATE_TEST_SUITE_P(
                       CallFault{"activate", Fault::kCrashBefore, false}, CallFault{"activate", Fault::kCrashAfter, true}),
     CallFaultName);
 
+// Prepare renders every conversation for the model it names: an agent talking to a model
+// this machine cannot render for is refused before the point of no return; one it can is
+// taken.
+TEST_F(MoveProtocolTest, PrepareRendersTheJournalForItsModelAndRefusesOneItCannot) {
+  {
+    Result<journal::Journal> journal = journal::Journal::OpenForWrite(src_);
+    ASSERT_TRUE(journal.ok());
+    ASSERT_TRUE(journal->Append("model_switch", Json{{"provider", "anthropic"}, {"model", "claude-x"}}).ok());
+    ASSERT_TRUE(journal->Append("assistant_message", Json{{"provider", "anthropic"}, {"model", "claude-x"}, {"text", "hi"}}).ok());
+    ASSERT_TRUE(journal->Append("model_switch", Json{{"conversation", "side"}, {"provider", "acme"}, {"model", "a1"}}).ok());
+  }
+  Result<MoveReport> refused = RunMove(src_, target_.get(), options_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("rendering the staged journal"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("acme"), std::string::npos) << refused.status().ToString();
+  ExpectStayed();
+
+  {
+    Result<journal::Journal> journal = journal::Journal::OpenForWrite(src_);
+    ASSERT_TRUE(journal.ok());
+    ASSERT_TRUE(journal->Append("model_switch", Json{{"conversation", "side"}, {"provider", "gemini"}, {"model", "g1"}}).ok());
+  }
+  Result<MoveReport> taken = RunMove(src_, target_.get(), options_);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  ExpectMoved();
+}
+
 TEST_F(MoveProtocolTest, CorruptedCopyChunkRollsBack) {
   target_->Arm("copy", Fault::kCorrupt);
   Result<MoveReport> report = RunMove(src_, target_.get(), options_);

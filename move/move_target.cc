@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <set>
 #include <thread>
 
 #include "capsule/canonical_json.h"
@@ -16,6 +17,7 @@
 #include "capsule/manifest.h"
 #include "fs/control_client.h"
 #include "journal/check.h"
+#include "journal/render/render.h"
 #include "move/envelope.h"
 #include "move/stream_unpack.h"
 #include "move/stream_writer.h"
@@ -72,11 +74,26 @@ uint64_t KnownEpoch(const std::string& dir) {
 }
 
 Status PrepareStaged(const std::string& staging) {
-  // When journal/render lands, the journal is rendered here for the agent's provider, so that
-  // a journal no provider would take is refused before the point of no return.
   CAPSULE_ASSIGN_OR_RETURN(std::string journal, ReadFile(JoinPath(staging, kJournalPath)));
-  std::vector<std::string> problems = journal::CheckJournalText(journal);
-  if (!problems.empty()) return Status::Corruption("staged journal", problems.front());
+  Result<std::vector<journal::Event>> events = journal::ReadJournalText(journal);
+  if (!events.ok()) return Status::Corruption("staged journal", events.status().message());
+  // Every conversation that names a model is rendered for it, so that an agent this machine
+  // could not send to its model is refused before the point of no return.
+  std::set<std::string> conversations;
+  for (const journal::Event& event : *events) {
+    if (event.type == "model_switch" || event.type == "assistant_message") conversations.insert(event.Conversation());
+  }
+  for (const std::string& conversation : conversations) {
+    journal::render::TargetRequest request;
+    request.conversation = conversation;
+    Result<journal::render::RenderTarget> target = journal::render::ResolveTarget(*events, request);
+    if (!target.ok()) return target.status().WithContext("rendering the staged journal");
+    Result<Json> rendered = journal::render::RenderRequest(*events, *target);
+    // InvalidArgument: the conversation has nothing to send yet, which any agent may be in.
+    if (!rendered.ok() && rendered.status().code() != Code::kInvalidArgument) {
+      return rendered.status().WithContext("rendering the staged journal");
+    }
+  }
   CAPSULE_ASSIGN_OR_RETURN(std::string spec, ReadFile(JoinPath(staging, kEnvironmentSpecPath)));
   return CheckEnvironmentSpec(spec).WithContext("staged environment spec");
 }
