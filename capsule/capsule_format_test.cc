@@ -2,9 +2,16 @@
 // holder record and the layout's path rules.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "capsule/create.h"
+#include "capsule/digest_cache.h"
+#include "capsule/sha256.h"
 #include "capsule/environment_spec.h"
 #include "capsule/file_io.h"
 #include "capsule/holder.h"
@@ -116,6 +123,62 @@ TEST(VerifyTest, JournalPrefixRuleAllowsAppendsAndCatchesEdits) {
   EXPECT_NE(edited->problems[0].find("digest mismatch"), std::string::npos);
   ASSERT_TRUE(WriteFileAtomic(cap + "/" + kJournalPath, "line").ok());
   EXPECT_NE(VerifyFolder(cap)->problems[0].find("truncated"), std::string::npos);
+}
+
+
+// Rewrites `path` in place with `body` (same inode), after a pause long enough for the
+// file system's clock to show a new modification time.
+void RewriteInPlace(const std::string& path, const std::string& body) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, body.data(), body.size(), 0), static_cast<ssize_t>(body.size()));
+  ::close(fd);
+}
+
+TEST(DigestCacheTest, RemembersUnchangedFilesAndReadsChangedOnesAgain) {
+  std::string root = testing::MakeTempDir("digest_cache");
+  std::string path = root + "/f";
+  ASSERT_TRUE(WriteFileAtomic(path, "first").ok());
+  DigestCache cache;
+  uint64_t size = 0;
+  EXPECT_EQ(*cache.Sha256File(path, &size), *Sha256File(path));
+  EXPECT_EQ(size, 5u);
+  EXPECT_EQ(cache.files_read(), 1u);
+  EXPECT_EQ(*cache.Sha256File(path, &size), *Sha256File(path));
+  EXPECT_EQ(cache.files_read(), 1u) << "an unchanged file is answered from memory";
+
+  ASSERT_TRUE(WriteFileAtomic(path, "other").ok());  // a new inode, same size
+  EXPECT_EQ(*cache.Sha256File(path, nullptr), *Sha256File(path));
+  EXPECT_EQ(cache.files_read(), 2u);
+
+  RewriteInPlace(path, "OTHER");  // same inode and size, new times
+  EXPECT_EQ(*cache.Sha256File(path, nullptr), *Sha256File(path));
+  EXPECT_EQ(cache.files_read(), 3u);
+
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  EXPECT_FALSE(cache.Sha256File(path, nullptr).ok());
+}
+
+TEST(VerifyTest, RememberedBlobDigestsStillCatchADamagedBlob) {
+  std::string cap = NewCapsule();
+  std::string src = cap + "/../s";
+  ASSERT_TRUE(WriteFileAtomic(src, "original").ok());
+  ASSERT_TRUE(PutWorkspaceFile(cap, "f", src).ok());
+  DigestCache cache;
+  VerifyOptions options;
+  options.blob_digests = &cache;
+  ASSERT_TRUE(VerifyFolder(cap, options)->ok());
+  EXPECT_EQ(cache.files_read(), 1u) << "only blobs go through the cache";
+  ASSERT_TRUE(VerifyFolder(cap, options)->ok());
+  EXPECT_EQ(cache.files_read(), 1u);
+
+  std::string blob = cap + "/" + BlobPath(Snapshot::Load(cap)->Find("f")->sha256);
+  RewriteInPlace(blob, "damaged!");
+  Result<VerifyReport> report = VerifyFolder(cap, options);
+  ASSERT_TRUE(report.ok());
+  ASSERT_FALSE(report->ok());
+  EXPECT_NE(report->problems[0].find("digest mismatch"), std::string::npos) << report->problems[0];
 }
 
 }  // namespace

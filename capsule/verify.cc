@@ -153,6 +153,8 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
       auto listed = manifest->files.find(path);
       if (IsAppendOnlyPath(path) && listed != manifest->files.end()) {
         digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i]);
+      } else if (options.blob_digests != nullptr && IsBlobPath(path)) {
+        digests[i] = options.blob_digests->Sha256File(JoinPath(dir, path), &sizes[i]);
       } else {
         digests[i] = Sha256File(JoinPath(dir, path), &sizes[i]);
       }

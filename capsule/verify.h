@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "capsule/digest_cache.h"
 #include "capsule/manifest.h"
 #include "capsule/status.h"
 
@@ -25,6 +26,10 @@ struct VerifyOptions {
   std::function<std::vector<std::string>(const std::string& journal_text)> check_journal;
   // Threads hashing a folder's files; 0 means one per core.
   unsigned threads = 0;
+  // Blobs (never rewritten) whose stat identity is unchanged since this cache hashed them are
+  // not read again (folders only). For a mount re-verifying the capsule it serves; a cold
+  // verify leaves it null and reads everything.
+  DigestCache* blob_digests = nullptr;
 };
 
 struct VerifyReport {

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "capsule/digest_cache.h"
 #include "capsule/manifest.h"
 #include "capsule/status.h"
 #include "capsule/workspace.h"
@@ -73,7 +74,13 @@ class CapsuleFs {
 
   // Control commands.
   StateGate& gate() { return gate_; }
-  Status Freeze();
+  // Commits everything, verifies the capsule and holds writers until Thaw. Blobs hashed by
+  // an earlier freeze or PreVerify and unchanged since are not read again, so a freeze after
+  // a PreVerify reads what changed, not the whole capsule. Returns how many blobs it read.
+  Result<uint64_t> Freeze();
+  // Hashes the capsule's blobs while the agent runs, ahead of a freeze (a move's copy phase).
+  // Returns how many blobs were read rather than remembered.
+  Result<uint64_t> PreVerify();
   Status Thaw();
   Status Retire();
   // Retires the mount when the holder record no longer says this machine holds the agent
@@ -159,6 +166,7 @@ class CapsuleFs {
   const MountOptions options_;
   fuse_session* session_ = nullptr;
   StateGate gate_;
+  DigestCache verified_blobs_;  // what Freeze and PreVerify hashed
   std::string control_path_;
   JournalSink journal_sink_;
   std::unique_ptr<ChangeLog> log_;

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "capsule/canonical_json.h"
 #include "fs/capsule_fs.h"
@@ -46,6 +47,7 @@ void ControlServer::Stop() {
   if (!thread_.joinable()) return;
   (void)!::write(stop_write_.get(), "x", 1);
   thread_.join();
+  if (worker_.joinable()) worker_.join();
   ::unlink(path_.c_str());
 }
 
@@ -74,6 +76,15 @@ void ControlServer::Serve() {
       std::string command;
       char c;
       while (command.size() < 256 && ::read(conn.get(), &c, 1) == 1 && c != '\n') command.push_back(c);
+      if (command == "preverify") {
+        // Reads the whole capsule: on its own thread, so that the holder record is still
+        // watched and status answered meanwhile. One at a time.
+        if (worker_.joinable()) worker_.join();
+        worker_ = std::thread([this, conn = std::move(conn)] {
+          (void)WriteAll(conn.get(), Handle("preverify") + "\n", "control");
+        });
+        continue;
+      }
       reply = Handle(command);
     }
     reply += "\n";
@@ -83,8 +94,15 @@ void ControlServer::Serve() {
 
 std::string ControlServer::Handle(const std::string& command) {
   Status done;
+  std::optional<uint64_t> blobs_read;
   if (command == "freeze") {
-    done = fs_->Freeze();
+    Result<uint64_t> read = fs_->Freeze();
+    if (read.ok()) blobs_read = *read;
+    done = read.status();
+  } else if (command == "preverify") {
+    Result<uint64_t> read = fs_->PreVerify();
+    if (read.ok()) blobs_read = *read;
+    done = read.status();
   } else if (command == "thaw") {
     done = fs_->Thaw();
   } else if (command == "retire") {
@@ -100,6 +118,7 @@ std::string ControlServer::Handle(const std::string& command) {
   }
   Json json = Json::parse(*status);
   json["ok"] = true;
+  if (blobs_read) json["blobs_read"] = *blobs_read;
   Result<std::string> text = CanonicalJson(json);
   return text.ok() ? *text : R"({"ok":false})";
 }

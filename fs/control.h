@@ -2,9 +2,10 @@
 // only root or the user who mounted may use (checked with SO_PEERCRED on each connection).
 // The mount shows its path in MNT/.capsulefs-control, so clients find it from the mountpoint.
 //
-// Protocol: the client sends one command line ("status", "freeze", "thaw" or "retire") and
-// reads one canonical JSON line back: {"agent","epoch","ok":true,"state"} or
-// {"error":"...","ok":false}. One connection, one command.
+// Protocol: the client sends one command line ("status", "freeze", "thaw", "retire" or
+// "preverify") and reads one canonical JSON line back: {"agent","epoch","ok":true,"state"}
+// (freeze and preverify add "blobs_read", the blobs they read rather than remembered) or {"error":"...","ok":false}. One connection, one command.
+// A preverify (hashing every blob ahead of a freeze) runs on a thread of its own.
 //
 // The same thread also watches the holder record every half second (CapsuleFs::CheckHolder).
 //
@@ -43,6 +44,7 @@ class ControlServer {
   UniqueFd listen_fd_;
   UniqueFd stop_read_, stop_write_;
   std::thread thread_;
+  std::thread worker_;  // a preverify in progress
 };
 
 }  // namespace capsule::fs

@@ -199,6 +199,7 @@ int RunMoveCommand(const MoveArgs& args) {
                  {"copy_files", report->copy_files},
                  {"copy_skipped", report->copy_skipped},
                  {"copy_seconds", report->copy_seconds},
+                 {"preverify_seconds", report->preverify_seconds},
                  {"switch_bytes", report->switch_bytes},
                  {"switch_files", report->switch_files},
                  {"switch_file_bytes", report->switch_file_bytes},

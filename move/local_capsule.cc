@@ -40,6 +40,10 @@ Result<LocalCapsule> LocalCapsule::Open(const std::string& source) {
   return capsule;
 }
 
+void LocalCapsule::PrepareFreeze() {
+  if (socket_) (void)fs::SendControl(*socket_, "preverify");
+}
+
 Status LocalCapsule::Freeze() {
   if (socket_) return fs::SendControl(*socket_, "freeze").status().WithContext("freeze " + dir_);
   return SetState(dir_, HolderState::kActive, HolderState::kFrozen);

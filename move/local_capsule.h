@@ -20,6 +20,10 @@ class LocalCapsule {
   const std::string& dir() const { return dir_; }
   bool mounted() const { return socket_.has_value(); }
 
+  // A mount hashes its blobs now, while the agent runs, so that the freeze's verify reads
+  // only what changed after this. Best effort: a failure here leaves the freeze to find it.
+  // A folder's freeze does not verify, so there is nothing to do.
+  void PrepareFreeze();
   // Returns once every write is committed and the capsule verifies; writes wait from then on.
   Status Freeze();
   // Writes go on, at the epoch the record holds.

@@ -91,6 +91,7 @@ int Main(int argc, char** argv) {
   std::printf("copy_seconds %.3f\n", report->copy_seconds);
   std::printf("switch_bytes %llu\n", static_cast<unsigned long long>(report->switch_bytes));
   std::printf("switch_file_bytes %llu\n", static_cast<unsigned long long>(report->switch_file_bytes));
+  std::printf("preverify_seconds %.3f\n", report->preverify_seconds);
   std::printf("frozen_seconds %.3f\n", report->frozen_seconds);
   std::printf("freeze_seconds %.3f\n", report->freeze_seconds);
   std::printf("switch_seconds %.3f\n", target.switch_seconds_);

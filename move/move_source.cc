@@ -177,6 +177,9 @@ Result<MoveReport> Mover::Run() {
   Progress("copy", report.copy_bytes, report.copy_seconds);
   if (Crash("copied")) return CrashStatus("copied");
   if (!copied.ok()) return Rollback(move, copied.WithContext("copy"));
+  Clock::time_point preverify_start = Clock::now();
+  local_.PrepareFreeze();
+  report.preverify_seconds = SecondsSince(preverify_start);
 
   // Freeze: from here the agent waits; what changed since the copy is all that crosses.
   move.phase = "frozen";

@@ -46,6 +46,7 @@ struct MoveReport {
   uint64_t copy_bytes = 0, copy_files = 0, copy_skipped = 0;
   uint64_t switch_bytes = 0, switch_files = 0, switch_file_bytes = 0, removed = 0;
   double copy_seconds = 0;
+  double preverify_seconds = 0;  // a mount hashing its blobs after the copy, still running
   double freeze_seconds = 0;  // the freeze call alone (a mount commits and verifies)
   double frozen_seconds = 0;  // from freeze to the target's answer to activate
 };

@@ -22,6 +22,7 @@
 
 #include "capsule/file_io.h"
 #include "capsule/holder.h"
+#include "capsule/layout.h"
 #include "capsule/sha256.h"
 #include "fs/control_client.h"
 #include "tests/cli_runner.h"
@@ -403,6 +404,49 @@ TEST_F(CapsulefsTest, FreezeHoldsWritersAndLetsReadersGoThawReleasesRetireRefuse
   EXPECT_TRUE(read_only);
   EXPECT_EQ(Slurp(F("doc.txt")), "after");
   EXPECT_NE(RunCapsule({"status", mnt_, "--json"}).out.find("\"retired\""), std::string::npos);
+}
+
+// A move's source has the mount hash its blobs while the agent runs (preverify); the freeze
+// that follows reads only the blobs placed since, and still catches a blob damaged on disk.
+TEST_F(CapsulefsTest, FreezeAfterPreverifyReadsOnlyWhatChangedAndStillCatchesDamage) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(Put(F("f" + std::to_string(i)), "body " + std::to_string(i)), 0);
+  Result<std::string> socket = fs::FindControlSocket(mnt_);
+  ASSERT_TRUE(socket.ok()) << socket.status().message();
+  Result<Json> first = fs::SendControl(*socket, "preverify");
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_GE((*first)["blobs_read"].get<uint64_t>(), 20u);
+  Result<Json> again = fs::SendControl(*socket, "preverify");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)["blobs_read"], 0) << "nothing changed, nothing read";
+
+  ASSERT_EQ(Put(F("new-1"), "new one"), 0);
+  ASSERT_EQ(Put(F("new-2"), "new two"), 0);
+  Result<Json> frozen = fs::SendControl(*socket, "freeze");
+  ASSERT_TRUE(frozen.ok()) << frozen.status().message();
+  EXPECT_EQ((*frozen)["blobs_read"], 2) << "the freeze reads the two new blobs only";
+  ASSERT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
+
+  // A blob changed under the mount (same inode and size) is read again and refused.
+  std::string blob = dir_ + "/" + BlobPath(Sha256Hex("body 3"));
+  ASSERT_TRUE(PathExists(blob)) << blob;
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  {
+    std::fstream out(blob, std::ios::in | std::ios::out | std::ios::binary);
+    out << "BODY 3";
+  }
+  auto refused = RunCapsule({"freeze", mnt_});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE((refused.out + refused.err).find("does not verify"), std::string::npos) << refused.out << refused.err;
+  EXPECT_NE(RunCapsule({"status", mnt_}).out.find("active"), std::string::npos) << "a failed freeze leaves it running";
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  {
+    std::fstream out(blob, std::ios::in | std::ios::out | std::ios::binary);
+    out << "body 3";
+  }
+  EXPECT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
+  EXPECT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
 }
 
 TEST_F(CapsulefsTest, OnlyTheMountsOwnerMayUseTheControlChannel) {
