@@ -161,10 +161,14 @@ TEST(DigestCacheTest, RemembersUnchangedFilesAndReadsChangedOnesAgain) {
 }
 
 TEST(VerifyTest, RememberedBlobDigestsStillCatchADamagedBlob) {
-  std::string cap = NewCapsule();
-  std::string src = cap + "/../s";
-  ASSERT_TRUE(WriteFileAtomic(src, "original").ok());
-  ASSERT_TRUE(PutWorkspaceFile(cap, "f", src).ok());
+  std::string root = testing::MakeTempDir("verify_cached");
+  ASSERT_TRUE(MakeDirectories(root + "/ws").ok());
+  ASSERT_TRUE(WriteFileAtomic(root + "/ws/f", "original").ok());
+  CreateOptions create;
+  create.agent = {"agent-1", "Agent", std::nullopt};
+  create.workspace_source = root + "/ws";
+  std::string cap = root + "/cap";
+  ASSERT_TRUE(CreateCapsule(cap, create).ok());
   DigestCache cache;
   VerifyOptions options;
   options.blob_digests = &cache;
@@ -178,7 +182,7 @@ TEST(VerifyTest, RememberedBlobDigestsStillCatchADamagedBlob) {
   Result<VerifyReport> report = VerifyFolder(cap, options);
   ASSERT_TRUE(report.ok());
   ASSERT_FALSE(report->ok());
-  EXPECT_NE(report->problems[0].find("digest mismatch"), std::string::npos) << report->problems[0];
+  EXPECT_NE(report->problems[0].find("does not match its name"), std::string::npos) << report->problems[0];
 }
 
 }  // namespace

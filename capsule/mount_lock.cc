@@ -50,4 +50,17 @@ Status WaitForUnmountToFinish(const std::string& dir, std::chrono::milliseconds 
   }
 }
 
+Status WaitForDriverToExit(const std::string& dir, std::chrono::milliseconds timeout) {
+  std::string path = JoinPath(dir, kMountLockPath);
+  UniqueFd lock(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!lock.valid()) return Status::Ok();  // never mounted here
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (::flock(lock.get(), LOCK_SH | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) return Status::IOError(path, errno);
+    if (std::chrono::steady_clock::now() >= deadline) return Status::Unavailable(dir, "capsulefs has not exited");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Status::Ok();
+}
+
 }  // namespace capsule

@@ -22,4 +22,9 @@ Result<UniqueFd> LockForMount(const std::string& dir);
 Status WaitForUnmountToFinish(const std::string& dir,
                               std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+// Waits until no capsulefs holds the folder at all (after an unmount, once the driver has
+// exited), up to `timeout`; then Unavailable.
+Status WaitForDriverToExit(const std::string& dir,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
 }  // namespace capsule

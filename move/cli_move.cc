@@ -1,6 +1,7 @@
 // capsule serve --root DIR --listen HOST:PORT --cert FILE --key FILE --ca FILE --seal-key FILE
 //               [--mount-to DIR]
 // capsule move SOURCE --to HOST:PORT --cert FILE --key FILE --ca FILE [--recover] [--json]
+//              [--progress]
 #include "move/cli_move.h"
 
 #include <signal.h>
@@ -8,6 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <vector>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -19,6 +22,8 @@
 #include "capsule/holder.h"
 #include "capsule/keys.h"
 #include "capsule/layout.h"
+#include "capsule/mount_lock.h"
+#include "fs/control_client.h"
 #include "move/move_source.h"
 #include "move/move_target.h"
 #include "move/remote_target.h"
@@ -42,23 +47,58 @@ std::string ProgramBesideMe(const std::string& name) {
   return name;  // from PATH
 }
 
-// capsulefs DIR MNT, which returns once the mount is ready (it daemonises).
-Status MountCapsule(const std::string& dir, const std::string& mountpoint) {
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(mountpoint));
-  std::string program = ProgramBesideMe("capsulefs");
+// Runs `program` with `args` and waits: its exit code, 128 when it did not exit normally.
+Result<int> RunTool(const std::string& program, std::vector<std::string> args) {
+  args.insert(args.begin(), program);
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
   pid_t pid = ::fork();
   if (pid < 0) return Status::IOError("fork", errno);
   if (pid == 0) {
-    ::execlp(program.c_str(), "capsulefs", dir.c_str(), mountpoint.c_str(), static_cast<char*>(nullptr));
+    ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Status::IOError(mountpoint, "capsulefs " + dir + " did not mount (exit " +
-                                           std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128) + ")");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+// capsulefs DIR MNT, which returns once the mount is ready (it daemonises).
+Status MountCapsule(const std::string& dir, const std::string& mountpoint) {
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(mountpoint));
+  CAPSULE_ASSIGN_OR_RETURN(int exit_code, RunTool(ProgramBesideMe("capsulefs"), {dir, mountpoint}));
+  if (exit_code != 0) {
+    return Status::IOError(mountpoint, "capsulefs " + dir + " did not mount (exit " + std::to_string(exit_code) + ")");
   }
   return Status::Ok();
+}
+
+std::string RealPathOf(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (real == nullptr) return path;
+  std::string result(real);
+  std::free(real);
+  return result;
+}
+
+// An offer for an agent whose retired copy this sidecar mounted at `mountpoint` (on an
+// earlier activation): the mount takes no write any more, so it is unmounted and the offer
+// goes on. A copy mounted anywhere else, or not retired, is left alone and the offer refused.
+Status UnmountRetired(const std::string& dir, const std::string& mountpoint) {
+  Result<std::string> socket = fs::FindControlSocket(mountpoint);
+  Result<Json> status = socket.ok() ? fs::SendControl(*socket, "status") : Result<Json>(socket.status());
+  if (!status.ok() || status->value("state", "") != "retired" ||
+      RealPathOf(status->value("dir", "")) != RealPathOf(dir)) {
+    return Status::FailedPrecondition(dir, "its retired copy is mounted, not by this sidecar at " + mountpoint +
+                                               "; unmount it first");
+  }
+  CAPSULE_ASSIGN_OR_RETURN(int exit_code, RunTool("fusermount3", {"-u", mountpoint}));
+  if (exit_code != 0) {
+    return Status::FailedPrecondition(mountpoint, "fusermount3 -u failed (exit " + std::to_string(exit_code) +
+                                                      "): the retired copy is busy; unmount it first");
+  }
+  return WaitForDriverToExit(dir);
 }
 
 struct ServeArgs {
@@ -118,6 +158,9 @@ int RunServe(const ServeArgs& args) {
       Status mounted = MountCapsule(dir, JoinPath(mount_to, agent));
       if (!mounted.ok()) std::cerr << "capsule: serve: " << mounted.message() << "\n";
     });
+    (*target)->set_release_retired([mount_to = args.mount_to](const std::string& agent, const std::string& dir) {
+      return UnmountRetired(dir, JoinPath(mount_to, agent));
+    });
   }
   Result<std::unique_ptr<move::TlsListener>> listener = move::TlsListener::Listen(args.listen, credentials);
   if (!listener.ok()) return Fail(listener.status().WithContext("--listen " + args.listen));
@@ -159,6 +202,7 @@ struct MoveArgs {
   std::string source, to, cert, key, ca;
   bool recover = false;
   bool json = false;
+  bool progress = false;
 };
 
 std::string Mib(uint64_t bytes) {
@@ -173,12 +217,14 @@ int RunMoveCommand(const MoveArgs& args) {
   move::RemoteTarget target(args.to, TlsDialer(args.to, credentials));
   move::MoveOptions options;
   options.to = args.to;
-  if (::isatty(STDERR_FILENO)) {
-    options.progress = [](const move::MoveProgress& p) {
+  // On a terminal one line rewritten in place; elsewhere (--progress) one line per report.
+  bool terminal = ::isatty(STDERR_FILENO);
+  if (terminal || args.progress) {
+    options.progress = [terminal](const move::MoveProgress& p) {
       double rate = p.seconds > 0 ? static_cast<double>(p.bytes) / p.seconds : 0;
-      std::fprintf(stderr, "\r%-8s %12s  %10s/s  %6.1f s", p.phase.c_str(), Mib(p.bytes).c_str(),
-                   Mib(static_cast<uint64_t>(rate)).c_str(), p.seconds);
-      if (p.phase == "done") std::fprintf(stderr, "\n");
+      std::fprintf(stderr, "%s%-8s %12s  %10s/s  %6.1f s", terminal ? "\r" : "", p.phase.c_str(),
+                   Mib(p.bytes).c_str(), Mib(static_cast<uint64_t>(rate)).c_str(), p.seconds);
+      if (!terminal || p.phase == "done") std::fprintf(stderr, "\n");
       std::fflush(stderr);
     };
   }
@@ -243,6 +289,8 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   move->add_flag("--recover", move_args->recover,
                  "Only resolve the move SOURCE records as unfinished (ask the target; retire or thaw)");
   move->add_flag("--json", move_args->json, "Print the move's figures as JSON");
+  move->add_flag("--progress", move_args->progress,
+                 "Report progress (phase, bytes, rate) on standard error even when it is not a terminal");
   move->footer("Exit 0 only when the target holds the new epoch and SOURCE is retired. man capsule-protocol.7");
   move->callback([move_args, exit_code] { *exit_code = RunMoveCommand(*move_args); });
 }

@@ -163,7 +163,10 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
     }
     Result<std::string> socket = fs::FindControlSocket(dir);
     if (socket.ok() && fs::SendControl(*socket, "status").ok()) {
-      return Status::FailedPrecondition(what, "its retired copy is mounted here; unmount it first");
+      if (!release_retired_) {
+        return Status::FailedPrecondition(what, "its retired copy is mounted here; unmount it first");
+      }
+      CAPSULE_RETURN_IF_ERROR(release_retired_(request.agent, dir).WithContext(what));
     }
     Result<Manifest> manifest = Manifest::Load(dir);
     if (manifest.ok() && manifest->agent.id != request.agent) {

@@ -44,6 +44,13 @@ class MoveTarget : public TargetApi {
     on_activated_ = std::move(hook);
   }
 
+  // Called on an offer when this machine's retired copy of the agent is still mounted, with
+  // the agent and its capsule folder: unmounts it if it may (a retired mount takes no write,
+  // so nothing is lost), or says why not. Without it such an offer is refused.
+  void set_release_retired(std::function<Status(const std::string&, const std::string&)> hook) {
+    release_retired_ = std::move(hook);
+  }
+
   const std::string& root() const { return root_; }
   std::string CapsuleDir(const std::string& agent) const;
   std::string StagingDir(const std::string& agent) const;
@@ -71,6 +78,7 @@ class MoveTarget : public TargetApi {
   EvpPkeyPtr seal_key_;
   std::string seal_key_hex_;
   std::function<void(const std::string&, const std::string&)> on_activated_;
+  std::function<Status(const std::string&, const std::string&)> release_retired_;
   std::mutex mu_;  // guards locks_ and pending_
   std::map<std::string, std::shared_ptr<std::mutex>> locks_;
   std::map<std::string, Pending> pending_;

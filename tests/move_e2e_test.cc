@@ -209,6 +209,46 @@ TEST_F(MoveE2eTest, MoveFromAMountWhileAWriterWritesLosesNothingAndRetiresTheOld
   Unmount(there);
 }
 
+// Sidecars that mount what they take over (--mount-to): moved there and back, the agent is
+// mounted again where its first sidecar had it, the retired mount there unmounted on the
+// way; progress is reported line by line with --progress.
+TEST_F(MoveE2eTest, AnAgentMovedThereAndBackIsMountedAgainWhereItsSidecarHadIt) {
+  std::string mounts_a = root_ + "/mounted-a", mounts_b = root_ + "/mounted-b";
+  std::string on_a = mounts_a + "/agent-1", on_b = mounts_b + "/agent-1";
+  ASSERT_TRUE(MakeDirectories(on_a).ok());
+  auto mounted = RunProgram("./capsulefs", {Src(), on_a});  // as sidecar a would have
+  ASSERT_EQ(mounted.exit_code, 0) << mounted.err;
+  Sidecar sidecar_a(a_, pki_, seal_, mounts_a);
+  Sidecar sidecar_b(b_, pki_, seal_, mounts_b);
+  ASSERT_EQ(Put(on_a + "/files/from-a.txt", "a\n"), 0);
+  auto there = Move(on_a, sidecar_b.address());
+  ASSERT_EQ(there.exit_code, 0) << there.err;
+  ASSERT_TRUE(IsMounted(on_b));
+  EXPECT_EQ(Put(on_a + "/files/late.txt", "no\n"), EROFS);
+  ASSERT_EQ(Put(on_b + "/files/from-b.txt", "b\n"), 0);
+
+  auto back = RunCapsule({"move", on_b, "--to", sidecar_a.address(), "--cert", pki_ + "/client.pem", "--key",
+                          pki_ + "/client.key", "--ca", pki_ + "/ca.pem", "--progress"});
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  for (const char* phase : {"copy ", "freeze ", "switch ", "done "}) {
+    EXPECT_NE(("\n" + back.err).find(std::string("\n") + phase), std::string::npos)
+        << "no progress line for " << phase << "in: " << back.err;
+  }
+  EXPECT_NE(back.err.find(" MiB/s"), std::string::npos) << back.err;
+  EXPECT_EQ(StateOf(Src()), "active@3");
+  EXPECT_EQ(StateOf(Dst()), "retired@2");
+  ASSERT_TRUE(IsMounted(on_a)) << "sidecar a mounts the agent again";
+  Result<std::string> from_b = ReadFile(on_a + "/files/from-b.txt");
+  ASSERT_TRUE(from_b.ok()) << from_b.status().ToString();
+  EXPECT_EQ(*from_b, "b\n");
+  EXPECT_EQ(Put(on_a + "/files/again.txt", "yes\n"), 0);
+  EXPECT_EQ(Put(on_b + "/files/late.txt", "no\n"), EROFS);
+  Unmount(on_a);
+  Unmount(on_b);
+  ExpectVerifies(Src());
+  ExpectVerifies(Dst());
+}
+
 TEST_F(MoveE2eTest, ConnectionCutMidStreamRollsBack) {
   Sidecar target(b_, pki_, seal_);
   Result<std::unique_ptr<testing::CutProxy>> proxy = testing::CutProxy::Start(target.address());
