@@ -2,27 +2,42 @@
 //
 // The system instructions go in the top-level `system`. Messages alternate user/assistant and
 // the first is the user's (the window's lead guarantees it): consecutive turns of the same
-// role are merged into one message. An assistant step's blocks are, per unit, its kept
-// reasoning ({type: thinking, thinking, signature} or {type: redacted_thinking, data} from
-// `encrypted`), then its text or {type: tool_use, id, name, input}. The results follow in the
-// very next user message as {type: tool_result, tool_use_id, content, is_error?} blocks, before
-// any text of that message. A request that ends with an assistant message (a prefill) has the
-// trailing white space of its last text cut, which the API refuses. max_tokens is required:
-// RenderTarget::max_tokens (kDefaultAnthropicMaxTokens unless given). The `thinking` setting
-// of a request is the caller's choice and is not written.
+// role are merged into one message. An assistant step's blocks are its kept reasoning
+// ({type: thinking, thinking, signature} or {type: redacted_thinking, data} from `encrypted`)
+// and its texts and {type: tool_use, id, name, input} blocks, except that every thinking block
+// of a message comes first, in journal order: the API refuses a thinking block after other
+// content, so a step recorded as reasoning, text, reasoning, call opens with both thinking
+// blocks, and so does a message merged from two steps (a model switch between them). The
+// results follow in the very next user message as {type: tool_result, tool_use_id, content,
+// is_error?} blocks, before any text of that message. A request that ends with an assistant
+// message (a prefill) has the trailing white space of its last text cut, which the API
+// refuses. max_tokens is required: RenderTarget::max_tokens (kDefaultAnthropicMaxTokens unless
+// given). The `thinking` setting of a request is the caller's choice and is not written.
 #include "journal/render/providers.h"
 
 namespace capsule::journal::render {
 
 namespace {
 
+bool IsThinking(const Json& block) { return block["type"] == "thinking" || block["type"] == "redacted_thinking"; }
+
 class MessageList {
  public:
+  // Appends `block` to the last message if it has `role`, else to a new one. A thinking block
+  // goes after the message's thinking blocks but before anything else, since the API refuses
+  // thinking after text or tool_use; thinking blocks keep their order among themselves.
   void Add(const char* role, Json block) {
     if (messages_.empty() || messages_.back()["role"] != role) {
       messages_.push_back({{"role", role}, {"content", Json::array()}});
     }
-    messages_.back()["content"].push_back(std::move(block));
+    Json& content = messages_.back()["content"];
+    if (!IsThinking(block)) {
+      content.push_back(std::move(block));
+      return;
+    }
+    size_t at = 0;
+    while (at < content.size() && IsThinking(content[at])) ++at;
+    content.insert(content.begin() + static_cast<std::ptrdiff_t>(at), std::move(block));
   }
   Json Take() { return std::move(messages_); }
   Json& messages() { return messages_; }

@@ -3,7 +3,8 @@
 //    first model the same bytes again;
 //  - every call is answered by its result right after it, in the provider's form, and no
 //    result is sent without its call (no dangling call, no orphan result);
-//  - each provider's ordering and role rules hold (alternation, first turn, ids, names);
+//  - each provider's ordering and role rules hold (alternation, first turn, ids, names,
+//    Anthropic's thinking blocks before any other block of their message);
 //  - reasoning reaches only the provider and model that made it;
 //  - the window keeps the newest units that fit and stays within the budget whenever the
 //    system instructions, the tool declarations and the newest unit alone fit.
@@ -207,9 +208,14 @@ size_t CheckAnthropic(const Json& body) {
     EXPECT_EQ(m["role"], i % 2 == 0 ? "user" : "assistant") << "roles alternate, user first";
     EXPECT_FALSE(m["content"].empty());
     std::vector<std::string> answered, uses;
-    bool seen_other = false;
+    bool seen_other = false, seen_output = false;
     for (const Json& block : m["content"]) {
       std::string type = block["type"];
+      if (type == "thinking" || type == "redacted_thinking") {
+        EXPECT_FALSE(seen_output) << "message " << i << ": a thinking block after text or tool_use";
+      } else {
+        seen_output = true;
+      }
       if (type == "text") {
         EXPECT_NE(block["text"].get<std::string>().find_first_not_of(" \t\r\n"), std::string::npos) << "blank text";
         seen_other = true;

@@ -127,6 +127,26 @@ TEST(RenderReasoningTest, ReasoningGoesOnlyToTheProviderAndModelThatMadeIt) {
   }
 }
 
+TEST(RenderReasoningTest, AnthropicThinkingOpensItsMessageInJournalOrder) {
+  Json body = Render(Script("merged"), For(Provider::kAnthropic, "claude-sonnet-4-5"));
+  const Json& messages = body["messages"];
+  ASSERT_GE(messages.size(), 6u);
+  std::vector<std::string> types, marks;
+  for (const Json& block : messages[1]["content"]) {
+    types.push_back(block["type"]);
+    if (block.contains("signature")) marks.push_back(block["signature"]);
+    if (block.contains("data")) marks.push_back(block["data"]);
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{"thinking", "redacted_thinking", "thinking", "text", "tool_use", "tool_use"}));
+  EXPECT_EQ(marks, (std::vector<std::string>{"sig-m-1", "redacted-m-2", "sig-m-3"}));
+  // Opus's text and Sonnet's reasoning and text, split by a switch, share one message.
+  const Json& merged = messages[5]["content"];
+  ASSERT_EQ(merged.size(), 3u);
+  EXPECT_EQ(merged[0]["signature"], "sig-m-4");
+  EXPECT_EQ(merged[1]["text"], "Starting the rye dough.");
+  EXPECT_EQ(merged[2]["text"], "It will proof for three hours.");
+}
+
 TEST(RenderLostTest, ALostResultBecomesAnErrorAndAnOrphanIsNeverAToolResult) {
   std::vector<Event> events = Script("lost");
   Json openai = Render(events, For(Provider::kOpenAI, "gpt-4.1"));

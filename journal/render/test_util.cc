@@ -90,6 +90,8 @@ const std::vector<GoldenCase>& GoldenCases() {
       // So tight that the newest step, three parallel calls, loses its first call and result.
       {"trim_tight.anthropic", "trim", Target("anthropic", "claude-sonnet-4-5", 170)},
       {"trim_tight.gemini", "trim", Target("gemini", "gemini-3-pro-preview", 170)},
+      // Thinking blocks open their message however the step was recorded.
+      {"merged.anthropic", "merged", Target(std::nullopt, std::nullopt)},
   };
   return cases;
 }
