@@ -11,10 +11,15 @@
 // part {text, thought: true}, then its text or {functionCall: {name, args}}. Gemini puts a
 // thought signature on the part that follows the thinking, so the signature of a unit's last
 // reasoning goes on its text or functionCall part as `thoughtSignature` (an earlier one stays
-// on its own thought part). The results follow in the next user content as
-// {functionResponse: {name, response}} parts, same order and count as the calls, where
-// response is {"output": content} or, for an error, {"error": content}. No ids are sent:
-// Gemini pairs responses with calls by order.
+// on its own thought part). A reasoning with no text (a signature alone) is no part at all,
+// since Gemini refuses an empty one: its signature goes on the next part of the model content,
+// the next thought part or else the unit's text or functionCall part. A part carries one
+// signature, so a carried one is dropped when the next part has its own (a thought part that
+// is not the unit's last) or another signature alone follows it; a signature with no output
+// after it in its step is not kept at all (render.h, rule 1). The results follow in the next
+// user content as {functionResponse: {name, response}} parts, same order and count as the
+// calls, where response is {"output": content} or, for an error, {"error": content}. No ids
+// are sent: Gemini pairs responses with calls by order.
 //
 // Gemini 3 and later refuse a step's first functionCall without a thought signature; a call
 // made by another model has none, so for those models it carries Google's documented
@@ -69,19 +74,23 @@ Json RenderGemini(const Conversation& conversation, const Window& window, const 
         break;
       case Turn::Kind::kAssistant:
         for (const Unit* unit : turn.units) {
-          std::string signature;
+          std::string carried;  // a signature for the next part (see the top of this file)
           for (size_t r = 0; r < unit->reasoning.size(); ++r) {
             const KeptReasoning& reasoning = unit->reasoning[r];
-            bool last = r + 1 == unit->reasoning.size();
-            if (last) signature = reasoning.signature;
-            if (reasoning.text.empty() && last) continue;
+            const bool last = r + 1 == unit->reasoning.size();
+            if (reasoning.text.empty()) {
+              carried = reasoning.signature;  // an earlier one carried here has no part left
+              continue;
+            }
             Json thought = {{"text", reasoning.text}, {"thought", true}};
-            if (!last) thought["thoughtSignature"] = reasoning.signature;
+            const std::string& signature = last ? carried : reasoning.signature;
+            if (!signature.empty()) thought["thoughtSignature"] = signature;
+            carried = last ? reasoning.signature : std::string();
             list.Add("model", std::move(thought));
           }
           Json part = unit->call ? Json{{"functionCall", {{"name", unit->call->name}, {"args", unit->call->arguments}}}}
                                  : Json{{"text", unit->text}};
-          if (!signature.empty()) part["thoughtSignature"] = signature;
+          if (!carried.empty()) part["thoughtSignature"] = carried;
           list.Add("model", std::move(part));
         }
         break;

@@ -12,7 +12,9 @@
 //     signature (Anthropic thinking, Gemini thoughtSignature) or encrypted payload (Anthropic
 //     redacted_thinking). Reasoning from anyone else is dropped. OpenAI Chat Completions has no
 //     field for reasoning (encrypted reasoning belongs to the Responses API), so it gets none.
-//     Reasoning with neither signature nor payload is never replayed: no provider accepts it.
+//     Reasoning with neither signature nor payload is never replayed: no provider accepts it;
+//     nor is reasoning with no output after it in its step (the assistant events between two
+//     user messages, tool results or model switches), since it has no part to go with.
 //  2. A tool call with no result (the machine died mid-call) gets an error result saying the
 //     result was lost (kLostResultText). A result whose call is not in the conversation is
 //     not sent as a tool result: it becomes a user note (OrphanNoteText) where it happened.

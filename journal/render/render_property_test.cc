@@ -4,7 +4,8 @@
 //  - every call is answered by its result right after it, in the provider's form, and no
 //    result is sent without its call (no dangling call, no orphan result);
 //  - each provider's ordering and role rules hold (alternation, first turn, ids, names,
-//    Anthropic's thinking blocks before any other block of their message);
+//    Anthropic's thinking blocks before any other block of their message, no empty Gemini
+//    thought part);
 //  - reasoning reaches only the provider and model that made it;
 //  - the window keeps the newest units that fit and stays within the budget whenever the
 //    system instructions, the tool declarations and the newest unit alone fit.
@@ -33,8 +34,9 @@ const Model kModels[] = {{"anthropic", "claude-a"},      {"anthropic", "claude-b
                          {"gemini", "gemini-2.5-flash"}, {"openai", "gpt-x"},       {"openai", "o-y"}};
 
 // A random journal: turns of users and assistants, reasoning from random models (signature
-// "sig|provider|model|n"), parallel calls, results late, lost or out of order, orphan results,
-// odd and repeated call ids, odd tool names, switches, system and side-conversation events.
+// "sig|provider|model|n", at times two in a row, at times with no text), parallel calls,
+// results late, lost or out of order, orphan results, odd and repeated call ids, odd tool
+// names, switches, system and side-conversation events.
 std::vector<Event> RandomJournal(std::mt19937& rng) {
   auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
   auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
@@ -77,7 +79,7 @@ std::vector<Event> RandomJournal(std::mt19937& rng) {
       size_t pieces = 1 + pick(4);
       std::vector<std::string> ids;
       for (size_t p = 0; p < pieces; ++p) {
-        if (chance(0.4)) {
+        for (int thoughts = chance(0.4) ? 1 + (chance(0.3) ? 1 : 0) : 0; thoughts > 0; --thoughts) {
           const Model& r = kModels[pick(std::size(kModels))];
           Json data = {{"provider", r.provider}, {"model", r.model}, {"text", chance(0.5) ? text("thought") : ""}};
           std::string mark = std::string("sig|") + r.provider + "|" + r.model + "|" + std::to_string(n++);
@@ -309,6 +311,7 @@ size_t CheckGemini(const Json& body, bool checks_signatures) {
         EXPECT_TRUE(part["text"].is_string());
         if (part.value("thought", false)) {
           EXPECT_EQ(c["role"], "model");
+          EXPECT_FALSE(part["text"].get<std::string>().empty()) << "an empty thought part";
         }
         seen_other = true;
       }

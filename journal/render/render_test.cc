@@ -147,6 +147,27 @@ TEST(RenderReasoningTest, AnthropicThinkingOpensItsMessageInJournalOrder) {
   EXPECT_EQ(merged[2]["text"], "It will proof for three hours.");
 }
 
+TEST(RenderReasoningTest, GeminiSignatureWithoutTextGoesOnTheNextPart) {
+  Json body = Render(Script("signatures"), For(Provider::kGemini, "gemini-3-pro-preview"));
+  std::vector<std::string> parts;  // "thought|call|text:signature" for each model part
+  for (const Json& content : body["contents"]) {
+    if (content["role"] != "model") continue;
+    for (const Json& part : content["parts"]) {
+      std::string kind = part.value("thought", false) ? "thought" : part.contains("functionCall") ? "call" : "text";
+      if (part.contains("text")) {
+        EXPECT_FALSE(part["text"].get<std::string>().empty()) << part.dump();
+      }
+      parts.push_back(kind + ":" + part.value("thoughtSignature", ""));
+    }
+  }
+  EXPECT_EQ(parts, (std::vector<std::string>{"thought:gsig-a1", "call:gsig-a2",      // after a signed thought
+                                             "thought:gsig-b1", "text:gsig-b2",      // onto the next thought
+                                             "call:gsig-c2",                         // the nearer of two
+                                             "text:gsig-e1"}));                      // past a blank text
+  EXPECT_FALSE(Has(body, "gsig-c1"));
+  EXPECT_FALSE(Has(body, "gsig-d1"));  // no output after it in its step
+}
+
 TEST(RenderLostTest, ALostResultBecomesAnErrorAndAnOrphanIsNeverAToolResult) {
   std::vector<Event> events = Script("lost");
   Json openai = Render(events, For(Provider::kOpenAI, "gpt-4.1"));

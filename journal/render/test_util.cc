@@ -92,6 +92,8 @@ const std::vector<GoldenCase>& GoldenCases() {
       {"trim_tight.gemini", "trim", Target("gemini", "gemini-3-pro-preview", 170)},
       // Thinking blocks open their message however the step was recorded.
       {"merged.anthropic", "merged", Target(std::nullopt, std::nullopt)},
+      // Gemini signatures recorded without thought text: never an empty thought part.
+      {"signatures.gemini", "signatures", Target(std::nullopt, std::nullopt)},
   };
   return cases;
 }
