@@ -1,6 +1,7 @@
 // capsule render through the real binary: a journal written with `capsule log append`, rendered
-// for each provider; the current model taken from the journal; a switch A -> B -> A giving A
-// the same bytes; a lost result; the context window; the refusals and their exit statuses.
+// for each provider; the current model taken from the journal; Claude's thinking first in its
+// message and whole per turn; a switch A -> B -> A giving A the same bytes; a lost result; the
+// context window; the refusals and their exit statuses.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -90,6 +91,32 @@ TEST_F(RenderCliTest, EachProviderFromTheSameJournal) {
   EXPECT_EQ(pretty.exit_code, 0);
   EXPECT_EQ(Json::parse(pretty.out), claude);
   EXPECT_NE(pretty.out.find("\n  \"max_tokens\": 4096"), std::string::npos);
+}
+
+TEST_F(RenderCliTest, ClaudesThinkingOpensItsMessageAndGoesBackWholePerTurn) {
+  Append("model_switch", R"({"provider":"anthropic","model":"claude-sonnet-4-5"})");
+  Append("user_message", R"({"text":"Flour, then sugar."})");
+  Append("reasoning", R"({"provider":"anthropic","model":"claude-sonnet-4-5","text":"Flour.","signature":"sig-1"})");
+  Append("assistant_message", R"({"text":"Checking.","provider":"anthropic","model":"claude-sonnet-4-5"})");
+  Append("reasoning", R"({"provider":"anthropic","model":"claude-sonnet-4-5","text":"Call.","signature":"sig-2"})");
+  Append("tool_call", R"({"call_id":"toolu_1","name":"stock","arguments":{"item":"flour"}})");
+  Append("tool_result", R"({"call_id":"toolu_1","content":"12 kg","is_error":false})");
+  Append("user_message", R"({"text":"And sugar?"})");
+  Append("reasoning", R"({"provider":"anthropic","model":"claude-sonnet-4-5","text":"Sugar.","signature":"sig-3"})");
+  Append("tool_call", R"({"call_id":"toolu_2","name":"stock","arguments":{"item":"sugar"}})");
+  Append("tool_result", R"({"call_id":"toolu_2","content":"3 kg","is_error":false})");
+  Append("reasoning", R"({"provider":"anthropic","model":"claude-sonnet-4-5","text":"Recorded without its signature."})");
+  Append("assistant_message", R"({"text":"3 kg of sugar.","provider":"anthropic","model":"claude-sonnet-4-5"})");
+  Json claude = RenderJson({});
+  const Json& messages = claude["messages"];
+  ASSERT_EQ(messages.size(), 6u);
+  std::vector<std::string> first;
+  for (const Json& block : messages[1]["content"]) first.push_back(block["type"]);
+  EXPECT_EQ(first, (std::vector<std::string>{"thinking", "thinking", "text", "tool_use"}));
+  // The second turn has a reasoning that cannot go back, so none of its thinking does.
+  EXPECT_EQ(messages[3]["content"].size(), 1u);
+  EXPECT_EQ(messages[3]["content"][0]["type"], "tool_use");
+  EXPECT_EQ(claude.dump().find("sig-3"), std::string::npos);
 }
 
 TEST_F(RenderCliTest, SwitchToGeminiAndBackGivesClaudeTheSameBytes) {

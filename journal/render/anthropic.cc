@@ -1,18 +1,23 @@
 // Anthropic Messages (POST /v1/messages).
 //
 // The system instructions go in the top-level `system`. Messages alternate user/assistant and
-// the first is the user's (the window's lead guarantees it): consecutive turns of the same
-// role are merged into one message. An assistant step's blocks are its kept reasoning
-// ({type: thinking, thinking, signature} or {type: redacted_thinking, data} from `encrypted`)
-// and its texts and {type: tool_use, id, name, input} blocks, except that every thinking block
-// of a message comes first, in journal order: the API refuses a thinking block after other
-// content, so a step recorded as reasoning, text, reasoning, call opens with both thinking
-// blocks, and so does a message merged from two steps (a model switch between them). The
-// results follow in the very next user message as {type: tool_result, tool_use_id, content,
-// is_error?} blocks, before any text of that message. A request that ends with an assistant
-// message (a prefill) has the trailing white space of its last text cut, which the API
-// refuses. max_tokens is required: RenderTarget::max_tokens (kDefaultAnthropicMaxTokens unless
-// given). The `thinking` setting of a request is the caller's choice and is not written.
+// the first is the user's (the window's lead guarantees it): consecutive Turns (providers.h) of
+// the same role are merged into one message. An assistant step's blocks are its kept
+// reasoning ({type: thinking, thinking, signature} or {type: redacted_thinking, data} from
+// `encrypted`) and its texts and {type: tool_use, id, name, input} blocks, except that every
+// thinking block of a message comes first, in journal order: the API refuses a thinking block
+// after other content, so a step recorded as reasoning, text, reasoning, call opens with both
+// thinking blocks, and so does a message merged from two steps (a model switch between them).
+// The thinking of a conversation turn (a user message and all the assistant did up to the
+// next, render.h rule 1) is sent whole or not at all: one whose own reasoning was not all
+// kept has none here already (BuildConversation), and one the window cuts is sent without it.
+// The results follow in the very next user message as {type: tool_result, tool_use_id,
+// content, is_error?} blocks, before any text of that message. A request that ends with an
+// assistant message (a prefill) has the trailing white space of its last text cut, which the
+// API refuses. max_tokens is required: RenderTarget::max_tokens (kDefaultAnthropicMaxTokens
+// unless given). The `thinking` setting of a request is the caller's choice and is not written.
+#include <optional>
+
 #include "journal/render/providers.h"
 
 namespace capsule::journal::render {
@@ -46,9 +51,22 @@ class MessageList {
   Json messages_ = Json::array();
 };
 
+// The turn the window cuts: one with assistant output on both sides of window.first. It is
+// sent without thinking (render.h, rule 1).
+std::optional<uint64_t> CutTurn(const Conversation& conversation, const Window& window) {
+  const std::vector<Unit>& units = conversation.units;
+  if (window.first == 0 || window.first >= units.size()) return std::nullopt;
+  const uint64_t turn = units[window.first].turn;
+  for (size_t i = window.first; i-- > 0 && units[i].turn == turn;) {
+    if (!units[i].from_user) return turn;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Json RenderAnthropic(const Conversation& conversation, const Window& window, const RenderTarget& target) {
+  const std::optional<uint64_t> cut = CutTurn(conversation, window);
   MessageList list;
   for (const Turn& turn : Turns(conversation, window)) {
     switch (turn.kind) {
@@ -57,7 +75,8 @@ Json RenderAnthropic(const Conversation& conversation, const Window& window, con
         break;
       case Turn::Kind::kAssistant:
         for (const Unit* unit : turn.units) {
-          for (const KeptReasoning& r : unit->reasoning) {
+          static const std::vector<KeptReasoning> kNone;
+          for (const KeptReasoning& r : unit->turn == cut ? kNone : unit->reasoning) {
             if (!r.signature.empty()) {
               list.Add("assistant", {{"type", "thinking"}, {"thinking", r.text}, {"signature", r.signature}});
             } else {

@@ -57,10 +57,13 @@ std::string SafeToolName(const std::string& name) {
   return safe.substr(0, std::min(safe.size(), kMaxNameLength - suffix.size())) + suffix;
 }
 
+// Reasoning the target's own provider and model produced.
+bool IsOwnReasoning(const Event& event, const RenderTarget& target) {
+  return StringField(event, "provider") == ProviderName(target.provider) && StringField(event, "model") == target.model;
+}
+
 bool KeepsReasoning(const Event& event, const RenderTarget& target) {
-  if (StringField(event, "provider") != ProviderName(target.provider) || StringField(event, "model") != target.model) {
-    return false;
-  }
+  if (!IsOwnReasoning(event, target)) return false;
   switch (target.provider) {
     case Provider::kOpenAI: return false;  // Chat Completions has no field for it
     case Provider::kAnthropic: return !StringField(event, "signature").empty() || !StringField(event, "encrypted").empty();
@@ -110,11 +113,13 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
   std::vector<std::pair<std::string, std::string>> called;  // (safe name, journal name), in order
   IdMapper ids;
   bool in_step = false;
-  uint64_t step = 0;
+  uint64_t step = 0, turn = 0;
   std::vector<KeptReasoning> pending;  // reasoning waiting for the output it belongs to
+  std::set<uint64_t> partial;          // turns where some of the target's own reasoning is not kept
 
   auto end_step = [&] {
     in_step = false;
+    if (!pending.empty()) partial.insert(turn);
     pending.clear();  // reasoning with no output after it in its step is not sent
   };
   auto begin_output = [&] {
@@ -146,6 +151,7 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
       if (IsBlank(text)) continue;  // no provider accepts an empty message
       Unit unit;
       unit.from_user = true;
+      unit.turn = ++turn;
       unit.text = std::move(text);
       unit.user_messages = 1;
       unit.first_ts = unit.last_ts = event.ts;
@@ -156,6 +162,7 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
       if (paired[i]) continue;  // sent beside its call
       Unit unit;
       unit.from_user = true;
+      unit.turn = turn;
       unit.text = OrphanNoteText(StringField(event, "call_id"), event.data.value("content", Json("")));
       unit.first_ts = unit.last_ts = event.ts;
       unit.tokens = est.PerMessage() + est.Text(unit.text);
@@ -164,11 +171,14 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
       begin_output();
       if (KeepsReasoning(event, target)) {
         pending.push_back({StringField(event, "text"), StringField(event, "signature"), StringField(event, "encrypted")});
+      } else if (IsOwnReasoning(event, target)) {
+        partial.insert(turn);
       }
     } else if (type == "assistant_message" || type == "tool_call") {
       begin_output();
       Unit unit;
       unit.step = step;
+      unit.turn = turn;
       unit.first_ts = unit.last_ts = event.ts;
       if (type == "assistant_message") {
         unit.text = StringField(event, "text");
@@ -205,6 +215,16 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
       out.units.push_back(std::move(unit));
     }
     // Other events (facts, runs) are not part of what a model is sent.
+  }
+  end_step();
+
+  // Anthropic takes a turn's thinking whole or not at all (render.h, rule 1).
+  if (target.provider == Provider::kAnthropic) {
+    for (Unit& unit : out.units) {
+      if (partial.count(unit.turn) == 0) continue;
+      for (const KeptReasoning& r : unit.reasoning) unit.tokens -= ReasoningTokens(r, est);
+      unit.reasoning.clear();
+    }
   }
 
   // A provider may refuse a call to a tool it was not told of: declare every called tool.

@@ -1,8 +1,10 @@
 // The provider-neutral form of one conversation that every provider's renderer works from:
 // the system instructions, the tool declarations, and the conversation as a list of units,
 // each call already paired with its result. Building it applies rules 1 and 2 of render.h
-// (which reasoning is kept, lost results, orphan results) and maps ids and tool names to the
-// forms every provider accepts, so trimming (trim.h) and the renderers never see a journal.
+// (which reasoning is kept, Anthropic's thinking whole per turn, lost results, orphan
+// results; only a turn cut by the window is left to the renderer) and maps ids and tool names
+// to the forms every provider accepts, so trimming (trim.h) and the renderers never see a
+// journal.
 //
 // Ids: a journal call_id matching [A-Za-z0-9_-]{1,40} is used as is (Anthropic requires that
 // alphabet, OpenAI at most 40 characters); any other becomes "call_" + the first 24 hex
@@ -61,6 +63,10 @@ struct Unit {
   // Assistant units of one step (consecutive assistant-side events) share a step number and
   // form one assistant message; the step's results follow it.
   uint64_t step = 0;
+  // Each user message opens a turn, which also holds every step, result and orphan note up to
+  // the next user message (a tool-use loop is one turn). For Anthropic, a turn's thinking is
+  // sent whole or not at all (render.h, rule 1).
+  uint64_t turn = 0;
   std::vector<KeptReasoning> reasoning;  // reasoning that preceded this output, kept
   std::string text;                      // user text, note, or assistant text
   std::optional<ToolCall> call;          // an assistant's call, with its result

@@ -15,6 +15,18 @@
 //     Reasoning with neither signature nor payload is never replayed: no provider accepts it;
 //     nor is reasoning with no output after it in its step (the assistant events between two
 //     user messages, tool results or model switches), since it has no part to go with.
+//     Anthropic gets a turn's thinking whole or not at all. A turn is a user message and all
+//     the assistant did up to the next one: a tool-use loop is one turn. The API requires the
+//     thinking of the step that made a call, and of the step that continues after its result,
+//     to come back complete and unmodified, and refuses thinking blocks that differ from what
+//     the model produced. So a turn's thinking blocks are all sent, unmodified and in journal
+//     order, unless some of the target model's own reasoning in that turn cannot be (neither
+//     signature nor payload, no output after it) or the context window cuts the turn (drops
+//     some of its assistant output): then none are. Rendering does not know whether the caller
+//     enables thinking; with thinking enabled, the API may refuse, or answer without
+//     thinking, a request whose last turn lost its thinking this way. Models that check what
+//     precedes a thinking block likewise refuse or drop (as the request chooses) the blocks
+//     after a digest or after a turn sent without its thinking.
 //  2. A tool call with no result (the machine died mid-call) gets an error result saying the
 //     result was lost (kLostResultText). A result whose call is not in the conversation is
 //     not sent as a tool result: it becomes a user note (OrphanNoteText) where it happened.

@@ -6,11 +6,13 @@
 //  - each provider's ordering and role rules hold (alternation, first turn, ids, names,
 //    Anthropic's thinking blocks before any other block of their message, no empty Gemini
 //    thought part);
-//  - reasoning reaches only the provider and model that made it;
+//  - reasoning reaches only the provider and model that made it, and Anthropic's thinking
+//    goes back whole per turn or not at all;
 //  - the window keeps the newest units that fit and stays within the budget whenever the
 //    system instructions, the tool declarations and the newest unit alone fit.
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -263,6 +265,51 @@ size_t CheckAnthropic(const Json& body) {
   return calls;
 }
 
+// Anthropic's thinking goes back whole per turn or not at all: for each turn (a user message
+// and all up to the next), the thinking blocks sent are none, or every reasoning of the
+// target's own model in that turn, in journal order. Counts the turns sent whole with more
+// than one block, and those whose own sendable reasoning was withheld.
+void CheckAnthropicThinking(const std::vector<Event>& events, const RenderTarget& target, const Json& body,
+                            int* whole, int* withheld) {
+  std::map<uint64_t, std::vector<std::string>> own;  // turn -> its own reasoning, in order
+  std::map<std::string, uint64_t> turn_of;
+  uint64_t turn = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& event = events[i];
+    if (event.Conversation() != target.conversation) continue;
+    if (event.type == "user_message" &&
+        event.data["text"].get<std::string>().find_first_not_of(" \t\r\n") != std::string::npos) {
+      ++turn;
+    }
+    if (event.type != "reasoning" || event.data["provider"] != ProviderName(target.provider) ||
+        event.data["model"] != target.model) {
+      continue;
+    }
+    // What the request shows of it: the signature, else the payload's mark; else nothing can.
+    std::string mark = event.data.value("signature", event.data.value("encrypted", "unsendable#" + std::to_string(i)));
+    if (mark.rfind("enc", 0) == 0) mark = mark.substr(3);
+    own[turn].push_back(mark);
+    turn_of[mark] = turn;
+  }
+  std::map<uint64_t, std::vector<std::string>> sent;
+  for (const Json& message : body["messages"]) {
+    for (const Json& block : message["content"]) {
+      std::string mark = block["type"] == "thinking"            ? block["signature"].get<std::string>()
+                         : block["type"] == "redacted_thinking" ? block["data"].get<std::string>().substr(3)
+                                                                : std::string();
+      if (mark.empty()) continue;
+      ASSERT_EQ(turn_of.count(mark), 1u) << mark;
+      sent[turn_of[mark]].push_back(mark);
+    }
+  }
+  for (const auto& [t, marks] : sent) EXPECT_EQ(marks, own[t]) << "turn " << t << " sent in part";
+  for (const auto& [t, marks] : own) {
+    bool sendable = std::none_of(marks.begin(), marks.end(), [](const std::string& m) { return m.rfind("unsendable#", 0) == 0; });
+    if (sent.count(t) > 0 && marks.size() > 1) ++*whole;
+    if (sent.count(t) == 0 && sendable) ++*withheld;
+  }
+}
+
 size_t CheckGemini(const Json& body, bool checks_signatures) {
   const Json& contents = body["contents"];
   std::set<std::string> declared = DeclaredNames(body.value("tools", Json::array()), Provider::kGemini);
@@ -329,7 +376,7 @@ size_t CheckGemini(const Json& body, bool checks_signatures) {
 
 TEST(RenderPropertyTest, RandomJournals) {
   ByteTokenEstimator estimator;
-  int trimmed = 0, refused = 0, rendered = 0;
+  int trimmed = 0, refused = 0, rendered = 0, whole_turns = 0, withheld_turns = 0;
   for (uint32_t seed = 1; seed <= 150; ++seed) {
     std::mt19937 rng(seed);
     std::vector<Event> events = RandomJournal(rng);
@@ -401,7 +448,10 @@ TEST(RenderPropertyTest, RandomJournals) {
         size_t calls = 0;
         switch (target.provider) {
           case Provider::kOpenAI: calls = CheckOpenAI(*body); break;
-          case Provider::kAnthropic: calls = CheckAnthropic(*body); break;
+          case Provider::kAnthropic:
+            calls = CheckAnthropic(*body);
+            CheckAnthropicThinking(events, target, *body, &whole_turns, &withheld_turns);
+            break;
           case Provider::kGemini: calls = CheckGemini(*body, target.model == std::string("gemini-3-pro")); break;
         }
         EXPECT_EQ(calls, kept_calls);
@@ -441,6 +491,8 @@ TEST(RenderPropertyTest, RandomJournals) {
   EXPECT_GT(trimmed, 100);
   EXPECT_GT(refused, 10);
   EXPECT_GT(rendered, 1000);
+  EXPECT_GT(whole_turns, 100);
+  EXPECT_GT(withheld_turns, 200);
 }
 
 }  // namespace

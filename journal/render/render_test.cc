@@ -168,6 +168,46 @@ TEST(RenderReasoningTest, GeminiSignatureWithoutTextGoesOnTheNextPart) {
   EXPECT_FALSE(Has(body, "gsig-d1"));  // no output after it in its step
 }
 
+// The signatures of the thinking blocks in an Anthropic request, in order.
+std::vector<std::string> ThinkingSent(const Json& body) {
+  std::vector<std::string> sent;
+  for (const Json& message : body["messages"]) {
+    for (const Json& block : message["content"]) {
+      if (block["type"] == "thinking") sent.push_back(block["signature"]);
+    }
+  }
+  return sent;
+}
+
+TEST(RenderReasoningTest, AnthropicThinkingGoesBackWholePerTurnOrNotAtAll) {
+  std::vector<Event> events = Script("turns");
+  Json whole = Render(events, For(Provider::kAnthropic, "claude-opus-4-1"));
+  // Turn 1's loop keeps the thinking of each call's step and of the step after its result;
+  // turns 2 and 4 lose theirs (a reasoning not sendable, one with no output after it); turn 3
+  // keeps its own though another model's reasoning is in it.
+  EXPECT_EQ(ThinkingSent(whole), (std::vector<std::string>{"sig-t1-1", "sig-t1-2", "sig-t1-3", "sig-t3-1",
+                                                           "sig-t5-1", "sig-t5-2", "sig-t5-3"}));
+  EXPECT_TRUE(Has(whole, "The proofing room is at 70% humidity"));  // the outputs stay
+  EXPECT_TRUE(Has(whole, "toolu_yeast"));
+  for (const char* withheld : {"sig-t2-1", "sig-t4-1", "sig-t4-2", "sig-sonnet", "A summary kept"}) {
+    EXPECT_FALSE(Has(whole, withheld)) << withheld;
+  }
+
+  // The window keeps turn 5 from its user message on, or from its first call on (the user
+  // message alone dropped): its thinking is whole either way.
+  for (uint64_t budget : {310, 295}) {
+    Json kept = Render(events, For(Provider::kAnthropic, "claude-opus-4-1", budget));
+    EXPECT_TRUE(Has(kept, "[Earlier conversation omitted")) << budget;
+    EXPECT_EQ(ThinkingSent(kept), (std::vector<std::string>{"sig-t5-1", "sig-t5-2", "sig-t5-3"})) << budget;
+  }
+  // The window drops the turn's first call: none of the turn's thinking is sent.
+  Json cut = Render(events, For(Provider::kAnthropic, "claude-opus-4-1", 275));
+  EXPECT_FALSE(Has(cut, "toolu_rye"));
+  EXPECT_TRUE(Has(cut, "toolu_white"));
+  EXPECT_TRUE(ThinkingSent(cut).empty()) << cut.dump();
+  EXPECT_FALSE(Has(cut, "redacted_thinking"));
+}
+
 TEST(RenderLostTest, ALostResultBecomesAnErrorAndAnOrphanIsNeverAToolResult) {
   std::vector<Event> events = Script("lost");
   Json openai = Render(events, For(Provider::kOpenAI, "gpt-4.1"));

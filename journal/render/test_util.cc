@@ -94,6 +94,11 @@ const std::vector<GoldenCase>& GoldenCases() {
       {"merged.anthropic", "merged", Target(std::nullopt, std::nullopt)},
       // Gemini signatures recorded without thought text: never an empty thought part.
       {"signatures.gemini", "signatures", Target(std::nullopt, std::nullopt)},
+      // Anthropic's thinking whole per turn or not at all; a window that keeps the last turn
+      // whole from its user message on, and one that cuts into it.
+      {"turns.anthropic", "turns", Target(std::nullopt, std::nullopt)},
+      {"turns_whole.anthropic", "turns", Target(std::nullopt, std::nullopt, 310)},
+      {"turns_cut.anthropic", "turns", Target(std::nullopt, std::nullopt, 275)},
   };
   return cases;
 }
