@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <iterator>
 
 #include "capsule/sha256.h"
 
@@ -43,6 +44,13 @@ Result<std::string> DigestCache::Sha256File(const std::string& path, uint64_t* s
     entries_.erase(path);
   }
   return sha256;
+}
+
+void DigestCache::KeepOnly(const std::set<std::string>& paths) {
+  std::lock_guard lock(mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    it = paths.count(it->first) ? std::next(it) : entries_.erase(it);
+  }
 }
 
 uint64_t DigestCache::files_read() const {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "capsule/status.h"
@@ -27,6 +28,10 @@ class DigestCache {
 
   // How many files were read (not answered from memory) since the cache was made.
   uint64_t files_read() const;
+
+  // Forgets every path not in `paths` (files that are gone), so that the cache does not grow
+  // with every blob a long-lived process ever saw.
+  void KeepOnly(const std::set<std::string>& paths);
 
  private:
   struct Identity {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,19 +19,31 @@ constexpr char kControlSocketPath[] = ".capsule/control.sock";
 }  // namespace
 
 Result<UniqueFd> LockForMount(const std::string& dir) {
+  // Not a capsule (a mistyped path): nothing is made there; opening it names the problem.
+  if (!PathExists(JoinPath(dir, kManifestPath))) return UniqueFd();
   std::string path = JoinPath(dir, kMountLockPath);
-  Status made = MakeDirectories(JoinPath(dir, kLocalDir));
-  int fd = made.ok() ? ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
-  if (fd < 0) {
-    int err = made.ok() ? errno : made.sys_errno().value_or(0);
-    if (err == EROFS || err == EACCES || err == EPERM) return UniqueFd();
-    return made.ok() ? Status::IOError(path, err) : made;
+  if (::mkdir(JoinPath(dir, kLocalDir).c_str(), 0755) != 0 && errno != EEXIST) {
+    if (errno == EROFS || errno == EACCES || errno == EPERM) return UniqueFd();  // a read-only copy
+    return Status::IOError(JoinPath(dir, kLocalDir), errno);
   }
-  UniqueFd lock(fd);
-  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) return Status::AlreadyExists(dir, "is mounted by another capsulefs");
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Another user's folder or a read-only one: flock(2) works on a descriptor open for reading.
+  if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM)) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == EACCES || errno == EPERM) return UniqueFd();  // cannot be made here
     return Status::IOError(path, errno);
   }
+  UniqueFd lock(fd);
+  // A command waiting for an unmount to finish holds the lock shared for an instant: a start
+  // that meets it tries again rather than mistaking it for a driver.
+  for (int attempt = 0;; ++attempt) {
+    if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) break;
+    if (errno != EWOULDBLOCK) return Status::IOError(path, errno);
+    if (attempt == 50) return Status::AlreadyExists(dir, "is mounted by another capsulefs");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // A control socket left by a driver that died is not a mount serving the folder.
+  ::unlink(JoinPath(dir, kControlSocketPath).c_str());
   return lock;
 }
 

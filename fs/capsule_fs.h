@@ -81,6 +81,8 @@ class CapsuleFs {
   // Hashes the capsule's blobs while the agent runs, ahead of a freeze (a move's copy phase).
   // Returns how many blobs were read rather than remembered.
   Result<uint64_t> PreVerify();
+  // Makes a PreVerify in progress stop soon (Unavailable): the mount is going away.
+  void CancelPreVerify() { preverify_cancelled_ = true; }
   Status Thaw();
   Status Retire();
   // Retires the mount when the holder record no longer says this machine holds the agent
@@ -167,6 +169,7 @@ class CapsuleFs {
   fuse_session* session_ = nullptr;
   StateGate gate_;
   DigestCache verified_blobs_;  // what Freeze and PreVerify hashed
+  std::atomic<bool> preverify_cancelled_{false};
   std::string control_path_;
   JournalSink journal_sink_;
   std::unique_ptr<ChangeLog> log_;

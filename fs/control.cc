@@ -45,10 +45,12 @@ Status ControlServer::Start(CapsuleFs* fs, const std::string& socket_path, uid_t
 
 void ControlServer::Stop() {
   if (!thread_.joinable()) return;
+  // The socket goes first: from here on nobody may take the mount for one that serves.
+  ::unlink(path_.c_str());
+  fs_->CancelPreVerify();
   (void)!::write(stop_write_.get(), "x", 1);
   thread_.join();
   if (worker_.joinable()) worker_.join();
-  ::unlink(path_.c_str());
 }
 
 void ControlServer::Serve() {
@@ -79,13 +81,20 @@ void ControlServer::Serve() {
       if (command == "preverify") {
         // Reads the whole capsule: on its own thread, so that the holder record is still
         // watched and status answered meanwhile. One at a time.
-        if (worker_.joinable()) worker_.join();
-        worker_ = std::thread([this, conn = std::move(conn)] {
-          (void)WriteAll(conn.get(), Handle("preverify") + "\n", "control");
-        });
-        continue;
+        if (worker_busy_) {
+          reply = R"({"error":"control: a preverify is already running","ok":false})";
+        } else {
+          if (worker_.joinable()) worker_.join();  // finished: returns at once
+          worker_busy_ = true;
+          worker_ = std::thread([this, conn = std::move(conn)] {
+            (void)WriteAll(conn.get(), Handle("preverify") + "\n", "control");
+            worker_busy_ = false;
+          });
+          continue;
+        }
+      } else {
+        reply = Handle(command);
       }
-      reply = Handle(command);
     }
     reply += "\n";
     (void)WriteAll(conn.get(), reply, "control");

@@ -4,16 +4,20 @@
 //
 // Protocol: the client sends one command line ("status", "freeze", "thaw", "retire" or
 // "preverify") and reads one canonical JSON line back: {"agent","epoch","ok":true,"state"}
-// (freeze and preverify add "blobs_read", the blobs they read rather than remembered) or {"error":"...","ok":false}. One connection, one command.
-// A preverify (hashing every blob ahead of a freeze) runs on a thread of its own.
+// (freeze and preverify add "blobs_read", the blobs they read rather than remembered) or
+// {"error":"...","ok":false}. One connection, one command.
 //
-// The same thread also watches the holder record every half second (CapsuleFs::CheckHolder).
+// The serving thread also watches the holder record every half second (CapsuleFs::CheckHolder).
 //
-// Thread-safety: one thread serves the socket, one connection at a time.
+// Thread-safety: one thread serves the socket, one connection at a time, except a preverify
+// (hashing every blob ahead of a freeze), which runs on a worker thread of its own so that
+// status, freeze and the holder watch go on; a second preverify meanwhile is refused.
+// Stop removes the socket first, cancels a preverify, then joins both threads.
 #pragma once
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
 
@@ -45,6 +49,7 @@ class ControlServer {
   UniqueFd stop_read_, stop_write_;
   std::thread thread_;
   std::thread worker_;  // a preverify in progress
+  std::atomic<bool> worker_busy_{false};
 };
 
 }  // namespace capsule::fs

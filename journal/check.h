@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,5 +56,26 @@ struct JournalTail {
   std::map<std::string, MachineTail> machines;
   void Add(const Event& event);
 };
+
+// What a check of a journal's complete lines established, so that the same journal grown by
+// appends can later be checked by its new lines alone (a move's switch after its copy).
+struct CheckedJournal {
+  uint64_t size = 0;          // bytes of complete lines covered
+  std::string sha256;         // of those bytes
+  uint64_t lines = 0;
+  JournalTail tail;           // each machine's last event, the largest clock
+  std::optional<Event> last;  // the last line's event: the next must come after it
+};
+
+// Checks `text` whole, as ReadJournalText, and returns what the check established; its
+// events go to `events` when given.
+Result<CheckedJournal> CheckJournal(std::string_view text, std::vector<Event>* events = nullptr);
+
+// Checks `text` knowing `from`: when `text` starts with the bytes `from` covers (same length
+// and SHA-256), only the lines after them are parsed and checked, as continuing `from`;
+// otherwise (the journal was merged or replaced) the whole text is checked. `added` gets the
+// events that were checked (the new ones, or all).
+Result<CheckedJournal> CheckJournalGrowth(const CheckedJournal& from, std::string_view text,
+                                          std::vector<Event>* added = nullptr);
 
 }  // namespace capsule::journal

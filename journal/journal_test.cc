@@ -11,6 +11,7 @@
 #include "capsule/layout.h"
 #include "capsule/manifest.h"
 #include "capsule/verify.h"
+#include "journal/check.h"
 #include "journal/test_util.h"
 
 namespace capsule::journal {
@@ -279,6 +280,61 @@ TEST_F(TamperTest, ForgedClockIsCaught) {
   lines[11] = *last.CanonicalLine();
   std::string problem = Check(lines);
   EXPECT_NE(problem.find(last.id), std::string::npos) << problem;
+}
+
+
+// A journal checked once and then grown is checked by its new lines alone, with the same
+// verdict as a check of the whole, at every split point; a prefix that changed since is
+// checked whole again.
+TEST_F(TamperTest, GrowthIsCheckedLikeTheWhole) {
+  Result<CheckedJournal> whole = CheckJournal(text_);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->lines, 12u);
+  EXPECT_EQ(whole->size, text_.size());
+  std::vector<std::vector<std::string>> tampered;
+  {
+    // The tamperings the tests above catch; a split before one checks it as growth, a split
+    // after one finds the checked bytes changed and checks the whole.
+    std::vector<std::string> dropped = lines_;
+    dropped.erase(dropped.begin() + 4);
+    tampered.push_back(dropped);
+    std::vector<std::string> duplicated = lines_;
+    duplicated.insert(duplicated.begin() + 6, duplicated[6]);
+    tampered.push_back(duplicated);
+    std::vector<std::string> edited = lines_;
+    edited[5].replace(edited[5].find("\"text\":\"") + 8, 1, "X");
+    tampered.push_back(edited);
+    std::vector<std::string> swapped = lines_;
+    std::swap(swapped[3], swapped[7]);
+    tampered.push_back(swapped);
+  }
+  for (size_t split = 0; split <= 8; ++split) {
+    std::vector<std::string> head(lines_.begin(), lines_.begin() + split);
+    Result<CheckedJournal> checked = CheckJournal(Join(head));
+    ASSERT_TRUE(checked.ok());
+    std::vector<Event> added;
+    Result<CheckedJournal> grown = CheckJournalGrowth(*checked, text_, &added);
+    ASSERT_TRUE(grown.ok()) << "split " << split << ": " << grown.status().ToString();
+    EXPECT_EQ(added.size(), 12 - split) << "only the new lines are read";
+    EXPECT_EQ(grown->size, whole->size);
+    EXPECT_EQ(grown->sha256, whole->sha256);
+    EXPECT_EQ(grown->lines, whole->lines);
+    EXPECT_EQ(grown->tail.max_clock, whole->tail.max_clock);
+    EXPECT_EQ(grown->last->id, whole->last->id);
+    for (const auto& [machine, tail] : whole->tail.machines) EXPECT_EQ(grown->tail.machines[machine].id, tail.id);
+    for (const std::vector<std::string>& lines : tampered) {
+      Result<CheckedJournal> bad = CheckJournalGrowth(*checked, Join(lines));
+      ASSERT_FALSE(bad.ok()) << "split " << split;
+      EXPECT_EQ(bad.status().message(), Check(lines)) << "split " << split;
+    }
+  }
+  // The checked prefix itself changed (an edit in line 2): the whole text is checked again.
+  Result<CheckedJournal> head = CheckJournal(Join({lines_.begin(), lines_.begin() + 6}));
+  std::vector<std::string> edited = lines_;
+  edited[1].replace(edited[1].find("\"text\":\"") + 8, 1, "X");
+  Result<CheckedJournal> bad = CheckJournalGrowth(*head, Join(edited));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos) << bad.status().ToString();
 }
 
 }  // namespace

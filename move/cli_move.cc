@@ -5,6 +5,7 @@
 #include "move/cli_move.h"
 
 #include <signal.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +87,12 @@ std::string RealPathOf(const std::string& path) {
 // earlier activation): the mount takes no write any more, so it is unmounted and the offer
 // goes on. A copy mounted anywhere else, or not retired, is left alone and the offer refused.
 Status UnmountRetired(const std::string& dir, const std::string& mountpoint) {
+  constexpr long kFuseSuperMagic = 0x65735546;
+  struct statfs st;
+  if (::statfs(mountpoint.c_str(), &st) != 0 || st.f_type != kFuseSuperMagic) {
+    return Status::FailedPrecondition(dir, "its retired copy is mounted, not by this sidecar at " + mountpoint +
+                                               "; unmount it first");
+  }
   Result<std::string> socket = fs::FindControlSocket(mountpoint);
   Result<Json> status = socket.ok() ? fs::SendControl(*socket, "status") : Result<Json>(socket.status());
   if (!status.ok() || status->value("state", "") != "retired" ||

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 
 #include "capsule/create.h"
 #include "capsule/export.h"
@@ -163,6 +164,53 @@ TEST_F(MoveProtocolTest, WhatChangesWhileTheCopyRunsCrossesInTheSwitch) {
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 2u);
   EXPECT_EQ(events->back().data.value("text", ""), "written during the copy");
+}
+
+// The switch checks the journal's new lines against what the copy checked: a line appended
+// twice after the copy, or a switch to a model this machine cannot render for, is refused
+// before the point of no return.
+TEST_F(MoveProtocolTest, JournalLinesAddedAfterTheCopyAreCheckedAtTheSwitch) {
+  struct AfterCopy : TargetApi {
+    TargetApi* inner;
+    std::function<void()> then;
+    Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
+    Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override {
+      Result<HaveMap> have = inner->Copy(a, m, s);
+      then();
+      return have;
+    }
+    Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
+    Status Activate(const std::string& a, const std::string& m, uint64_t e) override { return inner->Activate(a, m, e); }
+    Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
+    Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
+  } after;
+  after.inner = target_.get();
+  std::string journal_path = JoinPath(src_, kJournalPath);
+  std::string before = *ReadFile(journal_path);
+  after.then = [&] {
+    Append(src_, "user_message", "once");
+    std::string text = *ReadFile(journal_path);
+    std::string last = text.substr(text.rfind('\n', text.size() - 2) + 1);
+    ASSERT_TRUE(WriteFileAtomic(journal_path, text + last).ok());  // the same line again
+  };
+  Result<MoveReport> duplicated = RunMove(src_, &after, options_);
+  ASSERT_FALSE(duplicated.ok());
+  EXPECT_NE(duplicated.status().message().find("duplicate"), std::string::npos) << duplicated.status().ToString();
+  EXPECT_EQ(StateOf(src_), "active@1");
+  EXPECT_FALSE(PathExists(Staging()));
+
+  ASSERT_TRUE(WriteFileAtomic(journal_path, before).ok());
+  after.then = [&] {
+    Result<journal::Journal> journal = journal::Journal::OpenForWrite(src_);
+    ASSERT_TRUE(journal.ok());
+    ASSERT_TRUE(journal->Append("model_switch", Json{{"provider", "acme"}, {"model", "a1"}}).ok());
+  };
+  Result<MoveReport> unknown = RunMove(src_, &after, options_);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("switch"), std::string::npos) << unknown.status().ToString();
+  EXPECT_NE(unknown.status().message().find("acme"), std::string::npos) << unknown.status().ToString();
+  EXPECT_EQ(StateOf(src_), "active@1");
+  EXPECT_FALSE(PathExists(Staging()));
 }
 
 TEST_F(MoveProtocolTest, MovingBackSendsOnlyWhatChanged) {

@@ -23,7 +23,7 @@
 namespace capsule::move {
 
 struct MoveProgress {
-  std::string phase;  // "copy", "freeze", "switch", "activate", "done"
+  std::string phase;  // "copy", "preverify", "freeze", "switch", "activate", "done"
   uint64_t bytes = 0;  // stream bytes sent in this phase so far
   double seconds = 0;  // since the phase began
 };

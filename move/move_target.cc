@@ -15,6 +15,7 @@
 #include "capsule/keys.h"
 #include "capsule/layout.h"
 #include "capsule/manifest.h"
+#include "capsule/mount_lock.h"
 #include "fs/control_client.h"
 #include "journal/check.h"
 #include "journal/render/render.h"
@@ -73,22 +74,19 @@ uint64_t KnownEpoch(const std::string& dir) {
   return epoch;
 }
 
-Status PrepareStaged(const std::string& staging) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string journal, ReadFile(JoinPath(staging, kJournalPath)));
-  Result<std::vector<journal::Event>> events = journal::ReadJournalText(journal);
-  if (!events.ok()) return Status::Corruption("staged journal", events.status().message());
+Status PrepareStaged(const std::string& staging, const std::vector<journal::Event>& events) {
   // Every conversation that names a model is rendered for it, so that an agent this machine
   // could not send to its model is refused before the point of no return.
   std::set<std::string> conversations;
-  for (const journal::Event& event : *events) {
+  for (const journal::Event& event : events) {
     if (event.type == "model_switch" || event.type == "assistant_message") conversations.insert(event.Conversation());
   }
   for (const std::string& conversation : conversations) {
     journal::render::TargetRequest request;
     request.conversation = conversation;
-    Result<journal::render::RenderTarget> target = journal::render::ResolveTarget(*events, request);
+    Result<journal::render::RenderTarget> target = journal::render::ResolveTarget(events, request);
     if (!target.ok()) return target.status().WithContext("rendering the staged journal");
-    Result<Json> rendered = journal::render::RenderRequest(*events, *target);
+    Result<Json> rendered = journal::render::RenderRequest(events, *target);
     // InvalidArgument: the conversation has nothing to send yet, which any agent may be in.
     if (!rendered.ok() && rendered.status().code() != Code::kInvalidArgument) {
       return rendered.status().WithContext("rendering the staged journal");
@@ -155,6 +153,7 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
   const std::string what = "offer of agent " + request.agent + " at epoch " + std::to_string(request.epoch);
   std::string dir = CapsuleDir(request.agent);
   bool have_copy = PathExists(JoinPath(dir, kManifestPath));
+  bool mounted = false;
   if (have_copy) {
     Result<HolderRecord> record = HolderRecord::Load(dir);
     if (record.ok() && record->state != HolderState::kRetired) {
@@ -162,12 +161,7 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
                                                   " at epoch " + std::to_string(record->epoch) + ")");
     }
     Result<std::string> socket = fs::FindControlSocket(dir);
-    if (socket.ok() && fs::SendControl(*socket, "status").ok()) {
-      if (!release_retired_) {
-        return Status::FailedPrecondition(what, "its retired copy is mounted here; unmount it first");
-      }
-      CAPSULE_RETURN_IF_ERROR(release_retired_(request.agent, dir).WithContext(what));
-    }
+    mounted = socket.ok() && fs::SendControl(*socket, "status").ok();
     Result<Manifest> manifest = Manifest::Load(dir);
     if (manifest.ok() && manifest->agent.id != request.agent) {
       return Status::FailedPrecondition(what, "the folder " + dir + " holds agent " + manifest->agent.id);
@@ -183,6 +177,14 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
     return Status::FailedPrecondition(what, "refused: this machine knows epoch " + std::to_string(known) +
                                                 " of the agent, and an offer must be newer");
   }
+  if (mounted) {  // only now that the offer is one to take: a refused one changes nothing
+    if (!release_retired_) {
+      return Status::FailedPrecondition(what, "its retired copy is mounted here; unmount it first");
+    }
+    CAPSULE_RETURN_IF_ERROR(release_retired_(request.agent, dir).WithContext(what));
+  }
+  // A driver still writing its last checkpoint of the retired copy: the clone waits for it.
+  if (have_copy) CAPSULE_RETURN_IF_ERROR(WaitForDriverToExit(dir).WithContext(what));
   Drop(request.agent);  // a newer offer replaces a move that never activated
   std::string staging = StagingDir(request.agent);
   OfferReply reply;
@@ -198,7 +200,7 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
   }();
   CAPSULE_RETURN_IF_ERROR(OrDrop(request.agent, staged));
   std::lock_guard lock(mu_);
-  pending_[request.agent] = Pending{request.move, request.epoch, Phase::kOffered};
+  pending_[request.agent] = Pending{request.move, request.epoch, Phase::kOffered, {}};
   return reply;
 }
 
@@ -208,6 +210,8 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
   CAPSULE_ASSIGN_OR_RETURN(Pending * pending, Expect(agent, move, Phase::kOffered, "copy"));
   std::string staging = StagingDir(agent);
   uint64_t epoch = pending->epoch;
+  journal::CheckedJournal checked;
+  std::vector<journal::Event> events;
   Result<HaveMap> have = [&]() -> Result<HaveMap> {
     ApplyOptions options;
     options.expected_phase = move::Phase::kCopy;
@@ -215,9 +219,13 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
     options.expected_agent = agent;
     CAPSULE_ASSIGN_OR_RETURN(options.holder_machine, LoadOrCreateMachineId(staging));
     options.holder_epoch = epoch;
+    options.checked_journal = &checked;
+    options.checked_events = &events;
     // Synced at its end, while the agent still runs, so that the switch's sync has only the
-    // change to write.
+    // change to write; the whole journal is checked and rendered here, so that the switch
+    // reads only what was appended since.
     CAPSULE_RETURN_IF_ERROR(ApplyStreamToStaging(stream, staging, options, nullptr));
+    CAPSULE_RETURN_IF_ERROR(PrepareStaged(staging, events));
     return HaveOfCapsule(staging);
   }();
   if (!have.ok()) {
@@ -226,6 +234,7 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
   }
   std::lock_guard lock(mu_);
   pending_[agent].phase = Phase::kCopied;
+  pending_[agent].journal = std::move(checked);
   return have;
 }
 
@@ -235,6 +244,8 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
   CAPSULE_ASSIGN_OR_RETURN(Pending * pending, Expect(agent, move, Phase::kCopied, "switch"));
   std::string staging = StagingDir(agent);
   uint64_t epoch = pending->epoch;
+  journal::CheckedJournal checked = pending->journal;
+  std::vector<journal::Event> added;
   Status applied = [&]() -> Status {
     CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<EnvelopeReader> opened, EnvelopeReader::Open(stream, seal_key_.get()));
     ApplyOptions options;
@@ -244,9 +255,11 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
     options.expected_agent = agent;
     CAPSULE_ASSIGN_OR_RETURN(options.holder_machine, LoadOrCreateMachineId(staging));
     options.holder_epoch = epoch;
+    options.checked_journal = &checked;
+    options.checked_events = &added;
     CAPSULE_RETURN_IF_ERROR(ApplyStreamToStaging(opened.get(), staging, options, nullptr));
     // Applied and synced: all of it is durable before activate can be answered.
-    return PrepareStaged(staging);
+    return PrepareStaged(staging, added);
   }();
   CAPSULE_RETURN_IF_ERROR(OrDrop(agent, applied.WithContext("switch of move " + move)));
   std::lock_guard lock(mu_);

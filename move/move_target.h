@@ -20,8 +20,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "capsule/openssl_handles.h"
+#include "journal/check.h"
+#include "journal/event.h"
 #include "move/target_api.h"
 
 namespace capsule::move {
@@ -61,6 +64,7 @@ class MoveTarget : public TargetApi {
     std::string move;
     uint64_t epoch = 0;
     Phase phase = Phase::kOffered;
+    journal::CheckedJournal journal;  // what the copy checked of the staged journal
   };
 
   MoveTarget(std::string root, EvpPkeyPtr seal_key, std::string seal_key_hex)
@@ -89,8 +93,13 @@ class MoveTarget : public TargetApi {
 // by losing its record). 0 when there is no capsule.
 uint64_t KnownEpoch(const std::string& dir);
 
-// Where the journal would be rendered and the sandbox checked before activation: today the
-// staged capsule's journal chains and its environment spec (see man/capsule-protocol.7).
-Status PrepareStaged(const std::string& staging);
+// What is checked of a staged capsule besides what applying a stream checks (its digests and
+// the journal's chains): every conversation that `events` name a model in is rendered for its
+// current provider and model, and the environment spec is checked (man/capsule-protocol.7).
+// `events` are the journal events the apply checked: all of them after a copy, those
+// appended since after a switch (a conversation's current model is named by its newest
+// model_switch or assistant_message, so one the new events do not name was resolved at the
+// copy).
+Status PrepareStaged(const std::string& staging, const std::vector<journal::Event>& events);
 
 }  // namespace capsule::move

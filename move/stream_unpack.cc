@@ -257,7 +257,7 @@ Result<Manifest> RefreshStagedManifest(const std::string& staging, const Receive
 // The checks of capsule verify that do not need every byte read again: the layout's files are
 // listed, the snapshot names only listed blobs of the right size, the environment spec holds
 // no secret value, the journal's chains hold.
-Status CheckStaged(const std::string& staging, const Manifest& manifest) {
+Status CheckStaged(const std::string& staging, const Manifest& manifest, const ApplyOptions& options) {
   std::map<std::string, ObservedFile> observed;
   for (const auto& [path, digest] : manifest.files) {
     observed[path] = ObservedFile{digest.sha256, digest.size, digest.sha256};
@@ -269,7 +269,14 @@ Status CheckStaged(const std::string& staging, const Manifest& manifest) {
     }
   }
   VerifyOptions verify;
-  verify.check_journal = journal::CheckJournalText;
+  verify.check_journal = [&options](const std::string& text) -> std::vector<std::string> {
+    journal::CheckedJournal none;
+    const journal::CheckedJournal& from = options.checked_journal ? *options.checked_journal : none;
+    Result<journal::CheckedJournal> checked = journal::CheckJournalGrowth(from, text, options.checked_events);
+    if (!checked.ok()) return {checked.status().message()};
+    if (options.checked_journal) *options.checked_journal = std::move(*checked);
+    return {};
+  };
   std::vector<std::string> problems;
   CheckAgainstManifest(manifest, observed, documents, verify, &problems);
   if (!problems.empty()) {
@@ -379,7 +386,7 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
   CAPSULE_RETURN_IF_ERROR(CheckArrival(staging, held, stream.manifest, unpack));
   CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, RefreshStagedManifest(staging, stream, options));
-  CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest));
+  CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest, options));
   CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));
   CAPSULE_RETURN_IF_ERROR(sync.Finish());
   if (stats != nullptr) *stats = local;

@@ -15,9 +15,11 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "capsule/byte_stream.h"
 #include "capsule/status.h"
+#include "journal/check.h"
 #include "move/stream_format.h"
 
 namespace capsule::move {
@@ -53,6 +55,13 @@ struct ApplyOptions {
   // The holder the staged manifest names (the receiving machine at the move's epoch).
   std::string holder_machine;
   uint64_t holder_epoch = 0;
+  // What this process checked of the staged journal before (at the move's copy); updated to
+  // the journal the stream leaves. With it, a journal that only grew since is checked by its
+  // new lines alone, so a switch's check does not grow with the journal's length.
+  journal::CheckedJournal* checked_journal = nullptr;
+  // Receives the events the journal check read: every event, or only the new ones when the
+  // journal only grew from `checked_journal`.
+  std::vector<journal::Event>* checked_events = nullptr;
 };
 Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, const ApplyOptions& options,
                             UnpackStats* stats);

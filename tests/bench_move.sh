@@ -8,10 +8,13 @@
 #      changed (the old holder's retired copy is the have);
 #   3. the frozen time of a move from a live capsulefs mount with 1 MiB (and, for contrast,
 #      64 MiB) written through the mount while the copy ran, and its parts: the mount's
-#      freeze (commit + verify of what changed since its preverify), the sealed switch (send, apply, check), activate.
+#      freeze (commit + verify of what changed since its preverify), the sealed switch
+#      (send, apply, check), activate;
+#   4. the frozen time of a move of a capsule whose journal holds 100,000 events, against
+#      `capsule verify` of it (which checks the journal whole).
 #
 #   tests/bench_move.sh [WORKDIR]
-#   SMALL_FILES=20000 SMALL_KIB=24 LARGE_FILES=4 LARGE_MIB=128 tests/bench_move.sh
+#   SMALL_FILES=20000 SMALL_KIB=24 LARGE_FILES=4 LARGE_MIB=128 JOURNAL_EVENTS=100000 tests/bench_move.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/bench_common.sh
@@ -151,4 +154,16 @@ for mib in 1 64; do
   # Back to a, plainly, for the next round.
   move "$work/b/bench" "$addr_a" >/dev/null
 done
+
+echo "== 4. frozen time with a long journal, against checking that journal alone"
+journal_events=${JOURNAL_EVENTS:-100000}
+bazel build -c opt //journal/render:render_bench >/dev/null 2>&1
+rm -rf "$work/j"
+bazel-bin/journal/render/render_bench --events "$journal_events" --rounds 1 --dir "$work/j" >/dev/null
+journal_mb=$(( $(stat -c %s "$work/j/cap/memory/timeline_events.jsonl") / 1000000 ))
+t=$(now); "$capsule" verify "$work/j/cap" >/dev/null; verify_s=$(elapsed "$t")
+out=$(move "$work/j/cap" "$addr_b")
+printf '%s events (%s MB): frozen %.3fs, switch carried %s bytes; capsule verify of it (the journal checked whole) %.3fs; frozen/verify = %s\n' \
+  "$journal_events" "$journal_mb" "$(field "$out" frozen_seconds)" "$(field "$out" switch_bytes)" "$verify_s" \
+  "$(ratio "$(field "$out" frozen_seconds)" "$verify_s")"
 [ -n "${KEEP:-}" ] || rm -rf "$work"

@@ -797,6 +797,13 @@ TEST_F(CapsulefsTest, VerifyRightAfterADaemonsUnmountWaitsForItsLastCheckpoint) 
   }
 }
 
+TEST_F(CapsulefsTest, AMistypedFolderIsRefusedAndLeftUnmade) {
+  auto typo = RunProgram("./capsulefs", {root_ + "/no-such-capsule", mnt_, "-f"});
+  EXPECT_EQ(typo.exit_code, 1);
+  EXPECT_FALSE(typo.err.empty());
+  EXPECT_FALSE(PathExists(root_ + "/no-such-capsule")) << "nothing is made at a path that holds no capsule";
+}
+
 TEST_F(CapsulefsTest, TermCommitsWhatIsStillOpen) {
   Mount mount(dir_, mnt_);
   ASSERT_TRUE(mount.up());

@@ -25,6 +25,7 @@ sources=(
   move/stream_reader.cc
   move/stream_writer.cc
   capsule/create.cc
+  capsule/digest_cache.cc
   capsule/environment_spec.cc
   capsule/holder.cc
   capsule/keys.cc
