@@ -122,6 +122,23 @@ class MoveProtocolTest : public ::testing::Test {
   MoveOptions options_;
 };
 
+// Forwards every call to `inner`, and runs `then` once the copy has been answered: what the
+// agent does while the source prepares to freeze.
+struct AfterCopy : TargetApi {
+  TargetApi* inner = nullptr;
+  std::function<void()> then;
+  Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
+  Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override {
+    Result<HaveMap> have = inner->Copy(a, m, s);
+    then();
+    return have;
+  }
+  Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
+  Status Activate(const std::string& a, const std::string& m, uint64_t e) override { return inner->Activate(a, m, e); }
+  Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
+  Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
+};
+
 TEST_F(MoveProtocolTest, MoveWithoutFaultsHandsOverAtTheNextEpoch) {
   Result<MoveReport> report = RunMove(src_, target_.get(), options_);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
@@ -139,23 +156,9 @@ TEST_F(MoveProtocolTest, MoveWithoutFaultsHandsOverAtTheNextEpoch) {
 
 TEST_F(MoveProtocolTest, WhatChangesWhileTheCopyRunsCrossesInTheSwitch) {
   // The agent keeps running during the copy: an event appended then must arrive.
-  FaultyTarget* target = target_.get();
-  struct AppendAfterCopy : TargetApi {
-    TargetApi* inner;
-    std::string dir;
-    Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
-    Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override {
-      Result<HaveMap> have = inner->Copy(a, m, s);
-      Append(dir, "user_message", "written during the copy");
-      return have;
-    }
-    Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
-    Status Activate(const std::string& a, const std::string& m, uint64_t e) override { return inner->Activate(a, m, e); }
-    Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
-    Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
-  } during;
-  during.inner = target;
-  during.dir = src_;
+  AfterCopy during;
+  during.inner = target_.get();
+  during.then = [&] { Append(src_, "user_message", "written during the copy"); };
   Result<MoveReport> report = RunMove(src_, &during, options_);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->switch_files, 1u) << "only the journal changed";
@@ -170,20 +173,7 @@ TEST_F(MoveProtocolTest, WhatChangesWhileTheCopyRunsCrossesInTheSwitch) {
 // twice after the copy, or a switch to a model this machine cannot render for, is refused
 // before the point of no return.
 TEST_F(MoveProtocolTest, JournalLinesAddedAfterTheCopyAreCheckedAtTheSwitch) {
-  struct AfterCopy : TargetApi {
-    TargetApi* inner;
-    std::function<void()> then;
-    Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
-    Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override {
-      Result<HaveMap> have = inner->Copy(a, m, s);
-      then();
-      return have;
-    }
-    Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
-    Status Activate(const std::string& a, const std::string& m, uint64_t e) override { return inner->Activate(a, m, e); }
-    Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
-    Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
-  } after;
+  AfterCopy after;
   after.inner = target_.get();
   std::string journal_path = JoinPath(src_, kJournalPath);
   std::string before = *ReadFile(journal_path);
