@@ -26,6 +26,7 @@
 #include "capsule/sha256.h"
 #include "fs/control_client.h"
 #include "tests/cli_runner.h"
+#include "tests/mount_runner.h"
 
 namespace capsule {
 namespace {
@@ -34,69 +35,15 @@ using testing::MakeTempDir;
 using testing::RunCapsule;
 using testing::RunProgram;
 
-constexpr long kFuseSuperMagic = 0x65735546;
-
-bool IsMounted(const std::string& mnt) {
-  struct statfs st;
-  return ::statfs(mnt.c_str(), &st) == 0 && st.f_type == kFuseSuperMagic;
-}
-
-// Runs ./capsulefs DIR MNT -f in a child until destroyed (fusermount3 -u, then reaps it).
-class Mount {
- public:
-  Mount(std::string dir, std::string mnt) : dir_(std::move(dir)), mnt_(std::move(mnt)) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::execl("./capsulefs", "capsulefs", dir_.c_str(), mnt_.c_str(), "-f", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    for (int i = 0; i < 500 && !IsMounted(mnt_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ~Mount() { Unmount(); }
-  bool up() const { return IsMounted(mnt_); }
-  // fusermount3 -u, then waits for the driver to finish its checkpoint and exit.
-  int Unmount() {
-    if (pid_ <= 0) return -1;
-    for (int i = 0; i < 100 && RunProgram("fusermount3", {"-u", mnt_}).exit_code != 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return Reap();
-  }
-  // kill -9 of the driver; the dead mount is taken away.
-  void Kill() {
-    ::kill(pid_, SIGKILL);
-    Reap();
-    RunProgram("fusermount3", {"-u", "-z", mnt_});
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  int Reap() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  }
-  std::string dir_, mnt_;
-  pid_t pid_ = -1;
-};
+using testing::IsMounted;
+using testing::Mount;
+using testing::Put;
 
 std::string Slurp(const std::string& path) {
   Result<std::string> text = ReadFile(path);
   return text.ok() ? *text : "<" + text.status().message() + ">";
 }
 
-// Writes `data` with open/write/close and returns the errno of the first failure (0 if none).
-int Put(const std::string& path, const std::string& data, int flags = O_WRONLY | O_CREAT | O_TRUNC) {
-  int fd = ::open(path.c_str(), flags, 0644);
-  if (fd < 0) return errno;
-  if (::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
-    int err = errno;
-    ::close(fd);
-    return err;
-  }
-  return ::close(fd) == 0 ? 0 : errno;
-}
 
 class CapsulefsTest : public ::testing::Test {
  protected:

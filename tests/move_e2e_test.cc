@@ -17,6 +17,7 @@
 #include "capsule/file_io.h"
 #include "capsule/holder.h"
 #include "tests/cli_runner.h"
+#include "tests/mount_runner.h"
 #include "tests/cut_proxy.h"
 
 namespace capsule {
@@ -26,42 +27,9 @@ using testing::MakeTempDir;
 using testing::RunCapsule;
 using testing::RunProgram;
 
-constexpr long kFuseSuperMagic = 0x65735546;
-
-bool IsMounted(const std::string& mnt) {
-  struct statfs st;
-  return ::statfs(mnt.c_str(), &st) == 0 && st.f_type == kFuseSuperMagic;
-}
-
-void Unmount(const std::string& mnt) {
-  for (int i = 0; i < 100 && IsMounted(mnt); ++i) {
-    if (RunProgram("fusermount3", {"-u", mnt}).exit_code == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
-// ./capsulefs DIR MNT -f in a child, unmounted and reaped when destroyed.
-class Mount {
- public:
-  Mount(std::string dir, std::string mnt) : mnt_(std::move(mnt)) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::execl("./capsulefs", "capsulefs", dir.c_str(), mnt_.c_str(), "-f", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    for (int i = 0; i < 500 && !IsMounted(mnt_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ~Mount() {
-    Unmount(mnt_);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  bool up() const { return IsMounted(mnt_); }
-
- private:
-  std::string mnt_;
-  pid_t pid_ = -1;
-};
+using testing::IsMounted;
+using testing::Mount;
+using testing::Put;
 
 // ./capsule serve in a child; the port is read from its first line.
 class Sidecar {
@@ -114,16 +82,6 @@ std::string StateOf(const std::string& dir) {
   return std::string(HolderStateName(record->state)) + "@" + std::to_string(record->epoch);
 }
 
-int Put(const std::string& path, const std::string& data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return errno;
-  if (::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
-    int err = errno;
-    ::close(fd);
-    return err;
-  }
-  return ::close(fd) == 0 ? 0 : errno;
-}
 
 class MoveE2eTest : public ::testing::Test {
  protected:
@@ -206,7 +164,7 @@ TEST_F(MoveE2eTest, MoveFromAMountWhileAWriterWritesLosesNothingAndRetiresTheOld
   }
   EXPECT_EQ(missing, 0) << "of " << written.size() << " files the writer was told were written";
   EXPECT_EQ(Put(there + "/files/on-b.txt", "yes\n"), 0) << "the new holder's mount takes writes";
-  Unmount(there);
+  testing::UnmountPath(there);
 }
 
 // Sidecars that mount what they take over (--mount-to): moved there and back, the agent is
@@ -243,8 +201,8 @@ TEST_F(MoveE2eTest, AnAgentMovedThereAndBackIsMountedAgainWhereItsSidecarHadIt) 
   EXPECT_EQ(*from_b, "b\n");
   EXPECT_EQ(Put(on_a + "/files/again.txt", "yes\n"), 0);
   EXPECT_EQ(Put(on_b + "/files/late.txt", "no\n"), EROFS);
-  Unmount(on_a);
-  Unmount(on_b);
+  testing::UnmountPath(on_a);
+  testing::UnmountPath(on_b);
   ExpectVerifies(Src());
   ExpectVerifies(Dst());
 }

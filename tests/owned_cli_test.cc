@@ -1,7 +1,6 @@
 // The owned state through the real binary: capsule sql (read-only), facts, why, runs,
 // reindex; the projection after log append and merge; and through a real mount.
 #include <gtest/gtest.h>
-#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include "journal/owned/schema.h"
 #include "journal/owned/sqlite.h"
 #include "tests/cli_runner.h"
+#include "tests/mount_runner.h"
 
 namespace capsule {
 namespace {
@@ -219,23 +219,13 @@ TEST_F(OwnedCliTest, AMergedJournalProjectsTheSameWhicheverSideMerges) {
   EXPECT_EQ(AllRows(root_ + "/a"), rows);
 }
 
-bool IsMounted(const std::string& mnt) {
-  struct statfs st;
-  return ::statfs(mnt.c_str(), &st) == 0 && st.f_type == 0x65735546;
-}
-
 TEST_F(OwnedCliTest, TheMountFollowsEveryLineItAppends) {
   std::string mnt = root_ + "/mnt";
   ASSERT_TRUE(MakeDirectories(mnt).ok());
   Append(cap_, "user_message", R"({"text":"before the mount"})");  // the database exists
 
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("./capsulefs", "capsulefs", cap_.c_str(), mnt.c_str(), "-f", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  for (int i = 0; i < 500 && !IsMounted(mnt); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(IsMounted(mnt));
+  testing::Mount mount(cap_, mnt);
+  ASSERT_TRUE(mount.up());
   auto write_line = [&](const std::string& line) {
     return testing::Shell("printf '%s\\n' '" + line + "' >> " + mnt + "/memory/timeline_events.jsonl");
   };
@@ -248,11 +238,7 @@ TEST_F(OwnedCliTest, TheMountFollowsEveryLineItAppends) {
     EXPECT_EQ(*db->QueryInt("SELECT count(*) FROM messages WHERE content = 'through the mount'"), 1);
     EXPECT_EQ(*db->QueryInt("SELECT count(*) FROM agent_runs WHERE run_id = 'm1'"), 1);
   }
-  for (int i = 0; i < 100 && RunProgram("fusermount3", {"-u", mnt}).exit_code != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  mount.Unmount();
   EXPECT_EQ(RunCapsule({"verify", cap_}).exit_code, 0);
   EXPECT_EQ(Trim(Sql(cap_, "SELECT count(*) FROM journal_events")), "3");
 }
@@ -262,22 +248,13 @@ TEST_F(OwnedCliTest, TheMountFollowsEveryLineItAppends) {
 TEST_F(OwnedCliTest, TheMountLeavesARebuildToTheNextQuery) {
   std::string mnt = root_ + "/mnt";
   ASSERT_TRUE(MakeDirectories(mnt).ok());
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("./capsulefs", "capsulefs", cap_.c_str(), mnt.c_str(), "-f", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  for (int i = 0; i < 500 && !IsMounted(mnt); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(IsMounted(mnt));
+  testing::Mount mount(cap_, mnt);
+  ASSERT_TRUE(mount.up());
   EXPECT_EQ(testing::Shell("printf '%s\\n' '{\"type\":\"user_message\",\"data\":{\"text\":\"m\"}}' >> " + mnt +
                            "/memory/timeline_events.jsonl"),
             0);
   EXPECT_FALSE(PathExists(owned::OwnedDbPath(cap_)));
-  for (int i = 0; i < 100 && RunProgram("fusermount3", {"-u", mnt}).exit_code != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  mount.Unmount();
   EXPECT_EQ(Trim(Sql(cap_, "SELECT content FROM messages")), "m");
 }
 
