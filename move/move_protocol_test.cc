@@ -4,9 +4,13 @@
 // agent (none only while the source waits for an answer), the target's staging area is
 // empty unless a move is still waiting, and the capsule verifies wherever it is held.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <functional>
+#include <thread>
+#include <vector>
 
 #include "capsule/create.h"
 #include "capsule/export.h"
@@ -20,6 +24,7 @@
 #include "move/faulty_target.h"
 #include "move/move_source.h"
 #include "move/move_target.h"
+#include "move/remote_target.h"
 
 namespace capsule::move {
 namespace {
@@ -333,6 +338,59 @@ TEST_F(MoveProtocolTest, PrepareRendersTheJournalForItsModelAndRefusesOneItCanno
   }
   Result<MoveReport> taken = RunMove(src_, target_.get(), options_);
   ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  ExpectMoved();
+}
+
+// One end of a socketpair as a wire connection.
+class SocketConnection : public Connection {
+ public:
+  explicit SocketConnection(int fd) : fd_(fd), in_(fd, "socket"), out_(fd, "socket") {}
+  ~SocketConnection() override { ::close(fd_); }
+  ByteSource* in() override { return &in_; }
+  ByteSink* out() override { return &out_; }
+  void Close() override { ::shutdown(fd_, SHUT_RDWR); }
+
+ private:
+  int fd_;
+  FdSource in_;
+  FdSink out_;
+};
+
+// Moves src_ to the target over the wire (RemoteTarget -> socketpair -> ServeConnection);
+// how many connections were dialled.
+int MoveOverTheWire(TargetApi* target, const std::string& src, const MoveOptions& options,
+                    std::chrono::milliseconds max_idle) {
+  std::vector<std::thread> servers;
+  int dials = 0;
+  {
+    RemoteTarget remote("target", [&]() -> Result<std::unique_ptr<Connection>> {
+      int fds[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return Status::IOError("socketpair", errno);
+      ++dials;
+      servers.emplace_back([target, fd = fds[1]] {
+        SocketConnection server(fd);
+        (void)ServeConnection(&server, target);
+      });
+      return std::unique_ptr<Connection>(new SocketConnection(fds[0]));
+    });
+    remote.set_max_idle(max_idle);
+    Result<MoveReport> moved = RunMove(src, &remote, options);
+    EXPECT_TRUE(moved.ok()) << moved.status().ToString();
+  }  // the last connection closes: its server returns
+  for (std::thread& server : servers) server.join();
+  return dials;
+}
+
+TEST_F(MoveProtocolTest, OverTheWireOneConnectionCarriesTheMove) {
+  EXPECT_EQ(MoveOverTheWire(target_.get(), src_, options_, std::chrono::seconds(60)), 1);
+  ExpectMoved();
+}
+
+// A link left idle longer than max_idle (the source busy between calls; a sidecar hangs up on
+// a silent link) is dialled again before the next call, and the move goes on.
+TEST_F(MoveProtocolTest, OverTheWireAnIdleLinkIsDialledAgain) {
+  EXPECT_GE(MoveOverTheWire(target_.get(), src_, options_, std::chrono::milliseconds(0)), 4)
+      << "offer, copy, switch and activate each on a fresh connection";
   ExpectMoved();
 }
 

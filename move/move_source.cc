@@ -177,8 +177,9 @@ Result<MoveReport> Mover::Run() {
   Progress("copy", report.copy_bytes, report.copy_seconds);
   if (Crash("copied")) return CrashStatus("copied");
   if (!copied.ok()) return Rollback(move, copied.WithContext("copy"));
-  // The link is idle meanwhile: the mount hashes on every core, well inside the sidecar's
-  // 300-second read timeout for any capsule this side of a few hundred GB.
+  // The link is idle meanwhile (the mount hashes on every core); a link idle past a minute
+  // is dialled again before the switch (RemoteTarget), so the sidecar's 300-second read
+  // timeout never ends a move that is only busy here.
   Clock::time_point preverify_start = Clock::now();
   local_.PrepareFreeze();
   report.preverify_seconds = SecondsSince(preverify_start);

@@ -41,6 +41,10 @@ Status RemoteTarget::Lost(const Status& why) {
 }
 
 Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body) {
+  if (conn_ && std::chrono::steady_clock::now() - last_used_ > max_idle_) {
+    conn_->Close();  // the far end may have given up on it: a fresh one costs a handshake
+    conn_.reset();
+  }
   if (!conn_) {
     Result<std::unique_ptr<Connection>> dialed = dial_();
     if (!dialed.ok()) {
@@ -70,6 +74,7 @@ Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body) {
   }
   Result<Json> reply = ReadMessage(conn_->in());
   if (!reply.ok()) return Lost(reply.status());
+  last_used_ = std::chrono::steady_clock::now();
   if (!body_failed.ok()) return body_failed;
   CAPSULE_RETURN_IF_ERROR(ReplyStatus(*reply).WithContext(name_));
   return reply;

@@ -2,6 +2,8 @@
 // RemoteTarget makes them for the source, ServeConnection answers them for a sidecar.
 #pragma once
 
+#include <chrono>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -15,11 +17,17 @@ namespace capsule::move {
 using Dialer = std::function<Result<std::unique_ptr<Connection>>()>;
 
 // One connection at a time, dialed on first use and again after any failure, so that a query
-// after a cut link reaches the target if it can be reached at all. Every transport failure is
-// Unavailable naming the target: the caller cannot tell whether the call ran.
+// after a cut link reaches the target if it can be reached at all, and again when it has been
+// idle longer than `max_idle` (the source may be busy between calls, e.g. while its mount
+// hashes its blobs before a freeze, and a sidecar hangs up on a silent link after 300 s; the
+// target keeps a move's state by agent and move id, not by connection). Every transport
+// failure is Unavailable naming the target: the caller cannot tell whether the call ran.
 class RemoteTarget : public TargetApi {
  public:
   RemoteTarget(std::string name, Dialer dial) : name_(std::move(name)), dial_(std::move(dial)) {}
+
+  // A connection unused for longer than this is closed and dialled again before the next call.
+  void set_max_idle(std::chrono::milliseconds max_idle) { max_idle_ = max_idle; }
 
   Result<OfferReply> Offer(const OfferRequest& request) override;
   Result<HaveMap> Copy(const std::string& agent, const std::string& move, ByteSource* stream) override;
@@ -36,6 +44,8 @@ class RemoteTarget : public TargetApi {
   std::string name_;
   Dialer dial_;
   std::unique_ptr<Connection> conn_;
+  std::chrono::steady_clock::time_point last_used_;
+  std::chrono::milliseconds max_idle_ = std::chrono::seconds(60);
 };
 
 // Answers calls read from `conn` with `target` until the peer ends the connection or it
