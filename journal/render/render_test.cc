@@ -398,7 +398,7 @@ TEST(RenderShapeTest, ConversationsAndAnthropicPrefill) {
   Json anthropic = Render(Script("tools"), For(Provider::kAnthropic, "claude-sonnet-4-5"));
   const Json& last = anthropic["messages"].back();
   EXPECT_EQ(last["role"], "assistant");
-  EXPECT_EQ(last["content"].back()["text"], "notes.txt has 5 words; TODO is on line 2.");  // no trailing space
+  EXPECT_EQ(last["content"].back()["text"], "notes.txt has 5 words; NOTE is on line 2.");  // no trailing space
   EXPECT_EQ(anthropic["max_tokens"], kDefaultAnthropicMaxTokens);
 }
 
