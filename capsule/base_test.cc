@@ -3,10 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <vector>
 
 #include "capsule/canonical_json.h"
 #include "capsule/file_io.h"
+#include "capsule/parallel.h"
 #include "capsule/sha256.h"
 #include "capsule/status.h"
 
@@ -194,6 +197,18 @@ TEST(CanonicalJsonTest, IsCanonicalAndParseErrors) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kCorruption);
   EXPECT_NE(bad.status().message().find("spec.json: not valid JSON"), std::string::npos);
+}
+
+TEST(ParallelForTest, CallsEveryIndexOnceWhateverTheThreads) {
+  for (unsigned threads : {0u, 1u, 3u, 64u}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{1000}}) {
+      std::vector<std::atomic<int>> calls(count);
+      ParallelFor(count, threads, [&](size_t i) { ++calls[i]; });
+      for (size_t i = 0; i < count; ++i) {
+        EXPECT_EQ(calls[i].load(), 1) << "index " << i << " of " << count << ", threads " << threads;
+      }
+    }
+  }
 }
 
 }  // namespace

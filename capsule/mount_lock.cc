@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
 #include <thread>
 
 #include "capsule/layout.h"
@@ -47,7 +48,12 @@ Result<UniqueFd> LockForMount(const std::string& dir) {
   return lock;
 }
 
-Status WaitForUnmountToFinish(const std::string& dir, std::chrono::milliseconds timeout) {
+namespace {
+
+// Waits until no driver holds `dir`'s mount lock, or until `done_early` says waiting is
+// over; Unavailable saying `still` after `timeout`.
+Status WaitForLock(const std::string& dir, std::chrono::milliseconds timeout, const std::function<bool()>& done_early,
+                   const char* still) {
   std::string path = JoinPath(dir, kMountLockPath);
   UniqueFd lock(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!lock.valid()) return Status::Ok();  // never mounted here
@@ -55,25 +61,22 @@ Status WaitForUnmountToFinish(const std::string& dir, std::chrono::milliseconds 
   for (;;) {
     if (::flock(lock.get(), LOCK_SH | LOCK_NB) == 0) return Status::Ok();  // no driver
     if (errno != EWOULDBLOCK) return Status::IOError(path, errno);
-    if (PathExists(JoinPath(dir, kControlSocketPath))) return Status::Ok();  // mounted and serving
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::Unavailable(dir, "capsulefs is still finishing an unmount");
-    }
+    if (done_early()) return Status::Ok();
+    if (std::chrono::steady_clock::now() >= deadline) return Status::Unavailable(dir, still);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
 
+}  // namespace
+
+Status WaitForUnmountToFinish(const std::string& dir, std::chrono::milliseconds timeout) {
+  // A driver whose control socket is there is mounted and serving, not finishing.
+  return WaitForLock(dir, timeout, [&] { return PathExists(JoinPath(dir, kControlSocketPath)); },
+                     "capsulefs is still finishing an unmount");
+}
+
 Status WaitForDriverToExit(const std::string& dir, std::chrono::milliseconds timeout) {
-  std::string path = JoinPath(dir, kMountLockPath);
-  UniqueFd lock(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!lock.valid()) return Status::Ok();  // never mounted here
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (::flock(lock.get(), LOCK_SH | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK) return Status::IOError(path, errno);
-    if (std::chrono::steady_clock::now() >= deadline) return Status::Unavailable(dir, "capsulefs has not exited");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return Status::Ok();
+  return WaitForLock(dir, timeout, [] { return false; }, "capsulefs has not exited");
 }
 
 }  // namespace capsule

@@ -3,14 +3,13 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
 
 #include "capsule/canonical_json.h"
 #include "capsule/environment_spec.h"
 #include "capsule/file_io.h"
 #include "capsule/keys.h"
 #include "capsule/layout.h"
+#include "capsule/parallel.h"
 #include "capsule/sha256.h"
 #include "capsule/tar.h"
 #include "capsule/workspace.h"
@@ -144,26 +143,17 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
   std::vector<Result<std::string>> digests(to_hash.size(), Result<std::string>(std::string()));
   std::vector<uint64_t> sizes(to_hash.size());
   std::vector<std::string> prefixes(to_hash.size());
-  std::atomic<size_t> next{0};
-  unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-  threads = std::min<unsigned>(threads, std::max<size_t>(1, to_hash.size()));
-  auto work = [&] {
-    for (size_t i = next++; i < to_hash.size(); i = next++) {
-      const std::string& path = to_hash[i]->path;
-      auto listed = manifest->files.find(path);
-      if (IsAppendOnlyPath(path) && listed != manifest->files.end()) {
-        digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i]);
-      } else if (options.blob_digests != nullptr && IsBlobPath(path)) {
-        digests[i] = options.blob_digests->Sha256File(JoinPath(dir, path), &sizes[i]);
-      } else {
-        digests[i] = Sha256File(JoinPath(dir, path), &sizes[i]);
-      }
+  ParallelFor(to_hash.size(), options.threads, [&](size_t i) {
+    const std::string& path = to_hash[i]->path;
+    auto listed = manifest->files.find(path);
+    if (IsAppendOnlyPath(path) && listed != manifest->files.end()) {
+      digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i]);
+    } else if (options.blob_digests != nullptr && IsBlobPath(path)) {
+      digests[i] = options.blob_digests->Sha256File(JoinPath(dir, path), &sizes[i]);
+    } else {
+      digests[i] = Sha256File(JoinPath(dir, path), &sizes[i]);
     }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  });
 
   std::map<std::string, ObservedFile> files;
   std::map<std::string, std::string> documents;

@@ -18,6 +18,7 @@
 #include "capsule/environment_spec.h"
 #include "capsule/holder.h"
 #include "capsule/layout.h"
+#include "capsule/parallel.h"
 #include "capsule/sha256.h"
 #include "capsule/verify.h"
 #include "fs/capsule_fs.h"
@@ -347,24 +348,17 @@ Result<uint64_t> CapsuleFs::PreVerify() {
     if (entry.type == TreeEntry::Type::kFile && !IsTempDebris(entry.path)) paths.push_back(JoinPath(blobs, entry.path));
   }
   uint64_t read_before = verified_blobs_.files_read();
-  std::atomic<size_t> next{0};
   std::mutex failure_mu;
   Status failure;
-  auto work = [&] {
-    for (size_t i = next++; i < paths.size() && !preverify_cancelled_; i = next++) {
-      Result<std::string> digest = verified_blobs_.Sha256File(paths[i], nullptr);
-      // A blob removed meanwhile (a checkpoint dropped it) is no error: nothing to remember.
-      if (digest.ok() || !PathExists(paths[i])) continue;
-      std::lock_guard lock(failure_mu);
-      if (failure.ok()) failure = digest.status();
-    }
-  };
   // On every core, as a freeze's verify would: the move this serves waits for it.
-  unsigned threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), std::max<size_t>(1, paths.size()));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  ParallelFor(paths.size(), 0, [&](size_t i) {
+    if (preverify_cancelled_) return;
+    Result<std::string> digest = verified_blobs_.Sha256File(paths[i], nullptr);
+    // A blob removed meanwhile (a checkpoint dropped it) is no error: nothing to remember.
+    if (digest.ok() || !PathExists(paths[i])) return;
+    std::lock_guard lock(failure_mu);
+    if (failure.ok()) failure = digest.status();
+  });
   if (preverify_cancelled_) return Status::Unavailable("preverify", "the mount is stopping");
   CAPSULE_RETURN_IF_ERROR(failure);
   verified_blobs_.KeepOnly(std::set<std::string>(paths.begin(), paths.end()));

@@ -26,6 +26,7 @@ sources=(
   move/stream_writer.cc
   capsule/create.cc
   capsule/digest_cache.cc
+  capsule/parallel.cc
   capsule/environment_spec.cc
   capsule/holder.cc
   capsule/keys.cc
