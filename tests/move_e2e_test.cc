@@ -232,6 +232,29 @@ TEST_F(MoveE2eTest, ConnectionCutMidStreamRollsBack) {
   ExpectVerifies(Dst());
 }
 
+// The target renders the journal before it takes the agent: an agent whose current model is
+// one it cannot render for is refused, and runs on where it was; once it switches to a model
+// the target can serve, the move goes through.
+TEST_F(MoveE2eTest, ATargetRefusesAnAgentWhoseModelItCannotRender) {
+  Sidecar target(b_, pki_, seal_);
+  auto to_acme = RunCapsule({"log", "append", Src(), "--type", "model_switch", "--data",
+                             R"({"provider":"acme","model":"a1"})"});
+  ASSERT_EQ(to_acme.exit_code, 0) << to_acme.err;
+  auto refused = Move(Src(), target.address());
+  EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("rendering the staged journal"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("acme"), std::string::npos) << refused.err;
+  EXPECT_EQ(StateOf(Src()), "active@1");
+  EXPECT_FALSE(PathExists(b_ + "/.staging/agent-1"));
+  auto to_gemini = RunCapsule({"log", "append", Src(), "--type", "model_switch", "--data",
+                               R"({"provider":"gemini","model":"gemini-2.5-pro"})"});
+  ASSERT_EQ(to_gemini.exit_code, 0) << to_gemini.err;
+  auto moved = Move(Src(), target.address());
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  EXPECT_EQ(StateOf(Dst()), "active@2");
+  ExpectVerifies(Dst());
+}
+
 TEST_F(MoveE2eTest, UntrustedClientIsRefusedBeforeAnyByteMoves) {
   Sidecar target(b_, pki_, seal_);
   auto rogue = Move(Src(), target.address(), "rogue");
