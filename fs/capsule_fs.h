@@ -20,10 +20,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "capsule/digest_cache.h"
-#include "capsule/manifest.h"
-#include "capsule/status.h"
-#include "capsule/workspace.h"
+#include "capsule/format/digest_cache.h"
+#include "capsule/format/manifest.h"
+#include "capsule/base/status.h"
+#include "capsule/format/workspace.h"
 #include "fs/change_log.h"
 #include "fs/journal_sink.h"
 #include "fs/node.h"

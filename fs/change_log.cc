@@ -5,7 +5,7 @@
 
 #include <cerrno>
 
-#include "capsule/canonical_json.h"
+#include "capsule/base/canonical_json.h"
 
 namespace capsule::fs {
 namespace {

@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "capsule/file_io.h"
-#include "capsule/status.h"
-#include "capsule/workspace.h"
+#include "capsule/base/file_io.h"
+#include "capsule/base/status.h"
+#include "capsule/format/workspace.h"
 
 namespace capsule::fs {
 

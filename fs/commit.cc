@@ -15,21 +15,18 @@
 #include <mutex>
 #include <thread>
 
-#include "capsule/environment_spec.h"
-#include "capsule/holder.h"
-#include "capsule/layout.h"
-#include "capsule/parallel.h"
-#include "capsule/sha256.h"
-#include "capsule/verify.h"
+#include "capsule/format/environment_spec.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/base/parallel.h"
+#include "capsule/base/sha256.h"
+#include "capsule/format/verify.h"
 #include "fs/capsule_fs.h"
 #include "fs/errno_map.h"
 
 namespace capsule::fs {
 namespace {
 
-constexpr char kWorkDir[] = ".capsule/work";
-constexpr char kLogPath[] = ".capsule/workspace.log";
-constexpr char kTimesPath[] = ".capsule/times.json";
 
 Status CopyFd(int from, int to, uint64_t* copied, const std::string& what) {
   *copied = 0;
@@ -51,87 +48,7 @@ Status CopyFd(int from, int to, uint64_t* copied, const std::string& what) {
   }
 }
 
-// Reconciles the manifest's blob entries with artifacts/blobs/ after a crash: a blob placed
-// just before the crash is listed, debris is removed.
-Status ScanBlobs(const std::string& dir, Manifest* manifest) {
-  std::string blobs = JoinPath(dir, kBlobsDir);
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(blobs));
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(blobs));
-  std::set<std::string> present;
-  for (const TreeEntry& entry : entries) {
-    std::string rel = std::string(kBlobsDir) + "/" + entry.path;
-    if (IsTempDebris(entry.path)) {
-      ::unlink(JoinPath(dir, rel).c_str());
-    } else if (IsBlobPath(rel) && entry.type == TreeEntry::Type::kFile) {
-      if (manifest->files.count(rel) == 0) {
-        // Placed since the last checkpoint: after a power cut its content may not have
-        // reached the disk, so it is kept only when it matches its name.
-        uint64_t size = 0;
-        Result<std::string> sha = Sha256File(JoinPath(dir, rel), &size);
-        if (!sha.ok() || *sha != BaseName(rel)) {
-          ::unlink(JoinPath(dir, rel).c_str());
-          continue;
-        }
-        manifest->files[rel] = FileDigest{*sha, size};
-      }
-      present.insert(rel);
-    }
-  }
-  for (auto it = manifest->files.begin(); it != manifest->files.end();) {
-    it = (IsBlobPath(it->first) && present.count(it->first) == 0) ? manifest->files.erase(it) : std::next(it);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
-
-Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
-  MountOptions options = given;
-  char resolved[PATH_MAX];
-  if (::realpath(given.dir.c_str(), resolved) == nullptr) return Status::IOError(given.dir, errno);
-  options.dir = resolved;
-  if (!PathExists(JoinPath(options.dir, kManifestPath))) {
-    return Status::InvalidArgument(given.dir, "not a capsule (no manifest.json)");
-  }
-  MountState state = MountState::kReadOnly;
-  if (!options.read_only) {
-    Result<HolderRecord> record = HolderRecord::Load(options.dir);
-    if (record.ok() && record->state == HolderState::kActive) state = MountState::kActive;
-    if (record.ok() && record->state == HolderState::kFrozen) state = MountState::kFrozen;
-  }
-  std::unique_ptr<CapsuleFs> fs(new CapsuleFs(options, state));
-  const std::string& dir = fs->options_.dir;
-  bool writable = state != MountState::kReadOnly;
-  CAPSULE_ASSIGN_OR_RETURN(fs->manifest_, Manifest::Load(dir));
-  if (writable) {
-    CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(dir, kWorkDir)));
-    CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kWorkDir)));
-    CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kScheduleDir)));
-    CAPSULE_RETURN_IF_ERROR(PutBlob(dir, "").status());
-    CAPSULE_RETURN_IF_ERROR(ScanBlobs(dir, &fs->manifest_));
-  }
-  // The change log over the last snapshot; a line whose blob is not whole is not replayed.
-  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(dir));
-  WorkspaceTimes times = LoadWorkspaceTimes(JoinPath(dir, kTimesPath));
-  std::string log_path = JoinPath(dir, kLogPath);
-  if (PathExists(log_path)) {
-    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(log_path));
-    const Manifest& manifest = fs->manifest_;
-    std::function<bool(const SnapshotEntry&)> blob_ok = [&](const SnapshotEntry& entry) {
-      auto it = manifest.files.find(BlobPath(entry.sha256));
-      return it != manifest.files.end() && it->second.size == entry.size;
-    };
-    if (!writable) blob_ok = nullptr;
-    CAPSULE_RETURN_IF_ERROR(ReplayChanges(text, &snapshot, blob_ok, &times).status());
-  }
-  if (writable) {
-    CAPSULE_ASSIGN_OR_RETURN(ChangeLog * log, ChangeLog::Open(log_path));
-    fs->log_.reset(log);
-  }
-  CAPSULE_RETURN_IF_ERROR(fs->BuildTree(snapshot, times));
-  if (writable) CAPSULE_RETURN_IF_ERROR(fs->Checkpoint());
-  return fs;
-}
 
 Status CapsuleFs::EnsureWorkingCopy(Node* node, Handle* h, bool empty) {
   if (h->wc) {
@@ -154,7 +71,7 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, Handle* h, bool empty) {
     if (node->kind == NodeKind::kWsFile) mode = node->mode & 07777;
   }
   WorkingCopy wc;
-  wc.path = JoinPath(options_.dir, std::string(kWorkDir) + "/" + std::to_string(node->ino) + "-" +
+  wc.path = JoinPath(options_.dir, std::string(local::kWorkDir) + "/" + std::to_string(node->ino) + "-" +
                                        std::to_string(work_counter_++));
   CAPSULE_ASSIGN_OR_RETURN(wc.fd, OpenFile(wc.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (node->kind == NodeKind::kRealFile) {
@@ -297,7 +214,7 @@ Status CapsuleFs::Checkpoint() {
     whole = WholeWorkspace();
   }
   CAPSULE_RETURN_IF_ERROR(SnapshotOf(whole).Save(dir));
-  CAPSULE_RETURN_IF_ERROR(SaveWorkspaceTimes(JoinPath(dir, kTimesPath), whole.times));
+  CAPSULE_RETURN_IF_ERROR(SaveWorkspaceTimes(JoinPath(dir, local::kTimes), whole.times));
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(dir, {kLocalDir, kBlobsDir}));
   std::set<std::string> paths;
   for (const TreeEntry& entry : tree) {
@@ -321,95 +238,6 @@ Status CapsuleFs::Checkpoint() {
   }
   CAPSULE_RETURN_IF_ERROR(manifest.Save(dir));
   return log_ ? log_->Truncate() : Status::Ok();
-}
-
-Result<uint64_t> CapsuleFs::Freeze() {
-  uint64_t read_before = verified_blobs_.files_read();
-  Status frozen = gate_.Freeze([&]() -> Status {
-    CAPSULE_RETURN_IF_ERROR(CommitAll());
-    CAPSULE_RETURN_IF_ERROR(Checkpoint());
-    VerifyOptions verify;
-    verify.blob_digests = &verified_blobs_;
-    CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifyFolder(options_.dir, verify));
-    if (!report.ok()) return Status::Corruption(options_.dir, "does not verify: " + report.problems.front());
-    CAPSULE_ASSIGN_OR_RETURN(HolderRecord record, HolderRecord::Load(options_.dir));
-    record.state = HolderState::kFrozen;
-    return record.Save(options_.dir);
-  });
-  if (!frozen.ok()) return frozen;
-  return verified_blobs_.files_read() - read_before;
-}
-
-Result<uint64_t> CapsuleFs::PreVerify() {
-  const std::string blobs = JoinPath(options_.dir, kBlobsDir);
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(blobs));
-  std::vector<std::string> paths;
-  for (const TreeEntry& entry : tree) {
-    if (entry.type == TreeEntry::Type::kFile && !IsTempDebris(entry.path)) paths.push_back(JoinPath(blobs, entry.path));
-  }
-  uint64_t read_before = verified_blobs_.files_read();
-  std::mutex failure_mu;
-  Status failure;
-  // On every core, as a freeze's verify would: the move this serves waits for it.
-  ParallelFor(paths.size(), 0, [&](size_t i) {
-    if (preverify_cancelled_) return;
-    Result<std::string> digest = verified_blobs_.Sha256File(paths[i], nullptr);
-    // A blob removed meanwhile (a checkpoint dropped it) is no error: nothing to remember.
-    if (digest.ok() || !PathExists(paths[i])) return;
-    std::lock_guard lock(failure_mu);
-    if (failure.ok()) failure = digest.status();
-  });
-  if (preverify_cancelled_) return Status::Unavailable("preverify", "the mount is stopping");
-  CAPSULE_RETURN_IF_ERROR(failure);
-  verified_blobs_.KeepOnly(std::set<std::string>(paths.begin(), paths.end()));
-  return verified_blobs_.files_read() - read_before;
-}
-
-Status CapsuleFs::Thaw() {
-  if (gate_.state() != MountState::kFrozen) {
-    return Status::FailedPrecondition("thaw", std::string("the mount is ") + MountStateName(gate_.state()));
-  }
-  CAPSULE_ASSIGN_OR_RETURN(HolderRecord record, HolderRecord::Load(options_.dir));
-  record.state = HolderState::kActive;
-  CAPSULE_RETURN_IF_ERROR(record.Save(options_.dir));
-  gate_.Thaw();
-  return Status::Ok();
-}
-
-Status CapsuleFs::Retire() {
-  Result<HolderRecord> record = HolderRecord::Load(options_.dir);
-  if (record.ok()) {
-    record->state = HolderState::kRetired;
-    CAPSULE_RETURN_IF_ERROR(record->Save(options_.dir));
-  }
-  gate_.Retire();
-  // Makes the mount read-only for the kernel too, so that statfs reports ST_RDONLY. The
-  // kernel refuses while a file is open for writing there, so it is retried for a while.
-  std::thread([mountpoint = options_.mountpoint] {
-    for (int i = 0; i < 600; ++i) {
-      if (::mount(nullptr, mountpoint.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0) return;
-      if (errno != EBUSY) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }).detach();
-  return Status::Ok();
-}
-
-void CapsuleFs::CheckHolder() {
-  MountState state = gate_.state();
-  if (state != MountState::kActive && state != MountState::kFrozen) return;
-  Result<HolderRecord> record = HolderRecord::Load(options_.dir);
-  if (!record.ok() || record->state == HolderState::kRetired) (void)Retire();
-}
-
-Result<std::string> CapsuleFs::StatusJson() {
-  Json json = {{"state", MountStateName(gate_.state())}};
-  Result<HolderRecord> record = HolderRecord::Load(options_.dir);
-  std::shared_lock lock(tree_mu_);
-  json["agent"] = manifest_.agent.id;
-  json["epoch"] = record.ok() ? record->epoch : manifest_.holder_epoch;
-  json["dir"] = options_.dir;  // the capsule folder behind the mount, for capsule move
-  return CanonicalJson(json, "status");
 }
 
 Status CapsuleFs::Shutdown() {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <optional>
 
-#include "capsule/canonical_json.h"
+#include "capsule/base/canonical_json.h"
 #include "fs/capsule_fs.h"
 #include "fs/control_client.h"
 

@@ -21,8 +21,8 @@
 #include <string>
 #include <thread>
 
-#include "capsule/file_io.h"
-#include "capsule/status.h"
+#include "capsule/base/file_io.h"
+#include "capsule/base/status.h"
 
 namespace capsule::fs {
 

@@ -2,24 +2,35 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include "capsule/file_io.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/local_files.h"
 
 namespace capsule::fs {
 
+namespace {
+constexpr long kFuseSuperMagic = 0x65735546;  // statfs(2)'s f_type of every FUSE mount
+}  // namespace
+
+bool IsFuseMount(const std::string& path) {
+  struct statfs st;
+  return ::statfs(path.c_str(), &st) == 0 && st.f_type == kFuseSuperMagic;
+}
+
 Result<std::string> FindControlSocket(const std::string& path) {
-  Result<std::string> text = ReadFile(JoinPath(path, ".capsulefs-control"));
+  Result<std::string> text = ReadFile(JoinPath(path, kControlFileName));
   if (text.ok()) {
     std::string socket = *text;
     while (!socket.empty() && (socket.back() == '\n' || socket.back() == ' ')) socket.pop_back();
     return socket;
   }
-  std::string socket = JoinPath(path, ".capsule/control.sock");
+  std::string socket = JoinPath(path, local::kControlSocket);
   if (PathExists(socket)) return socket;
   return Status::NotFound(path, "no capsulefs mount here (no .capsulefs-control, no .capsule/control.sock)");
 }

@@ -4,11 +4,14 @@
 
 #include <string>
 
-#include "capsule/canonical_json.h"
-#include "capsule/file_io.h"
-#include "capsule/status.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
+#include "capsule/base/status.h"
 
 namespace capsule::fs {
+
+// True when `path` is the root of a FUSE mount (statfs reports FUSE's magic number).
+bool IsFuseMount(const std::string& path);
 
 // The control socket of a mount: read from MOUNTPOINT/.capsulefs-control, or, for a capsule
 // folder, DIR/.capsule/control.sock when a mount of it is running.

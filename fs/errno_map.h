@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 
 namespace capsule::fs {
 

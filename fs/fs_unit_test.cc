@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <vector>
 
-#include "capsule/sha256.h"
+#include "capsule/base/sha256.h"
 #include "fs/change_log.h"
 #include "fs/errno_map.h"
 #include "fs/journal_sink.h"

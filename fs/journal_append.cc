@@ -4,8 +4,8 @@
 #include <mutex>
 #include <optional>
 
-#include "capsule/canonical_json.h"
-#include "capsule/layout.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/format/layout.h"
 #include "journal/journal.h"
 #include "journal/owned/owned_state.h"
 
@@ -17,22 +17,9 @@ struct Appender {
   explicit Appender(journal::Journal j) : journal(std::move(j)) {}
   std::mutex mu;
   journal::Journal journal;  // guarded by mu
-  // The owned-state database, following each durable append (opened on the first one).
-  std::optional<owned::OwnedState> owned;  // guarded by mu
+  // The owned-state database, following each durable append.
+  owned::JournalFollower owned{journal.capsule_dir()};  // guarded by mu
 };
-
-// Best effort: the journal is the truth, so a projection failure never fails the append; the
-// next reader catches the database up (or rebuilds it) anyway.
-void FollowOwnedState(Appender& appender) {
-  if (!appender.owned) {
-    // Never a whole rebuild inside a write: that is left to the next query.
-    Result<owned::OwnedState> opened =
-        owned::OwnedState::Open(appender.journal.capsule_dir(), owned::RebuildPolicy::kNever);
-    if (opened.ok()) appender.owned.emplace(std::move(*opened));
-    return;
-  }
-  (void)appender.owned->CatchUp();
-}
 
 Status Refuse(const std::string& why) { return Status::InvalidArgument(kJournalPath, why + "; nothing was kept"); }
 
@@ -59,7 +46,9 @@ Result<JournalSink> MakeJournalAppender(const std::string& capsule_dir) {
       if (appended.status().code() == Code::kInvalidArgument) return Refuse(appended.status().message());
       return appended.status();
     }
-    FollowOwnedState(*appender);
+    // Best effort: the journal is the truth, so a projection failure never fails the append;
+    // the next reader catches the database up (or rebuilds it) anyway.
+    (void)appender->owned.Follow();
     return Status::Ok();
   });
 }

@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 #include "fs/journal_sink.h"
 
 namespace capsule::fs {

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 
 namespace capsule::fs {
 

@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "capsule/file_io.h"
-#include "capsule/mount_lock.h"
-#include "capsule/version.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/local_files.h"
+#include "capsule/format/mount_lock.h"
+#include "capsule/base/version.h"
 #include "fs/capsule_fs.h"
 #include "fs/control.h"
 #include "fs/fuse_table.h"
@@ -85,7 +86,7 @@ int Run(const Args& args) {
     return 1;
   }
   std::unique_ptr<capsule::fs::CapsuleFs> fs = std::move(opened).value();
-  std::string socket_path = capsule::JoinPath(fs->dir(), ".capsule/control.sock");
+  std::string socket_path = capsule::JoinPath(fs->dir(), capsule::local::kControlSocket);
   fs->SetControlPath(socket_path);
   if (fs->gate().state() != capsule::fs::MountState::kReadOnly) {
     // Held here: the journal takes appends of whole lines (man capsulefs.8).

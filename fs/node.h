@@ -18,8 +18,8 @@
 #include <set>
 #include <string>
 
-#include "capsule/file_io.h"
-#include "capsule/sha256.h"
+#include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 
 namespace capsule::fs {
 

@@ -8,7 +8,7 @@
 
 #include <cerrno>
 
-#include "capsule/layout.h"
+#include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
 #include "fs/errno_map.h"
 

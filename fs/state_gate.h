@@ -9,7 +9,7 @@
 #include <functional>
 #include <mutex>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 
 namespace capsule::fs {
 

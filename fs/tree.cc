@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "capsule/holder.h"
-#include "capsule/layout.h"
-#include "capsule/sha256.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/base/sha256.h"
 #include "fs/capsule_fs.h"
 #include "fs/errno_map.h"
 
@@ -81,7 +81,7 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& time
   root_->mtime = Now();
   nodes_[FUSE_ROOT_ID] = root_;
   NewNode(NodeKind::kRendered, root_.get(), kManifestPath)->document = Document::kManifest;
-  NewNode(NodeKind::kControl, root_.get(), ".capsulefs-control");
+  NewNode(NodeKind::kControl, root_.get(), kControlFileName);
   files_ = NewNode(NodeKind::kWsDir, root_.get(), "files");
   for (const char* real : {"memory", "environment", "schedule"}) NewNode(NodeKind::kRealDir, root_.get(), real);
   auto artifacts = NewNode(NodeKind::kVirtualDir, root_.get(), "artifacts");

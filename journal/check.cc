@@ -5,7 +5,7 @@
 #include <tuple>
 #include <unordered_set>
 
-#include "capsule/sha256.h"
+#include "capsule/base/sha256.h"
 
 namespace capsule::journal {
 

@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
 #include "journal/journal.h"
 #include "journal/test_util.h"
 
@@ -32,7 +32,7 @@ namespace {
 }
 
 TEST(CrashTest, KilledAppenderLosesNoAcknowledgedEvent) {
-  std::string dir = testing::MakeScratchDir("crash") + "/capsule";
+  std::string dir = testing::MakeTempDir("crash") + "/capsule";
   ASSERT_TRUE(testing::MakeTestCapsule(dir, testing::MachineName(1)).ok());
   std::mt19937 rng(12345);
   std::set<std::string> acknowledged;

@@ -3,7 +3,7 @@
 #include <ctime>
 #include <tuple>
 
-#include "capsule/sha256.h"
+#include "capsule/base/sha256.h"
 
 namespace capsule::journal {
 

@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "capsule/canonical_json.h"
-#include "capsule/status.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/status.h"
 
 namespace capsule::journal {
 

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "capsule/sha256.h"
+#include "capsule/base/sha256.h"
 
 namespace capsule::journal {
 namespace {

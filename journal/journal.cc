@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <unordered_map>
 
-#include "capsule/holder.h"
-#include "capsule/layout.h"
-#include "capsule/manifest.h"
-#include "capsule/sha256.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/manifest.h"
+#include "capsule/base/sha256.h"
 #include "journal/journal_file.h"
 #include "journal/merge_text.h"
 
@@ -43,7 +43,7 @@ std::vector<std::string_view> SplitLines(std::string_view text) {
 Result<Journal> Journal::OpenForWrite(const std::string& capsule_dir, JournalOptions options) {
   CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(capsule_dir));
   CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(capsule_dir));
-  std::string lock_path = JoinPath(JoinPath(capsule_dir, kLocalDir), kJournalLockName);
+  std::string lock_path = JoinPath(capsule_dir, local::kJournalLock);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock_fd, OpenFile(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   {
     CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd.get()));

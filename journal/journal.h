@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "capsule/canonical_json.h"
-#include "capsule/file_io.h"
-#include "capsule/status.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
+#include "capsule/base/status.h"
 #include "journal/check.h"
 #include "journal/event.h"
 

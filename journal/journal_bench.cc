@@ -9,8 +9,8 @@
 #include <iostream>
 #include <string>
 
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
 #include "journal/journal.h"
 #include "journal/test_util.h"
 
@@ -76,7 +76,7 @@ int Main(int argc, char** argv) {
     if (flag == "--durable-appends") durable_appends = std::stoi(argv[i + 1]);
     if (flag == "--dir") root = argv[i + 1];
   }
-  if (root.empty()) root = testing::MakeScratchDir("journal-bench");
+  if (root.empty()) root = testing::MakeTempDir("journal-bench");
   std::cout << "scratch folder: " << root << "\n";
 
   std::string append_dir = root + "/append";

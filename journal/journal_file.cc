@@ -7,17 +7,17 @@
 
 #include <cerrno>
 
-#include "capsule/canonical_json.h"
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
-#include "capsule/sha256.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
+#include "capsule/base/sha256.h"
 
 namespace capsule::journal {
 
 namespace {
 
 std::string TailPath(const std::string& capsule_dir) {
-  return JoinPath(JoinPath(capsule_dir, kLocalDir), kJournalTailName);
+  return JoinPath(capsule_dir, local::kJournalTail);
 }
 
 Result<std::string> ReadRange(int fd, uint64_t offset, uint64_t length, const std::string& name) {

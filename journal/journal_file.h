@@ -8,13 +8,10 @@
 #include <cstdint>
 #include <string>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 #include "journal/check.h"
 
 namespace capsule::journal {
-
-inline constexpr char kJournalLockName[] = "journal.lock";
-inline constexpr char kJournalTailName[] = "journal.tail";
 
 // Holds flock(LOCK_EX) on `fd` for its lifetime.
 class JournalLock {

@@ -6,11 +6,11 @@
 
 #include <gtest/gtest.h>
 
-#include "capsule/file_io.h"
-#include "capsule/holder.h"
-#include "capsule/layout.h"
-#include "capsule/manifest.h"
-#include "capsule/verify.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/manifest.h"
+#include "capsule/format/verify.h"
 #include "journal/check.h"
 #include "journal/test_util.h"
 
@@ -20,7 +20,7 @@ namespace {
 using testing::CopyCapsuleAs;
 using testing::FixedTimeOptions;
 using testing::MachineName;
-using testing::MakeScratchDir;
+using testing::MakeTempDir;
 using testing::MakeTestCapsule;
 
 std::string JournalText(const std::string& dir) { return *ReadFile(JoinPath(dir, kJournalPath)); }
@@ -30,7 +30,7 @@ Json Text(const std::string& text) { return {{"text", text}}; }
 class JournalTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = MakeScratchDir("journal") + "/capsule";
+    dir_ = MakeTempDir("journal") + "/capsule";
     ASSERT_TRUE(MakeTestCapsule(dir_, MachineName(1)).ok());
   }
   Journal Open(const std::string& dir) {
@@ -106,7 +106,7 @@ TEST_F(JournalTest, MalformedCompleteLineIsCorruption) {
 TEST_F(JournalTest, TailCacheMissingOrDamagedFallsBackToReading) {
   Journal journal = Open(dir_);
   ASSERT_TRUE(journal.Append("user_message", Text("a")).ok());
-  std::string cache = JoinPath(JoinPath(dir_, kLocalDir), "journal.tail");
+  std::string cache = JoinPath(dir_, local::kJournalTail);
   ASSERT_TRUE(PathExists(cache));
   ASSERT_TRUE(WriteFileAtomic(cache, "garbage").ok());
   EXPECT_EQ(journal.Append("user_message", Text("b"))->seq, 2u);

@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
 #include "journal/journal.h"
 #include "journal/test_util.h"
 
@@ -18,7 +18,7 @@ namespace {
 using testing::CopyCapsuleAs;
 using testing::FixedTimeOptions;
 using testing::MachineName;
-using testing::MakeScratchDir;
+using testing::MakeTempDir;
 using testing::MakeTestCapsule;
 
 std::string JournalText(const std::string& dir) { return *ReadFile(JoinPath(dir, kJournalPath)); }
@@ -53,7 +53,7 @@ TEST_P(MergePropertyTest, AllMergeOrdersGiveTheSameBytesAndLoseNothing) {
   const int seed = GetParam();
   std::mt19937 rng(seed);
   const int machines = 3 + seed % 2;
-  std::string root = MakeScratchDir("merge");
+  std::string root = MakeTempDir("merge");
   std::vector<std::string> dirs;
   dirs.push_back(root + "/m1");
   ASSERT_TRUE(MakeTestCapsule(dirs[0], MachineName(1)).ok());
@@ -124,7 +124,7 @@ TEST_P(MergePropertyTest, AllMergeOrdersGiveTheSameBytesAndLoseNothing) {
 INSTANTIATE_TEST_SUITE_P(Seeds, MergePropertyTest, ::testing::Range(1, 9));
 
 TEST(MergeConflictTest, ForgedEventWithSameMachineAndSeqIsRefusedNamingBoth) {
-  std::string root = MakeScratchDir("conflict");
+  std::string root = MakeTempDir("conflict");
   ASSERT_TRUE(MakeTestCapsule(root + "/a", MachineName(1)).ok());
   ASSERT_TRUE(CopyCapsuleAs(root + "/a", root + "/b", MachineName(1)).ok());  // the same machine id twice
   Journal a = OpenOrDie(root + "/a"), b = OpenOrDie(root + "/b");
@@ -139,7 +139,7 @@ TEST(MergeConflictTest, ForgedEventWithSameMachineAndSeqIsRefusedNamingBoth) {
 }
 
 TEST(MergeConflictTest, BrokenOtherSideIsRefused) {
-  std::string root = MakeScratchDir("broken");
+  std::string root = MakeTempDir("broken");
   ASSERT_TRUE(MakeTestCapsule(root + "/a", MachineName(1)).ok());
   Journal a = OpenOrDie(root + "/a");
   Event one = *a.Append("user_message", {{"text", "one"}});

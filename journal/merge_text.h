@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 #include "journal/event.h"
 
 namespace capsule::journal {

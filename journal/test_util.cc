@@ -6,27 +6,19 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "capsule/create.h"
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
+#include "capsule/format/create.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
 
 namespace capsule::journal::testing {
 
 namespace {
 
 Status SetMachine(const std::string& dir, const std::string& machine) {
-  return WriteFileAtomic(JoinPath(JoinPath(dir, kLocalDir), "machine"), machine + "\n");
+  return WriteFileAtomic(JoinPath(dir, local::kMachine), machine + "\n");
 }
 
 }  // namespace
-
-std::string MakeScratchDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  std::string base = root && *root ? root : "/tmp";
-  std::string pattern = base + "/" + name + "-XXXXXX";
-  char* made = ::mkdtemp(pattern.data());
-  return made ? std::string(made) : std::string();
-}
 
 std::string MachineName(int n) {
   char buffer[32];

@@ -6,13 +6,13 @@
 
 #include <string>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
+#include "capsule/base/temp_dir.h"
 #include "journal/journal.h"
 
 namespace capsule::journal::testing {
 
-// A fresh empty folder under $TEST_TMPDIR (or /tmp) whose name starts with `name`.
-std::string MakeScratchDir(const std::string& name);
+using ::capsule::testing::MakeTempDir;
 
 // The machine id "m-" + 16 hex digits of `n`.
 std::string MachineName(int n);

@@ -11,8 +11,8 @@
 #include <mutex>
 #include <string>
 
-#include "capsule/byte_stream.h"
-#include "capsule/status.h"
+#include "capsule/base/byte_stream.h"
+#include "capsule/base/status.h"
 
 namespace capsule::move {
 

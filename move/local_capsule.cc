@@ -1,7 +1,7 @@
 #include "move/local_capsule.h"
 
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
 #include "fs/control_client.h"
 
 namespace capsule::move {

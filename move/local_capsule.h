@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "capsule/holder.h"
-#include "capsule/status.h"
+#include "capsule/format/holder.h"
+#include "capsule/base/status.h"
 
 namespace capsule::move {
 

@@ -13,7 +13,7 @@
 #include <random>
 #include <string>
 
-#include "capsule/file_io.h"
+#include "capsule/base/file_io.h"
 #include "move/move_source.h"
 #include "move/tls_dialer.h"
 

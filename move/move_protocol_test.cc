@@ -12,32 +12,29 @@
 #include <thread>
 #include <vector>
 
-#include "capsule/create.h"
-#include "capsule/export.h"
-#include "capsule/file_io.h"
-#include "capsule/holder.h"
-#include "capsule/keys.h"
-#include "capsule/layout.h"
-#include "capsule/verify.h"
+#include "capsule/format/create.h"
+#include "capsule/format/export.h"
+#include "capsule/format/import.h"
+#include "capsule/base/temp_dir.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/keys.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/verify.h"
 #include "journal/check.h"
 #include "journal/journal.h"
 #include "move/faulty_target.h"
 #include "move/move_source.h"
 #include "move/move_target.h"
 #include "move/remote_target.h"
+#include "move/serve.h"
 
 namespace capsule::move {
 namespace {
 
-constexpr char kAgent[] = "agent-1";
+using ::capsule::testing::MakeTempDir;
 
-std::string NewTempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern = std::string(base ? base : "/tmp") + "/" + name + "-XXXXXX";
-  char* made = ::mkdtemp(pattern.data());
-  EXPECT_NE(made, nullptr);
-  return pattern;
-}
+constexpr char kAgent[] = "agent-1";
 
 std::string StateOf(const std::string& dir) {
   Result<HolderRecord> record = HolderRecord::Load(dir);
@@ -48,7 +45,7 @@ std::string StateOf(const std::string& dir) {
 class MoveProtocolTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = NewTempDir("move");
+    root_ = MakeTempDir("move");
     std::string ws = root_ + "/ws";
     ASSERT_TRUE(MakeDirectories(ws + "/src").ok());
     ASSERT_TRUE(WriteFileAtomic(ws + "/README.md", "# sample\n").ok());

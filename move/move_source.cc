@@ -5,22 +5,21 @@
 #include <cerrno>
 #include <thread>
 
-#include "capsule/canonical_json.h"
-#include "capsule/file_io.h"
-#include "capsule/holder.h"
-#include "capsule/layout.h"
-#include "capsule/manifest.h"
-#include "capsule/sha256.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/manifest.h"
+#include "capsule/base/sha256.h"
 #include "move/byte_pipe.h"
-#include "move/envelope.h"
+#include "move/seal/envelope.h"
 #include "move/local_capsule.h"
-#include "move/stream_writer.h"
+#include "move/stream/writer.h"
 
 namespace capsule::move {
 
 namespace {
 
-constexpr char kOutgoingRecord[] = ".capsule/move-out.json";
 constexpr char kCrashWhat[] = "simulated crash";
 
 using Clock = std::chrono::steady_clock;
@@ -31,12 +30,12 @@ double SecondsSince(Clock::time_point start) {
 
 Status SaveOutgoing(const std::string& dir, const OutgoingMove& move) {
   Json json = {{"agent", move.agent}, {"epoch", move.epoch}, {"move", move.move}, {"phase", move.phase}, {"to", move.to}};
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(json, kOutgoingRecord));
-  return WriteFileAtomic(JoinPath(dir, kOutgoingRecord), text + "\n");
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(json, local::kOutgoingMove));
+  return WriteFileAtomic(JoinPath(dir, local::kOutgoingMove), text + "\n");
 }
 
 Status RemoveOutgoing(const std::string& dir) {
-  std::string path = JoinPath(dir, kOutgoingRecord);
+  std::string path = JoinPath(dir, local::kOutgoingMove);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::IOError(path, errno);
   return SyncDirectory(DirName(path));
 }
@@ -284,10 +283,10 @@ Result<bool> Mover::Resolve(const OutgoingMove& move) {
 bool IsSimulatedCrash(const Status& status) { return status.message().rfind(kCrashWhat, 0) == 0; }
 
 Result<std::optional<OutgoingMove>> LoadOutgoingMove(const std::string& capsule_dir) {
-  std::string path = JoinPath(capsule_dir, kOutgoingRecord);
+  std::string path = JoinPath(capsule_dir, local::kOutgoingMove);
   Result<std::string> text = ReadFile(path);
   if (!text.ok()) {
-    if (text.status().sys_errno() == ENOENT) return std::optional<OutgoingMove>();
+    if (text.status().code() == Code::kNotFound) return std::optional<OutgoingMove>();
     return text.status();
   }
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(*text, path, Code::kCorruption));

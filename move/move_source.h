@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 #include "move/target_api.h"
 
 namespace capsule::move {

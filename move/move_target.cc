@@ -8,58 +8,32 @@
 #include <set>
 #include <thread>
 
-#include "capsule/canonical_json.h"
-#include "capsule/environment_spec.h"
-#include "capsule/file_io.h"
-#include "capsule/holder.h"
-#include "capsule/keys.h"
-#include "capsule/layout.h"
-#include "capsule/manifest.h"
-#include "capsule/mount_lock.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/format/copy.h"
+#include "capsule/format/local_files.h"
+#include "capsule/format/environment_spec.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/keys.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/manifest.h"
+#include "capsule/format/mount_lock.h"
 #include "fs/control_client.h"
 #include "journal/check.h"
 #include "journal/render/render.h"
-#include "move/envelope.h"
-#include "move/stream_unpack.h"
-#include "move/stream_writer.h"
+#include "move/seal/envelope.h"
+#include "move/stream/unpack.h"
+#include "move/stream/writer.h"
 
 namespace capsule::move {
 
 namespace {
 
-constexpr char kStagingDir[] = ".staging";
-constexpr char kMoveRecord[] = ".capsule/move.json";
-
-// The capsule at `from` into the empty folder `to`: blobs hard-linked (never rewritten), the
-// other files copied, and this machine's id for it. Its holder record stays behind: a staging
-// area is held by no one until activate writes one.
-Status CloneCapsule(const std::string& from, const std::string& to) {
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(from, {kLocalDir}));
-  for (const TreeEntry& entry : entries) {
-    if (IsTempDebris(entry.path)) continue;
-    std::string source = JoinPath(from, entry.path), target = JoinPath(to, entry.path);
-    if (entry.type == TreeEntry::Type::kDirectory) {
-      CAPSULE_RETURN_IF_ERROR(MakeDirectories(target));
-    } else if (entry.type == TreeEntry::Type::kFile) {
-      CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(target)));
-      if (IsBlobPath(entry.path) && ::link(source.c_str(), target.c_str()) == 0) continue;
-      CAPSULE_ASSIGN_OR_RETURN(std::string data, ReadFile(source));
-      CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(target, data));
-    }
-  }
-  std::string machine = JoinPath(from, ".capsule/machine");
-  if (PathExists(machine)) {
-    CAPSULE_ASSIGN_OR_RETURN(std::string id, ReadFile(machine));
-    CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(to, kLocalDir)));
-    CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(to, ".capsule/machine"), id));
-  }
-  return Status::Ok();
-}
 
 std::string MoveOf(const std::string& dir) {
-  Result<std::string> text = ReadFile(JoinPath(dir, kMoveRecord));
+  Result<std::string> text = ReadFile(JoinPath(dir, local::kMoveRecord));
   if (!text.ok()) return "";
-  Result<Json> json = ParseJson(*text, kMoveRecord, Code::kCorruption);
+  Result<Json> json = ParseJson(*text, local::kMoveRecord, Code::kCorruption);
   return json.ok() && json->is_object() ? json->value("move", "") : "";
 }
 
@@ -193,7 +167,9 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
   Status staged = [&]() -> Status {
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(staging));
     if (have_copy) {
-      CAPSULE_RETURN_IF_ERROR(CloneCapsule(dir, staging));
+      // Its holder record stays behind: a staging area is held by no one until activate
+      // writes one.
+      CAPSULE_RETURN_IF_ERROR(CopyCapsule(dir, staging, {local::kMachine}));
       CAPSULE_ASSIGN_OR_RETURN(reply.have, HaveOfCapsule(staging));
     }
     return Status::Ok();

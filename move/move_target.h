@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "capsule/openssl_handles.h"
+#include "capsule/base/openssl_handles.h"
 #include "journal/check.h"
 #include "journal/event.h"
 #include "move/target_api.h"

@@ -4,36 +4,6 @@
 
 namespace capsule::move {
 
-namespace {
-
-Result<HaveMap> HaveFromJson(const Json& json) {
-  if (!json.is_object()) return Status::Corruption("have", "not a JSON object");
-  HaveMap have;
-  for (const auto& [path, sha] : json.items()) {
-    if (!sha.is_string()) return Status::Corruption("have", "digest of " + path + " is not a string");
-    have[path] = sha.get<std::string>();
-  }
-  return have;
-}
-
-Json HaveToJsonObject(const HaveMap& have) {
-  Json json = Json::object();
-  for (const auto& [path, sha] : have) json[path] = sha;
-  return json;
-}
-
-std::string Str(const Json& json, const char* key) {
-  auto it = json.find(key);
-  return it != json.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-uint64_t U64(const Json& json, const char* key) {
-  auto it = json.find(key);
-  return it != json.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
-}
-
-}  // namespace
-
 Status RemoteTarget::Lost(const Status& why) {
   if (conn_) conn_->Close();
   conn_.reset();
@@ -84,15 +54,15 @@ Result<OfferReply> RemoteTarget::Offer(const OfferRequest& request) {
   CAPSULE_ASSIGN_OR_RETURN(Json reply, Call(Json{{"call", "offer"}, {"agent", request.agent}, {"epoch", request.epoch},
                                                  {"move", request.move}}));
   OfferReply offer;
-  CAPSULE_ASSIGN_OR_RETURN(offer.have, HaveFromJson(reply.value("have", Json::object())));
-  offer.seal_key_hex = Str(reply, "seal_key");
-  offer.held_epoch = U64(reply, "held_epoch");
+  CAPSULE_ASSIGN_OR_RETURN(offer.have, HaveFromJson(reply.value("have", Json::object()), Code::kCorruption));
+  offer.seal_key_hex = StringField(reply, "seal_key").value_or("");
+  offer.held_epoch = U64Field(reply, "held_epoch").value_or(0);
   return offer;
 }
 
 Result<HaveMap> RemoteTarget::Copy(const std::string& agent, const std::string& move, ByteSource* stream) {
   CAPSULE_ASSIGN_OR_RETURN(Json reply, Call(Json{{"call", "copy"}, {"agent", agent}, {"move", move}}, stream));
-  return HaveFromJson(reply.value("have", Json::object()));
+  return HaveFromJson(reply.value("have", Json::object()), Code::kCorruption);
 }
 
 Status RemoteTarget::Switch(const std::string& agent, const std::string& move, ByteSource* stream) {
@@ -105,62 +75,15 @@ Status RemoteTarget::Activate(const std::string& agent, const std::string& move,
 
 Result<QueryReply> RemoteTarget::Query(const std::string& agent, const std::string& move) {
   CAPSULE_ASSIGN_OR_RETURN(Json reply, Call(Json{{"call", "query"}, {"agent", agent}, {"move", move}}));
-  QueryReply query;
-  query.epoch = U64(reply, "epoch");
-  query.state = Str(reply, "state");
-  return query;
+  std::optional<uint64_t> epoch = U64Field(reply, "epoch");
+  std::optional<std::string> state = StringField(reply, "state");
+  // A reply without them says nothing of what the target holds: no answer, never "none".
+  if (!epoch || !state) return Status::Corruption(name_, "a query reply without its epoch and state");
+  return QueryReply{*epoch, *state};
 }
 
 Status RemoteTarget::Abort(const std::string& agent, const std::string& move) {
   return Call(Json{{"call", "abort"}, {"agent", agent}, {"move", move}}).status();
-}
-
-Status ServeConnection(Connection* conn, TargetApi* target) {
-  for (;;) {
-    Result<Json> request = ReadMessage(conn->in());
-    if (!request.ok()) return request.status().code() == Code::kNotFound ? Status::Ok() : request.status();
-    std::string call = Str(*request, "call"), agent = Str(*request, "agent"), move = Str(*request, "move");
-    uint64_t epoch = U64(*request, "epoch");
-    Json reply;
-    if (call == "copy" || call == "switch") {
-      ChunkSource body(conn->in());
-      Status done;
-      if (call == "copy") {
-        Result<HaveMap> have = target->Copy(agent, move, &body);
-        done = have.status();
-        if (have.ok()) {
-          reply = StatusReply(done);
-          reply["have"] = HaveToJsonObject(*have);
-        }
-      } else {
-        done = target->Switch(agent, move, &body);
-      }
-      if (!body.finished()) CAPSULE_RETURN_IF_ERROR(body.Drain());
-      if (!done.ok() || call == "switch") reply = StatusReply(done);
-    } else if (call == "offer") {
-      Result<OfferReply> offer = target->Offer(OfferRequest{agent, epoch, move});
-      reply = StatusReply(offer.status());
-      if (offer.ok()) {
-        reply["have"] = HaveToJsonObject(offer->have);
-        reply["seal_key"] = offer->seal_key_hex;
-        reply["held_epoch"] = offer->held_epoch;
-      }
-    } else if (call == "activate") {
-      reply = StatusReply(target->Activate(agent, move, epoch));
-    } else if (call == "query") {
-      Result<QueryReply> query = target->Query(agent, move);
-      reply = StatusReply(query.status());
-      if (query.ok()) {
-        reply["epoch"] = query->epoch;
-        reply["state"] = query->state;
-      }
-    } else if (call == "abort") {
-      reply = StatusReply(target->Abort(agent, move));
-    } else {
-      reply = StatusReply(Status::InvalidArgument("call '" + call + "'", "not a call of the move protocol"));
-    }
-    CAPSULE_RETURN_IF_ERROR(WriteMessage(conn->out(), reply));
-  }
 }
 
 }  // namespace capsule::move

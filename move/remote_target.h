@@ -1,5 +1,5 @@
-// The calls of target_api.h over a connection (wire.h), both ends:
-// RemoteTarget makes them for the source, ServeConnection answers them for a sidecar.
+// The calls of target_api.h over a connection (move/net/wire.h), as the source makes them.
+// move/serve.h answers them for a sidecar.
 #pragma once
 
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "move/target_api.h"
-#include "move/wire.h"
+#include "move/net/wire.h"
 
 namespace capsule::move {
 
@@ -47,9 +47,5 @@ class RemoteTarget : public TargetApi {
   std::chrono::steady_clock::time_point last_used_;
   std::chrono::milliseconds max_idle_ = std::chrono::seconds(60);
 };
-
-// Answers calls read from `conn` with `target` until the peer ends the connection or it
-// fails. A body that a call stops reading early is drained, so the next request is found.
-Status ServeConnection(Connection* conn, TargetApi* target);
 
 }  // namespace capsule::move

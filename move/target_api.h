@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <string>
 
-#include "capsule/byte_stream.h"
-#include "capsule/status.h"
-#include "move/stream_format.h"
+#include "capsule/base/byte_stream.h"
+#include "capsule/base/status.h"
+#include "move/stream/format.h"
 
 namespace capsule::move {
 

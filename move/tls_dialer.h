@@ -6,7 +6,7 @@
 #include <string>
 
 #include "move/remote_target.h"
-#include "move/tls_channel.h"
+#include "move/net/tls_channel.h"
 
 namespace capsule::move {
 

@@ -5,8 +5,8 @@
 
 #include <functional>
 
-#include "capsule/file_io.h"
-#include "capsule/tar.h"
+#include "capsule/base/file_io.h"
+#include "capsule/base/tar.h"
 #include "tests/cli_runner.h"
 
 namespace capsule {

@@ -20,10 +20,10 @@
 #include <set>
 #include <thread>
 
-#include "capsule/file_io.h"
-#include "capsule/holder.h"
-#include "capsule/layout.h"
-#include "capsule/sha256.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/base/sha256.h"
 #include "fs/control_client.h"
 #include "tests/cli_runner.h"
 #include "tests/mount_runner.h"

@@ -24,13 +24,6 @@ std::string Slurp(const std::string& path) {
 
 }  // namespace
 
-std::string MakeTempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern = std::string(base ? base : "/tmp") + "/" + name + ".XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-  return pattern;
-}
-
 int Shell(const std::string& command) {
   int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;

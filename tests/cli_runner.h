@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "capsule/base/temp_dir.h"
+
 namespace capsule::testing {
 
 struct RunResult {
@@ -17,9 +19,6 @@ RunResult RunCapsule(const std::vector<std::string>& args, const std::string& st
 // Runs any program found on PATH or by path.
 RunResult RunProgram(const std::string& program, const std::vector<std::string>& args,
                      const std::string& stdin_text = "");
-
-// A fresh folder under $TEST_TMPDIR.
-std::string MakeTempDir(const std::string& name);
 
 // Runs a shell command, returning its exit status (0 on success).
 int Shell(const std::string& command);

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "capsule/file_io.h"
-#include "capsule/status.h"
+#include "capsule/base/file_io.h"
+#include "capsule/base/status.h"
 
 namespace capsule::testing {
 

@@ -9,7 +9,7 @@
 #include <future>
 #include <string>
 
-#include "capsule/file_io.h"
+#include "capsule/base/file_io.h"
 #include "gtest/gtest.h"
 
 namespace capsule::testing {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the sealed envelope's reader (move/envelope_fuzz.cc) with libFuzzer.
+# Fuzzes the sealed envelope's reader (move/seal/envelope_fuzz.cc) with libFuzzer.
 #
 # Builds the target with Debian's clang++-14 -fsanitize=fuzzer,address,undefined directly (not
 # through Bazel), then runs it for SECONDS seconds (default 60) on a corpus seeded with valid
@@ -20,15 +20,15 @@ dir=${FUZZ_DIR:-$top/.cache/fuzz-envelope}
 mkdir -p "$dir/corpus"
 
 sources=(
-  move/envelope_fuzz.cc
-  move/envelope.cc
-  move/hpke.cc
-  move/aead.cc
-  move/hkdf.cc
-  capsule/byte_stream.cc
-  capsule/file_io.cc
-  capsule/openssl_handles.cc
-  capsule/status.cc
+  move/seal/envelope_fuzz.cc
+  move/seal/envelope.cc
+  move/seal/hpke.cc
+  move/seal/aead.cc
+  move/seal/hkdf.cc
+  capsule/base/byte_stream.cc
+  capsule/base/file_io.cc
+  capsule/base/openssl_handles.cc
+  capsule/base/status.cc
 )
 
 cd "$top"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the Move Stream reader (move/stream_fuzz.cc) with libFuzzer.
+# Fuzzes the Move Stream reader (move/stream/stream_fuzz.cc) with libFuzzer.
 #
 # Builds the target with Debian's clang++-14 -fsanitize=fuzzer,address,undefined directly (not
 # through Bazel), then runs it for SECONDS seconds (default 60) on a corpus seeded with real
@@ -20,27 +20,27 @@ dir=${FUZZ_DIR:-$top/.cache/fuzz-stream}
 mkdir -p "$dir/corpus"
 
 sources=(
-  move/stream_fuzz.cc
-  move/stream_format.cc
-  move/stream_reader.cc
-  move/stream_writer.cc
-  capsule/create.cc
-  capsule/digest_cache.cc
-  capsule/parallel.cc
-  capsule/environment_spec.cc
-  capsule/holder.cc
-  capsule/keys.cc
-  capsule/layout.cc
-  capsule/manifest.cc
-  capsule/tar.cc
-  capsule/verify.cc
-  capsule/workspace.cc
-  capsule/byte_stream.cc
-  capsule/canonical_json.cc
-  capsule/file_io.cc
-  capsule/openssl_handles.cc
-  capsule/sha256.cc
-  capsule/status.cc
+  move/stream/stream_fuzz.cc
+  move/stream/format.cc
+  move/stream/reader.cc
+  move/stream/writer.cc
+  capsule/format/create.cc
+  capsule/format/digest_cache.cc
+  capsule/base/parallel.cc
+  capsule/format/environment_spec.cc
+  capsule/format/holder.cc
+  capsule/format/keys.cc
+  capsule/format/layout.cc
+  capsule/format/manifest.cc
+  capsule/base/tar.cc
+  capsule/format/verify.cc
+  capsule/format/workspace.cc
+  capsule/base/byte_stream.cc
+  capsule/base/canonical_json.cc
+  capsule/base/file_io.cc
+  capsule/base/openssl_handles.cc
+  capsule/base/sha256.cc
+  capsule/base/status.cc
 )
 
 cd "$top"

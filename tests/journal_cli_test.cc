@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "capsule/file_io.h"
+#include "capsule/base/file_io.h"
 
 namespace {
 

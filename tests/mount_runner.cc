@@ -9,18 +9,12 @@
 #include <chrono>
 #include <thread>
 
+#include "fs/control_client.h"
 #include "tests/cli_runner.h"
 
 namespace capsule::testing {
 
-namespace {
-constexpr long kFuseSuperMagic = 0x65735546;
-}  // namespace
-
-bool IsMounted(const std::string& mnt) {
-  struct statfs st;
-  return ::statfs(mnt.c_str(), &st) == 0 && st.f_type == kFuseSuperMagic;
-}
+bool IsMounted(const std::string& mnt) { return fs::IsFuseMount(mnt); }
 
 void UnmountPath(const std::string& mnt) {
   for (int i = 0; i < 100 && IsMounted(mnt); ++i) {

@@ -14,8 +14,8 @@
 #include <set>
 #include <thread>
 
-#include "capsule/file_io.h"
-#include "capsule/holder.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
 #include "tests/cli_runner.h"
 #include "tests/mount_runner.h"
 #include "tests/cut_proxy.h"

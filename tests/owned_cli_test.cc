@@ -7,8 +7,8 @@
 #include <chrono>
 #include <thread>
 
-#include "capsule/canonical_json.h"
-#include "capsule/file_io.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
 #include "journal/owned/owned_state.h"
 #include "journal/owned/schema.h"
 #include "journal/owned/sqlite.h"

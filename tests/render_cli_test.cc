@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "capsule/canonical_json.h"
+#include "capsule/base/canonical_json.h"
 #include "tests/cli_runner.h"
 
 namespace capsule::testing {

@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "capsule/create.h"
-#include "capsule/file_io.h"
-#include "capsule/manifest.h"
-#include "capsule/workspace.h"
+#include "capsule/format/create.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/manifest.h"
+#include "capsule/format/workspace.h"
 #include "tests/cli_runner.h"
 
 namespace capsule {

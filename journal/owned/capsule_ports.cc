@@ -2,7 +2,7 @@
 
 #include <sqlite3.h>
 
-#include "capsule/sha256.h"
+#include "capsule/base/sha256.h"
 
 namespace capsule::owned {
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
 #include "journal/journal.h"
 #include "journal/owned/owned_state.h"
 #include "journal/owned/schema.h"
@@ -118,7 +118,7 @@ uint64_t GenerateJournal(const std::string& dir, uint64_t count) {
   bytes += buffer.size();
   Check(out->Commit(), "journal");
   // A fresh tail cache is built by the first writer; drop any stale one.
-  ::unlink(JoinPath(JoinPath(dir, kLocalDir), "journal.tail").c_str());
+  ::unlink(JoinPath(dir, local::kJournalTail).c_str());
   return bytes;
 }
 
@@ -219,7 +219,7 @@ void PerAppend(const std::string& dir, int appends, bool sync) {
 }
 
 int Main(int argc, char** argv) {
-  std::string work = argc > 1 ? argv[1] : journal::testing::MakeScratchDir("owned-bench");
+  std::string work = argc > 1 ? argv[1] : journal::testing::MakeTempDir("owned-bench");
   uint64_t events = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1000000;
   int appends = argc > 3 ? std::atoi(argv[3]) : 1000;
   std::string dir = JoinPath(work, "cap");

@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
 #include "journal/journal.h"
 #include "journal/owned/owned_state.h"
 #include "journal/owned/owned_test_util.h"
@@ -22,7 +22,7 @@ using journal::Event;
 using journal::Journal;
 using journal::testing::CopyCapsuleAs;
 using journal::testing::MachineName;
-using journal::testing::MakeScratchDir;
+using journal::testing::MakeTempDir;
 using journal::testing::MakeTestCapsule;
 using testing::DumpDatabase;
 using testing::SteppingClock;
@@ -123,7 +123,7 @@ class OwnedPropertyTest : public ::testing::TestWithParam<int> {};
 TEST_P(OwnedPropertyTest, FollowingEqualsReindexAndMergeOrderDoesNotMatter) {
   const int seed = GetParam();
   Generator gen(static_cast<uint32_t>(seed));
-  std::string root = MakeScratchDir("owned-property");
+  std::string root = MakeTempDir("owned-property");
   std::vector<Machine> machines(3);
   for (size_t m = 0; m < machines.size(); ++m) {
     machines[m].dir = root + "/m" + std::to_string(m);

@@ -14,8 +14,8 @@
 #include <thread>
 #include <utility>
 
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
 #include "journal/check.h"
 #include "journal/event.h"
 #include "journal/owned/schema.h"
@@ -26,14 +26,13 @@ namespace {
 
 constexpr size_t kReadChunk = 8 << 20;
 
-std::string LocalPath(const std::string& dir, const char* name) { return JoinPath(JoinPath(dir, kLocalDir), name); }
 std::string JournalFile(const std::string& dir) { return JoinPath(dir, kJournalPath); }
 
 // Holds flock(LOCK_EX) on .capsule/owned.lock: one writer of the database at a time.
 class OwnedLock {
  public:
   static Result<OwnedLock> Acquire(const std::string& dir) {
-    std::string path = LocalPath(dir, kOwnedLockName);
+    std::string path = JoinPath(dir, local::kOwnedLock);
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
     while (::flock(fd.get(), LOCK_EX) != 0) {
       if (errno != EINTR) return Status::IOError(path + ": flock", errno);
@@ -230,7 +229,7 @@ Result<ProjectionStats> RebuildLocked(const std::string& dir, const Settings& se
   // says no rebuild is running now, so any there is removed.
   {
     const std::string local = JoinPath(dir, kLocalDir);
-    const std::string debris = std::string(kTempPrefix) + kOwnedDbName + ".";
+    const std::string debris = std::string(kTempPrefix) + BaseName(local::kOwnedDb) + ".";
     CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(local));
     for (const TreeEntry& entry : entries) {
       if (entry.type == TreeEntry::Type::kFile && entry.path.rfind(debris, 0) == 0) {
@@ -284,7 +283,7 @@ Result<ProjectionStats> RebuildLocked(const std::string& dir, const Settings& se
 
 }  // namespace
 
-std::string OwnedDbPath(const std::string& capsule_dir) { return LocalPath(capsule_dir, kOwnedDbName); }
+std::string OwnedDbPath(const std::string& capsule_dir) { return JoinPath(capsule_dir, local::kOwnedDb); }
 
 OwnedState::OwnedState(OwnedState&&) noexcept = default;
 OwnedState& OwnedState::operator=(OwnedState&&) noexcept = default;
@@ -334,7 +333,9 @@ Result<ProjectionStats> OwnedState::CatchUp() {
     // Ours to open, or replaced by another process's rebuild since we opened it.
     Status opened = Reopen();
     if (!opened.ok()) {
-      if (opened.code() != Code::kCorruption && opened.code() != Code::kIOError) return opened;
+      if (opened.code() != Code::kCorruption && opened.code() != Code::kIOError && opened.code() != Code::kNotFound) {
+        return opened;
+      }
       CAPSULE_RETURN_IF_ERROR(rebuild());
     }
   }
@@ -373,6 +374,15 @@ Result<ProjectionStats> OwnedState::Reindex(const std::string& capsule_dir) {
 }
 
 Status FollowJournal(const std::string& capsule_dir) { return OwnedState::Open(capsule_dir).status(); }
+
+Status JournalFollower::Follow() {
+  if (!state_) {
+    CAPSULE_ASSIGN_OR_RETURN(OwnedState opened, OwnedState::Open(dir_, RebuildPolicy::kNever));
+    state_ = std::make_unique<OwnedState>(std::move(opened));  // Open followed to the end
+    return Status::Ok();
+  }
+  return state_->CatchUp().status();
+}
 
 Result<Database> OpenForQuery(const std::string& capsule_dir) {
   CAPSULE_RETURN_IF_ERROR(OwnedState::Open(capsule_dir).status());

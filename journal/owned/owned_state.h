@@ -27,14 +27,11 @@
 #include <memory>
 #include <string>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 #include "journal/owned/projector.h"
 #include "journal/owned/sqlite.h"
 
 namespace capsule::owned {
-
-inline constexpr char kOwnedDbName[] = "owned.db";      // in .capsule/
-inline constexpr char kOwnedLockName[] = "owned.lock";  // in .capsule/
 
 // The path of the capsule's owned-state database.
 std::string OwnedDbPath(const std::string& capsule_dir);
@@ -87,6 +84,19 @@ class OwnedState {
 // append or merge, where a projection failure must never fail the append. Returns the status
 // for the caller to report or ignore.
 Status FollowJournal(const std::string& capsule_dir);
+
+// FollowJournal for a long-lived writer (the mount): the database stays open between appends,
+// and a catch-up never rebuilds it (RebuildPolicy::kNever: a rebuild is left to the next
+// query, never done inside a write). Not thread-safe: the caller serialises Follow calls.
+class JournalFollower {
+ public:
+  explicit JournalFollower(std::string capsule_dir) : dir_(std::move(capsule_dir)) {}
+  Status Follow();
+
+ private:
+  std::string dir_;
+  std::unique_ptr<OwnedState> state_;  // opened on the first Follow
+};
 
 // Catches up, then opens a read-only connection (SQLITE_OPEN_READONLY, PRAGMA query_only):
 // a write through it is refused by SQLite.

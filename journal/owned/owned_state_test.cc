@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
 #include "journal/journal.h"
 #include "journal/owned/capsule_ports.h"
 #include "journal/owned/owned_state.h"
@@ -23,7 +23,7 @@ namespace capsule::owned {
 namespace {
 
 using journal::testing::MachineName;
-using journal::testing::MakeScratchDir;
+using journal::testing::MakeTempDir;
 using journal::testing::MakeTestCapsule;
 using testing::DumpDatabase;
 using testing::SteppingClock;
@@ -32,7 +32,7 @@ using testing::TimeAt;
 class OwnedStateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = MakeScratchDir("owned") + "/cap";
+    dir_ = MakeTempDir("owned") + "/cap";
     ASSERT_TRUE(MakeTestCapsule(dir_, MachineName(1)).ok());
     clock_ = std::make_shared<int64_t>(0);
     ports_ = Open();
@@ -377,7 +377,7 @@ TEST_F(OwnedStateTest, AJournalReplacedUnderneathIsDetectedAndRebuilt) {
   Say("user", "one");
   Say("user", "two");
   // Another copy of the capsule, same machine, different history: its journal is put in place.
-  std::string other = MakeScratchDir("owned-other") + "/cap";
+  std::string other = MakeTempDir("owned-other") + "/cap";
   ASSERT_TRUE(MakeTestCapsule(other, MachineName(1)).ok());
   {
     Result<journal::Journal> journal = journal::Journal::OpenForWrite(other, SteppingClock(clock_, 60));

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 #include "journal/journal.h"
 
 namespace capsule::owned::testing {

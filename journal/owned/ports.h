@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "capsule/canonical_json.h"
-#include "capsule/status.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/status.h"
 
 namespace capsule::owned {
 

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "capsule/canonical_json.h"
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
-#include "capsule/sha256.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
+#include "capsule/base/sha256.h"
 
 namespace capsule::owned {
 
@@ -67,7 +67,7 @@ double TsToSeconds(const std::string& ts) {
 
 Result<Settings> Settings::Load(const std::string& capsule_dir) {
   Settings settings;
-  std::string path = JoinPath(JoinPath(capsule_dir, kLocalDir), "owned.json");
+  std::string path = JoinPath(capsule_dir, local::kOwnedSettings);
   if (!PathExists(path)) return settings;
   CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, path));

@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 #include "journal/check.h"
 #include "journal/event.h"
 #include "journal/owned/sqlite.h"

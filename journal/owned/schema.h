@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 #include "journal/owned/sqlite.h"
 
 namespace capsule::owned {

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 
 struct sqlite3;
 struct sqlite3_stmt;

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "capsule/sha256.h"
+#include "capsule/base/sha256.h"
 
 namespace capsule::journal::render {
 

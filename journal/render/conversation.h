@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "capsule/canonical_json.h"
-#include "capsule/status.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/status.h"
 #include "journal/event.h"
 #include "journal/render/render.h"
 #include "journal/render/tokens.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "capsule/canonical_json.h"
+#include "capsule/base/canonical_json.h"
 #include "journal/render/conversation.h"
 #include "journal/render/render.h"
 #include "journal/render/trim.h"

@@ -12,8 +12,8 @@
 #include <random>
 #include <string>
 
-#include "capsule/file_io.h"
-#include "capsule/layout.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
 #include "journal/journal.h"
 #include "journal/render/render.h"
 #include "journal/render/test_util.h"
@@ -85,7 +85,7 @@ int Main(int argc, char** argv) {
     if (flag == "--rounds") rounds = std::stoi(argv[i + 1]);
     if (flag == "--dir") root = argv[i + 1];
   }
-  if (root.empty()) root = journal::testing::MakeScratchDir("render-bench");
+  if (root.empty()) root = journal::testing::MakeTempDir("render-bench");
   std::string dir = root + "/cap";
   Check(journal::testing::MakeTestCapsule(dir, journal::testing::MachineName(1)), "create");
   auto start = Clock::now();

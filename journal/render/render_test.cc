@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "capsule/file_io.h"
+#include "capsule/base/file_io.h"
 #include "journal/render/conversation.h"
 #include "journal/render/render.h"
 #include "journal/render/test_util.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 #include "journal/event.h"
 #include "journal/render/render.h"
 

@@ -27,7 +27,7 @@
 #include <optional>
 #include <string>
 
-#include "capsule/status.h"
+#include "capsule/base/status.h"
 #include "journal/render/conversation.h"
 #include "journal/render/tokens.h"
 

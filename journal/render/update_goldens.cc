@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "capsule/file_io.h"
+#include "capsule/base/file_io.h"
 #include "journal/render/test_util.h"
 
 int main() {

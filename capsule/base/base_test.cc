@@ -1,0 +1,215 @@
+// Tests of the base library: Status, the durable-write path, SHA-256, canonical JSON.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <vector>
+
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
+#include "capsule/base/parallel.h"
+#include "capsule/base/sha256.h"
+#include "capsule/base/status.h"
+
+#include "capsule/base/temp_dir.h"
+
+namespace capsule {
+namespace {
+
+std::string TempDir() { return testing::MakeTempDir("base_test"); }
+
+TEST(StatusTest, CarriesCodeMessageAndErrno) {
+  Status status = Status::IOError("some/file", ENOSPC);
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), Code::kIOError);
+  EXPECT_EQ(status.sys_errno(), ENOSPC);
+  EXPECT_EQ(status.message(), "some/file: No space left on device");
+  EXPECT_EQ(status.WithContext("export").message(), "export: some/file: No space left on device");
+  EXPECT_NE(Status::Corruption("a", "b").code(), Status::IOError("a", "b").code());
+}
+
+TEST(StatusTest, ResultHoldsValueOrError) {
+  Result<int> good = 7;
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(*good, 7);
+  Result<int> bad = Status::NotFound("x", "gone");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "x: gone");
+}
+
+TEST(FileIoTest, WriteFileAtomicReplacesWholeAndLeavesNoTemp) {
+  std::string dir = TempDir();
+  std::string path = dir + "/f.txt";
+  ASSERT_TRUE(WriteFileAtomic(path, "old").ok());
+  ASSERT_TRUE(WriteFileAtomic(path, "new content", 0600).ok());
+  EXPECT_EQ(*ReadFile(path), "new content");
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto entries = ListTree(dir);
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);  // no temporary left behind
+  EXPECT_EQ((*entries)[0].path, "f.txt");
+}
+
+TEST(FileIoTest, UncommittedAtomicFileLeavesTargetUntouched) {
+  std::string dir = TempDir();
+  std::string path = dir + "/f.txt";
+  ASSERT_TRUE(WriteFileAtomic(path, "old").ok());
+  {
+    auto file = AtomicFile::Create(path);
+    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file->Append("half of the new").ok());
+    // Destroyed without Commit: as if the writer crashed.
+  }
+  EXPECT_EQ(*ReadFile(path), "old");
+  EXPECT_EQ(ListTree(dir)->size(), 1u);
+}
+
+TEST(FileIoTest, CommitNoReplaceRefusesExistingTarget) {
+  std::string dir = TempDir();
+  std::string path = dir + "/f";
+  ASSERT_TRUE(WriteFileAtomic(path, "first").ok());
+  auto file = AtomicFile::Create(path);
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE(file->Append("second").ok());
+  EXPECT_EQ(file->CommitNoReplace().code(), Code::kAlreadyExists);
+  EXPECT_EQ(*ReadFile(path), "first");
+}
+
+TEST(FileIoTest, StagingSyncCoversOnlyItsFolderAndOnlyWhileAlive) {
+  std::string dir = TempDir();
+  ASSERT_TRUE(MakeDirectories(dir + "/stage").ok());
+  {
+    StagingSync sync(dir + "/stage");
+    EXPECT_TRUE(StagingSync::Covers(dir + "/stage/a/b"));
+    EXPECT_FALSE(StagingSync::Covers(dir + "/stage"));
+    EXPECT_FALSE(StagingSync::Covers(dir + "/stagex/a"));
+    EXPECT_FALSE(StagingSync::Covers(dir + "/other"));
+    ASSERT_TRUE(WriteFileAtomic(dir + "/stage/f", "deferred").ok());
+    EXPECT_TRUE(sync.Finish().ok());
+  }
+  EXPECT_FALSE(StagingSync::Covers(dir + "/stage/a"));
+  EXPECT_EQ(*ReadFile(dir + "/stage/f"), "deferred");
+  EXPECT_EQ(ListTree(dir + "/stage")->size(), 1u);
+}
+
+TEST(FileIoTest, ReadFileOfMissingPathIsIoErrorWithEnoent) {
+  auto missing = ReadFile("/nonexistent/capsule/file");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().sys_errno(), ENOENT);
+}
+
+TEST(FileIoTest, ListTreeSortsByBytesAndSkips) {
+  std::string dir = TempDir();
+  ASSERT_TRUE(MakeDirectories(dir + "/a/b").ok());
+  ASSERT_TRUE(MakeDirectories(dir + "/.capsule").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/a.txt", "x").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/a/b/c", "yy").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/.capsule/m", "z").ok());
+  ASSERT_EQ(::symlink("a.txt", (dir + "/l").c_str()), 0);
+  auto entries = ListTree(dir, {".capsule"});
+  ASSERT_TRUE(entries.ok());
+  std::vector<std::string> paths;
+  for (const auto& e : *entries) paths.push_back(e.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"a", "a.txt", "a/b", "a/b/c", "l"}));
+  EXPECT_EQ((*entries)[3].size, 2u);
+  EXPECT_EQ((*entries)[4].type, TreeEntry::Type::kSymlink);
+  EXPECT_EQ((*entries)[4].link_target, "a.txt");
+}
+
+TEST(FileIoTest, PathHelpers) {
+  EXPECT_EQ(JoinPath("a", "b"), "a/b");
+  EXPECT_EQ(JoinPath("a/", "b"), "a/b");
+  EXPECT_EQ(DirName("a/b/c"), "a/b");
+  EXPECT_EQ(DirName("c"), ".");
+  EXPECT_EQ(DirName("/c"), "/");
+  EXPECT_EQ(BaseName("a/b/c"), "c");
+}
+
+TEST(Sha256Test, KnownAnswers) {
+  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(Sha256Test, StreamingEqualsOneShot) {
+  std::string data(100000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31 + 7);
+  Sha256 hasher;
+  for (size_t i = 0; i < data.size(); i += 777) hasher.Update(std::string_view(data).substr(i, 777));
+  EXPECT_EQ(hasher.FinishHex(), Sha256Hex(data));
+}
+
+TEST(Sha256Test, FileWithPrefix) {
+  std::string dir = TempDir();
+  ASSERT_TRUE(WriteFileAtomic(dir + "/f", "hello world").ok());
+  std::string prefix;
+  uint64_t size = 0;
+  auto full = Sha256FileWithPrefix(dir + "/f", 5, &prefix, &size);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(*full, Sha256Hex("hello world"));
+  EXPECT_EQ(prefix, Sha256Hex("hello"));
+  EXPECT_EQ(size, 11u);
+  ASSERT_TRUE(Sha256FileWithPrefix(dir + "/f", 50, &prefix, &size).ok());
+  EXPECT_EQ(prefix, "");  // the file is shorter than the prefix
+}
+
+TEST(HexTest, RoundTripAndRejects) {
+  EXPECT_EQ(HexEncode(std::string("\x00\xff\x10", 3)), "00ff10");
+  EXPECT_EQ(*HexDecode("00FF10", "k"), std::string("\x00\xff\x10", 3));
+  EXPECT_FALSE(HexDecode("abc", "k").ok());
+  EXPECT_FALSE(HexDecode("zz", "k").ok());
+  EXPECT_TRUE(IsSha256Hex(Sha256Hex("x")));
+  EXPECT_FALSE(IsSha256Hex(std::string(64, 'A')));
+}
+
+TEST(CanonicalJsonTest, SortsKeysAtEveryDepthCompactly) {
+  auto value = ParseJson(R"({ "b": 1, "a": {"z": [3, {"y": true, "x": null}], "c": "s"} })", "t");
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*CanonicalJson(*value), R"({"a":{"c":"s","z":[3,{"x":null,"y":true}]},"b":1})");
+}
+
+TEST(CanonicalJsonTest, NumbersHaveOneSpelling) {
+  EXPECT_EQ(*CanonicalJson(*ParseJson("[1.0, -2.0, 1e2, 0.5, 1.5e-7, 12345678901234567890]", "t")),
+            "[1,-2,100,0.5,1.5e-07,12345678901234567890]");
+  EXPECT_EQ(Sha256Hex(*CanonicalJson(*ParseJson("{\"n\":1.0}", "t"))),
+            Sha256Hex(*CanonicalJson(*ParseJson("{\"n\":1}", "t"))));
+  Json nan = Json::array({std::nan("")});
+  EXPECT_FALSE(CanonicalJson(nan).ok());
+}
+
+TEST(CanonicalJsonTest, StringsKeepUtf8AndEscapeControls) {
+  auto value = ParseJson("{\"k\":\"caf\xc3\xa9\\n\\u0001\\/\"}", "t");
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*CanonicalJson(*value), "{\"k\":\"caf\xc3\xa9\\n\\u0001/\"}");
+  Json bad = std::string("\xff\xfe");
+  EXPECT_FALSE(CanonicalJson(bad).ok());
+}
+
+TEST(CanonicalJsonTest, IsCanonicalAndParseErrors) {
+  EXPECT_TRUE(IsCanonicalJson(R"({"a":1,"b":[true]})"));
+  EXPECT_FALSE(IsCanonicalJson(R"({"b":1,"a":1})"));
+  EXPECT_FALSE(IsCanonicalJson(R"({"a": 1})"));
+  EXPECT_FALSE(IsCanonicalJson(R"({"a":1,"a":2})"));  // duplicate keys collapse, so the text differs
+  auto bad = ParseJson("{\"a\":", "spec.json", Code::kCorruption);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kCorruption);
+  EXPECT_NE(bad.status().message().find("spec.json: not valid JSON"), std::string::npos);
+}
+
+TEST(ParallelForTest, CallsEveryIndexOnceWhateverTheThreads) {
+  for (unsigned threads : {0u, 1u, 3u, 64u}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{1000}}) {
+      std::vector<std::atomic<int>> calls(count);
+      ParallelFor(count, threads, [&](size_t i) { ++calls[i]; });
+      for (size_t i = 0; i < count; ++i) {
+        EXPECT_EQ(calls[i].load(), 1) << "index " << i << " of " << count << ", threads " << threads;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace capsule

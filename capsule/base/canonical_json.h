@@ -1,0 +1,36 @@
+// Canonical JSON: the one form of every JSON document that capsulefs hashes, signs or
+// compares (events, the manifest, the snapshot, stream manifests, jobs).
+//
+// The form: compact (no space outside strings), UTF-8, every object's keys sorted by their
+// UTF-8 bytes at every depth, strings escaped as JSON requires and nothing more (control
+// characters as \n \t \b \f \r or \u00XX, '"' and '\\' escaped, all else as is).
+// Numbers: an integer is written in decimal with no exponent and no leading zeros. A number
+// with a fraction is written in the shortest form that reads back to the same IEEE double
+// (for example 0.5, 1e-07). A fractional-typed number whose value is a whole number of
+// magnitude at most 2^53 is written as that integer, so 1.0 and 1 are the same value and hash
+// the same. NaN and infinities are refused, since JSON has no spelling for them.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule/base/status.h"
+
+namespace capsule {
+
+using Json = nlohmann::json;
+
+// Parses `text` as one JSON document. A failure names `what` and says where; its code is
+// `code` (InvalidArgument for input from a caller, Corruption for stored data).
+Result<Json> ParseJson(std::string_view text, const std::string& what,
+                       Code code = Code::kInvalidArgument);
+
+// The canonical text of `value`; refuses NaN, infinities and invalid UTF-8, naming `what`.
+Result<std::string> CanonicalJson(const Json& value, const std::string& what = "json");
+
+// True when `text` is one JSON document already written in canonical form.
+bool IsCanonicalJson(std::string_view text);
+
+}  // namespace capsule

@@ -1,0 +1,298 @@
+#include "capsule/base/file_io.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <random>
+
+namespace capsule {
+
+void UniqueFd::Reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+Result<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return Status::IOError(path, errno);
+  return UniqueFd(fd);
+}
+
+Status WriteAll(int fd, std::string_view data, const std::string& name) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError(name, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return Status::Ok();
+}
+
+Result<size_t> ReadAt(int fd, char* buffer, size_t size, off_t offset, const std::string& name) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd, buffer + done, size - done, offset + static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError(name, errno);
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));
+  std::string data;
+  char buffer[65536];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError(path, errno);
+    }
+    if (n == 0) break;
+    data.append(buffer, static_cast<size_t>(n));
+  }
+  return data;
+}
+
+Status SyncDirectory(const std::string& dir) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY));
+  if (::fsync(fd.get()) != 0) return Status::IOError(dir, errno);
+  return Status::Ok();
+}
+
+Status MakeDirectories(const std::string& path) {
+  if (path.empty() || path == "/" || path == ".") return Status::Ok();
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return Status::Ok();
+    return Status::AlreadyExists(path, "exists and is not a folder");
+  }
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(path)));
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return Status::IOError(path, errno);
+  return Status::Ok();
+}
+
+namespace {
+
+std::string RandomSuffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  uint64_t bits = rng();
+  for (int i = 0; i < 12; ++i, bits >>= 4) out.push_back(kDigits[bits & 15]);
+  return out;
+}
+
+}  // namespace
+
+namespace {
+thread_local StagingSync* current_staging = nullptr;
+}  // namespace
+
+StagingSync::StagingSync(std::string folder) : folder_(std::move(folder)), outer_(current_staging) {
+  current_staging = this;
+}
+
+StagingSync::~StagingSync() { current_staging = outer_; }
+
+Status StagingSync::Finish() {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(folder_, O_RDONLY | O_DIRECTORY));
+  if (::syncfs(fd.get()) != 0) return Status::IOError(folder_, errno);
+  return Status::Ok();
+}
+
+bool StagingSync::Covers(const std::string& path) {
+  for (StagingSync* s = current_staging; s != nullptr; s = s->outer_) {
+    if (path.size() > s->folder_.size() && path.compare(0, s->folder_.size(), s->folder_) == 0 &&
+        path[s->folder_.size()] == '/') {
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<AtomicFile> AtomicFile::Create(const std::string& path, mode_t mode) {
+  // The temporary name starts with ".tmp-" so that listings and verification know it as
+  // debris of an interrupted write, never as content.
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    std::string temp = JoinPath(DirName(path), ".tmp-" + BaseName(path) + "." + RandomSuffix());
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd >= 0) {
+      ::fchmod(fd, mode);  // not subject to the umask
+      return AtomicFile(path, temp, UniqueFd(fd));
+    }
+    if (errno != EEXIST) return Status::IOError(path, errno);
+  }
+  return Status::IOError(path, "cannot create a temporary file beside it");
+}
+
+AtomicFile::AtomicFile(AtomicFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      temp_path_(std::move(other.temp_path_)),
+      fd_(std::move(other.fd_)) {
+  other.temp_path_.clear();
+}
+
+AtomicFile::~AtomicFile() {
+  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+}
+
+Status AtomicFile::Append(std::string_view data) {
+  if (temp_path_.empty()) return Status::FailedPrecondition(path_, "file already committed");
+  return WriteAll(fd_.get(), data, path_);
+}
+
+Status AtomicFile::Commit() {
+  if (temp_path_.empty()) return Status::FailedPrecondition(path_, "file already committed");
+  bool deferred = StagingSync::Covers(path_);
+  if (!deferred && ::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
+  fd_.Reset();
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) return Status::IOError(path_, errno);
+  temp_path_.clear();
+  return deferred ? Status::Ok() : SyncDirectory(DirName(path_));
+}
+
+Status AtomicFile::CommitNoReplace() {
+  if (temp_path_.empty()) return Status::FailedPrecondition(path_, "file already committed");
+  bool deferred = StagingSync::Covers(path_);
+  if (!deferred && ::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
+  fd_.Reset();
+  if (::link(temp_path_.c_str(), path_.c_str()) != 0) {
+    if (errno == EEXIST) return Status::AlreadyExists(path_, "already exists");
+    return Status::IOError(path_, errno);
+  }
+  ::unlink(temp_path_.c_str());
+  temp_path_.clear();
+  return deferred ? Status::Ok() : SyncDirectory(DirName(path_));
+}
+
+Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path, mode));
+  CAPSULE_RETURN_IF_ERROR(file.Append(data));
+  return file.Commit();
+}
+
+std::string JoinPath(std::string_view a, std::string_view b) {
+  if (a.empty() || a == ".") return std::string(b);
+  if (b.empty()) return std::string(a);
+  std::string out(a);
+  if (out.back() != '/') out.push_back('/');
+  out.append(b);
+  return out;
+}
+
+std::string DirName(std::string_view path) {
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return ".";
+  if (slash == 0) return "/";
+  return std::string(path.substr(0, slash));
+}
+
+std::string BaseName(std::string_view path) {
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  size_t slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+namespace {
+
+Status ListInto(const std::string& root, const std::string& rel,
+                const std::vector<std::string>& skip, std::vector<TreeEntry>* out) {
+  std::string dir_path = rel.empty() ? root : JoinPath(root, rel);
+  DIR* dir = ::opendir(dir_path.c_str());
+  if (dir == nullptr) return Status::IOError(dir_path, errno);
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* ent = ::readdir(dir)) {
+    std::string name = ent->d_name;
+    if (name != "." && name != "..") names.push_back(std::move(name));
+  }
+  int read_errno = errno;
+  ::closedir(dir);
+  if (read_errno != 0) return Status::IOError(dir_path, read_errno);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    std::string child = rel.empty() ? name : rel + "/" + name;
+    std::string full = JoinPath(root, child);
+    struct stat st;
+    if (::lstat(full.c_str(), &st) != 0) return Status::IOError(full, errno);
+    TreeEntry entry;
+    entry.path = child;
+    entry.mode = st.st_mode & 07777;
+    if (S_ISREG(st.st_mode)) {
+      entry.type = TreeEntry::Type::kFile;
+      entry.size = static_cast<uint64_t>(st.st_size);
+    } else if (S_ISDIR(st.st_mode)) {
+      entry.type = TreeEntry::Type::kDirectory;
+    } else if (S_ISLNK(st.st_mode)) {
+      entry.type = TreeEntry::Type::kSymlink;
+      std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
+      ssize_t n = ::readlink(full.c_str(), target.data(), target.size());
+      if (n < 0) return Status::IOError(full, errno);
+      target.resize(static_cast<size_t>(n));
+      entry.link_target = std::move(target);
+    }
+    bool skipped = std::find(skip.begin(), skip.end(), child) != skip.end();
+    if (skipped) continue;
+    bool is_dir = entry.type == TreeEntry::Type::kDirectory;
+    out->push_back(std::move(entry));
+    if (is_dir) CAPSULE_RETURN_IF_ERROR(ListInto(root, child, skip, out));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<TreeEntry>> ListTree(const std::string& root,
+                                        const std::vector<std::string>& skip) {
+  std::vector<TreeEntry> entries;
+  CAPSULE_RETURN_IF_ERROR(ListInto(root, "", skip, &entries));
+  // Depth-first listing is not byte order ("a/b" < "a.txt" differs); sort once at the end.
+  std::sort(entries.begin(), entries.end(),
+            [](const TreeEntry& x, const TreeEntry& y) { return x.path < y.path; });
+  return entries;
+}
+
+Status RemoveTree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return Status::IOError(path, errno);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    DIR* dir = ::opendir(path.c_str());
+    if (dir == nullptr) return Status::IOError(path, errno);
+    std::vector<std::string> names;
+    while (struct dirent* ent = ::readdir(dir)) {
+      std::string name = ent->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    ::closedir(dir);
+    for (const std::string& name : names) CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(path, name)));
+    if (::rmdir(path.c_str()) != 0) return Status::IOError(path, errno);
+    return Status::Ok();
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::IOError(path, errno);
+  return Status::Ok();
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+}  // namespace capsule

@@ -1,0 +1,146 @@
+// File I/O for capsulefs: an owned file descriptor, whole-file reads, and the one
+// durable-write path that every file the project writes goes through.
+//
+// The durable-write path: write into a temporary file beside the target, fsync it, rename it
+// over the target, fsync the folder. A crash at any point leaves the target with its old
+// content or its new content, never a mix, and never a half-written file under its name.
+//
+// Thread-safety: UniqueFd and AtomicFile are single-owner objects; the free functions are safe
+// to call from any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/base/status.h"
+
+namespace capsule {
+
+// Owns a file descriptor and closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { Reset(); }
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.Release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) Reset(other.Release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void Reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// Opens `path` with open(2) flags; an I/O error names the path.
+Result<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode = 0);
+
+// Writes all of `data` to `fd`, retrying short writes and EINTR.
+Status WriteAll(int fd, std::string_view data, const std::string& name);
+// Reads up to `size` bytes at `offset`; fewer only at end of file.
+Result<size_t> ReadAt(int fd, char* buffer, size_t size, off_t offset, const std::string& name);
+
+Result<std::string> ReadFile(const std::string& path);
+
+// fsync(2) of the folder itself, so that a rename or create inside it is durable.
+Status SyncDirectory(const std::string& dir);
+
+// Creates `path` and any missing parents (mode 0755). Existing folders are fine.
+Status MakeDirectories(const std::string& path);
+
+// A file being written through the durable-write path. Bytes go to a temporary file beside
+// `path`; Commit() makes them the content of `path` in one step. Destroyed uncommitted, it
+// removes the temporary file and leaves `path` untouched.
+class AtomicFile {
+ public:
+  static Result<AtomicFile> Create(const std::string& path, mode_t mode = 0644);
+
+  AtomicFile(AtomicFile&& other) noexcept;
+  AtomicFile& operator=(AtomicFile&&) = delete;
+  AtomicFile(const AtomicFile&) = delete;
+  ~AtomicFile();
+
+  Status Append(std::string_view data);
+  // fsync, rename over the target, fsync the folder. The object is spent afterwards.
+  Status Commit();
+  // Like Commit, but refuses (AlreadyExists) when the target exists: link(2), not rename(2).
+  Status CommitNoReplace();
+  // Names a different target in the same folder (for content-addressed files, whose name is
+  // known only once every byte was written).
+  void Retarget(std::string path) { path_ = std::move(path); }
+  int fd() const { return fd_.get(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  AtomicFile(std::string path, std::string temp_path, UniqueFd fd)
+      : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(std::move(fd)) {}
+
+  std::string path_;
+  std::string temp_path_;  // empty once committed or moved from
+  UniqueFd fd_;
+};
+
+// Durability for a whole staging folder at once. While a StagingSync is alive on this thread,
+// AtomicFile commits inside its folder still write a temporary and rename it, but leave the
+// fsyncs to Finish(), which syncs the file system holding the folder once. Safe because the
+// staging folder itself is the temporary: it is placed by one rename only after Finish().
+class StagingSync {
+ public:
+  explicit StagingSync(std::string folder);
+  ~StagingSync();
+  StagingSync(const StagingSync&) = delete;
+  StagingSync& operator=(const StagingSync&) = delete;
+  // syncfs(2) of the staging folder's file system.
+  Status Finish();
+  // True when `path` lies inside a folder of a live StagingSync on this thread.
+  static bool Covers(const std::string& path);
+
+ private:
+  std::string folder_;
+  StagingSync* outer_;
+};
+
+// The whole durable-write path in one call.
+Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode = 0644);
+
+// Path helpers on '/'-separated strings.
+std::string JoinPath(std::string_view a, std::string_view b);
+std::string DirName(std::string_view path);
+std::string BaseName(std::string_view path);
+
+// One entry of a folder tree, named by its path relative to the root.
+struct TreeEntry {
+  enum class Type { kFile, kDirectory, kSymlink, kOther };
+  std::string path;
+  Type type = Type::kOther;
+  uint64_t size = 0;
+  mode_t mode = 0;          // permission bits
+  std::string link_target;  // for kSymlink
+};
+
+// Every entry under `root`, sorted by path (byte order), without following links. Folders
+// whose relative path is in `skip` are left out with everything under them.
+Result<std::vector<TreeEntry>> ListTree(const std::string& root,
+                                        const std::vector<std::string>& skip = {});
+
+// Removes `path` and everything under it; a missing path is fine.
+Status RemoveTree(const std::string& path);
+
+bool PathExists(const std::string& path);
+
+}  // namespace capsule

@@ -1,0 +1,166 @@
+// capsule init, verify, export, import, keygen.
+#include <sys/stat.h>
+
+#include <iostream>
+#include <memory>
+
+#include "capsule/base/canonical_json.h"
+#include "capsule/cli/cli.h"
+#include "capsule/format/create.h"
+#include "capsule/format/export.h"
+#include "capsule/format/import.h"
+#include "capsule/format/keys.h"
+#include "capsule/format/mount_lock.h"
+#include "capsule/format/verify.h"
+#include "journal/check.h"
+
+namespace capsule::cli {
+
+namespace {
+
+struct InitArgs {
+  std::string dir, id, name, owner, workspace;
+};
+
+int RunInit(const InitArgs& args) {
+  CreateOptions options;
+  options.agent.id = args.id;
+  options.agent.name = args.name;
+  if (!args.owner.empty()) options.agent.owner = args.owner;
+  if (!args.workspace.empty()) options.workspace_source = args.workspace;
+  Status status = CreateCapsule(args.dir, options);
+  if (!status.ok()) return Fail(status);
+  std::cout << "created " << args.dir << " (agent " << args.id << ", epoch 1, held here)\n";
+  return kExitOk;
+}
+
+struct VerifyArgs {
+  std::string path, pubkey;
+  bool json = false;
+};
+
+int RunVerify(const VerifyArgs& args) {
+  VerifyOptions options;
+  options.check_journal = journal::CheckJournalText;
+  if (!args.pubkey.empty()) {
+    Result<std::string> key = LoadPublicKeyHexFile(args.pubkey);
+    if (!key.ok()) return Fail(key.status());
+    options.public_key_hex = *key;
+  }
+  struct stat st;
+  if (::stat(args.path.c_str(), &st) != 0) return Fail(args.path + ": no such capsule folder or tar");
+  if (S_ISDIR(st.st_mode)) {  // a capsulefs finishing its unmount writes its last checkpoint
+    Status settled = WaitForUnmountToFinish(args.path);
+    if (!settled.ok()) return Fail(settled);
+  }
+  Result<VerifyReport> report =
+      S_ISDIR(st.st_mode) ? VerifyFolder(args.path, options) : VerifyTar(args.path, options);
+  if (!report.ok()) return Fail(report.status());
+  if (args.json) {
+    Json out = {{"ok", report->ok()}, {"files", report->files_checked}, {"problems", report->problems}};
+    if (report->signer) out["signer"] = *report->signer;
+    std::cout << out.dump() << "\n";
+  } else {
+    for (const std::string& problem : report->problems) std::cout << problem << "\n";
+    if (report->ok()) {
+      if (report->signer) std::cout << "signature: good, made by " << *report->signer << "\n";
+      std::cout << "ok: " << report->files_checked << " files\n";
+    }
+  }
+  if (!report->ok()) {
+    return Fail(args.path + ": does not verify (" + std::to_string(report->problems.size()) + " problem" +
+                (report->problems.size() == 1 ? "" : "s") + ")");
+  }
+  return kExitOk;
+}
+
+struct ExportArgs {
+  std::string dir, out, sign;
+};
+
+int RunExport(const ExportArgs& args) {
+  ExportOptions options;
+  if (!args.sign.empty()) options.signing_key_path = args.sign;
+  Status status = WaitForUnmountToFinish(args.dir);
+  if (status.ok()) status = ExportCapsule(args.dir, args.out, options);
+  if (!status.ok()) return Fail(status);
+  std::cout << "exported " << args.dir << " to " << args.out << (args.sign.empty() ? "" : " (signed)") << "\n";
+  return kExitOk;
+}
+
+struct ImportArgs {
+  std::string tar, dir;
+  bool adopt = false;
+};
+
+int RunImport(const ImportArgs& args) {
+  ImportOptions options;
+  options.adopt = args.adopt;
+  options.verify.check_journal = journal::CheckJournalText;
+  std::vector<std::string> problems;
+  Status status = ImportCapsule(args.tar, args.dir, options, &problems);
+  if (!status.ok()) {
+    for (const std::string& problem : problems) std::cerr << "capsule: " << args.tar << ": " << problem << "\n";
+    return Fail(status);
+  }
+  std::cout << "imported " << args.tar << " to " << args.dir
+            << (args.adopt ? " (adopted: held here at a fresh epoch)" : " (read-only: not held here)") << "\n";
+  return kExitOk;
+}
+
+struct KeygenArgs {
+  std::string type, out;
+};
+
+int RunKeygen(const KeygenArgs& args) {
+  KeyType type = args.type == "ed25519" ? KeyType::kEd25519 : KeyType::kX25519;
+  Result<std::string> public_hex = GenerateKeyFile(type, args.out);
+  if (!public_hex.ok()) return Fail(public_hex.status());
+  std::cout << *public_hex << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
+  auto init_args = std::make_shared<InitArgs>();
+  CLI::App* init = app.add_subcommand("init", "Create a new capsule held by this machine at epoch 1");
+  init->add_option("DIR", init_args->dir, "Folder to create (absent or empty)")->required();
+  init->add_option("--id", init_args->id, "Agent id: letters, digits, '.', '_', '-'")->required();
+  init->add_option("--name", init_args->name, "Agent name")->required();
+  init->add_option("--owner", init_args->owner, "Agent owner");
+  init->add_option("--workspace", init_args->workspace, "Folder whose files become the workspace");
+  init->callback([init_args, exit_code] { *exit_code = RunInit(*init_args); });
+
+  auto verify_args = std::make_shared<VerifyArgs>();
+  CLI::App* verify = app.add_subcommand("verify", "Check every digest of a capsule folder or exported tar, offline");
+  verify->add_option("PATH", verify_args->path, "Capsule folder or exported tar")->required();
+  verify->add_option("--pubkey", verify_args->pubkey, "File with the Ed25519 public key (hex) the export must be signed by");
+  verify->add_flag("--json", verify_args->json, "Print the report as JSON");
+  verify->callback([verify_args, exit_code] { *exit_code = RunVerify(*verify_args); });
+
+  auto export_args = std::make_shared<ExportArgs>();
+  CLI::App* exp = app.add_subcommand("export", "Write the capsule as a deterministic tar");
+  exp->add_option("DIR", export_args->dir, "Capsule folder")->required();
+  exp->add_option("-o,--output", export_args->out, "Tar file to write")->required();
+  exp->add_option("--sign", export_args->sign, "Ed25519 private key file: sign the exported manifest");
+  exp->callback([export_args, exit_code] { *exit_code = RunExport(*export_args); });
+
+  auto import_args = std::make_shared<ImportArgs>();
+  CLI::App* imp = app.add_subcommand("import", "Verify an exported tar, then place it as a capsule folder");
+  imp->add_option("FILE", import_args->tar, "Exported tar")->required();
+  imp->add_option("DIR", import_args->dir, "Folder to create (absent or empty)")->required();
+  imp->add_flag("--adopt", import_args->adopt,
+                "Disaster recovery: make this machine the holder at a fresh epoch (otherwise read-only)");
+  imp->callback([import_args, exit_code] { *exit_code = RunImport(*import_args); });
+
+  auto keygen_args = std::make_shared<KeygenArgs>();
+  CLI::App* keygen = app.add_subcommand("keygen", "Write a new private key (mode 0600) and print its public key in hex");
+  keygen->add_option("--type", keygen_args->type, "Key type")
+      ->required()
+      ->check(CLI::IsMember({"ed25519", "x25519"}));
+  keygen->add_option("-o,--output", keygen_args->out, "Private key file to write (must not exist)")->required();
+  keygen->callback([keygen_args, exit_code] { *exit_code = RunKeygen(*keygen_args); });
+}
+
+}  // namespace capsule::cli

@@ -1,0 +1,145 @@
+// capsule log, capsule log append, capsule merge.
+#include "capsule/cli/cli.h"
+
+#include <iostream>
+#include <iterator>
+#include <memory>
+
+#include "capsule/format/manifest.h"
+#include "journal/journal.h"
+#include "journal/owned/owned_state.h"
+
+namespace capsule::cli {
+
+namespace {
+
+using journal::Event;
+using journal::Journal;
+
+// The owned-state database follows the journal after each change, best effort: the journal
+// is the truth, so a projection that fails is reported and the command still succeeds.
+void FollowOwnedState(const std::string& dir) {
+  Status followed = owned::FollowJournal(dir);
+  if (!followed.ok()) std::cerr << "capsule: warning: owned state not updated: " << followed.message() << "\n";
+}
+
+struct LogArgs {
+  std::string dir;
+  bool json = false;
+};
+
+struct AppendArgs {
+  std::string dir, type, data;
+  bool has_data = false;
+};
+
+struct MergeArgs {
+  std::string dir, other;
+};
+
+// A one-line summary of an event's data for the human listing.
+std::string Summary(const Event& event) {
+  std::string text;
+  for (const char* key : {"text", "name", "content", "key", "status", "awaiting", "model"}) {
+    auto it = event.data.find(key);
+    if (it == event.data.end()) continue;
+    text = it->is_string() ? it->get<std::string>() : it->dump();
+    break;
+  }
+  if (text.empty()) text = event.data.dump();
+  for (char& c : text) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  constexpr size_t kWidth = 72;
+  if (text.size() > kWidth) {
+    size_t cut = kWidth;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // keep UTF-8 whole
+    text = text.substr(0, cut) + "...";
+  }
+  return text;
+}
+
+int RunLog(const LogArgs& args) {
+  Result<std::vector<Event>> events = Journal::Read(args.dir);
+  if (!events.ok()) return Fail(events.status().WithContext(args.dir));
+  for (const Event& event : *events) {
+    if (args.json) {
+      Result<std::string> line = event.CanonicalLine();
+      if (!line.ok()) return Fail(line.status());
+      std::cout << *line << "\n";
+    } else {
+      std::cout << event.clock << " " << event.machine << "#" << event.seq << " " << event.type << " "
+                << Summary(event) << "\n";
+    }
+  }
+  return kExitOk;
+}
+
+int RunAppend(const AppendArgs& args) {
+  std::string text = args.data;
+  if (!args.has_data) text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  Result<Json> data = ParseJson(text, args.has_data ? "--data" : "data on standard input");
+  if (!data.ok()) return Fail(data.status());
+  Result<Journal> journal = Journal::OpenForWrite(args.dir);
+  if (!journal.ok()) return Fail(journal.status());
+  Result<Event> event = journal->Append(args.type, *data);
+  if (!event.ok()) return Fail(event.status());
+  std::cout << event->id << "\n";
+  FollowOwnedState(args.dir);
+  return kExitOk;
+}
+
+int RunMerge(const MergeArgs& args) {
+  // Two copies of the same agent only.
+  Result<Manifest> here = Manifest::Load(args.dir);
+  if (!here.ok()) return Fail(here.status());
+  Result<Manifest> there = Manifest::Load(args.other);
+  if (!there.ok()) return Fail(there.status());
+  if (here->agent.id != there->agent.id) {
+    return Fail("merge: " + args.other + ": holds agent " + there->agent.id + ", not " + here->agent.id);
+  }
+  Result<std::vector<Event>> theirs = Journal::Read(args.other);
+  if (!theirs.ok()) return Fail(theirs.status().WithContext("merge: " + args.other));
+  Result<Journal> journal = Journal::OpenForWrite(args.dir);
+  if (!journal.ok()) return Fail(journal.status());
+  Result<journal::MergeResult> merged = journal->MergeFrom(std::move(*theirs));
+  if (!merged.ok()) return Fail(merged.status().WithContext(args.dir));
+  std::cout << "merged " << args.other << " into " << args.dir << ": " << merged->added << " event"
+            << (merged->added == 1 ? "" : "s") << " added, " << merged->total << " in all\n";
+  FollowOwnedState(args.dir);
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterJournalCommands(CLI::App& app, int* exit_code) {
+  auto log_args = std::make_shared<LogArgs>();
+  CLI::App* log = app.add_subcommand("log", "The journal's events in order; `log append` adds one");
+  log->add_option("DIR", log_args->dir, "Capsule folder");
+  log->add_flag("--json", log_args->json, "Print the canonical lines");
+  log->require_subcommand(0, 1);
+
+  auto append_args = std::make_shared<AppendArgs>();
+  CLI::App* append = log->add_subcommand("append", "Append one event; print its id");
+  append->add_option("DIR", append_args->dir, "Capsule folder (held here)")->required();
+  append->add_option("--type", append_args->type, "Event type, e.g. user_message")->required();
+  CLI::Option* data = append->add_option("--data", append_args->data, "Event data, a JSON object (else standard input)");
+  append->callback([append_args, data, exit_code] {
+    append_args->has_data = data->count() > 0;
+    *exit_code = RunAppend(*append_args);
+  });
+
+  log->callback([log, append, log_args, exit_code] {
+    if (log->got_subcommand(append)) return;
+    if (log_args->dir.empty()) throw CLI::RequiredError("DIR");
+    *exit_code = RunLog(*log_args);
+  });
+
+  auto merge_args = std::make_shared<MergeArgs>();
+  CLI::App* merge = app.add_subcommand("merge", "Add to DIR every event of OTHER's journal that DIR lacks");
+  merge->add_option("DIR", merge_args->dir, "Capsule folder (held here)")->required();
+  merge->add_option("OTHER", merge_args->other, "Another copy of the capsule")->required();
+  merge->callback([merge_args, exit_code] { *exit_code = RunMerge(*merge_args); });
+}
+
+}  // namespace capsule::cli

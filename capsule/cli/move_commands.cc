@@ -1,0 +1,144 @@
+// capsule serve --root DIR --listen HOST:PORT --cert FILE --key FILE --ca FILE --seal-key FILE
+//               [--mount-to DIR]
+// capsule move SOURCE --to HOST:PORT --cert FILE --key FILE --ca FILE [--recover] [--json]
+//              [--progress]
+#include "capsule/cli/cli.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <vector>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/keys.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/mount_lock.h"
+#include "fs/control_client.h"
+#include "move/move_source.h"
+#include "move/remote_target.h"
+#include "move/sidecar.h"
+#include "move/net/tls_channel.h"
+#include "move/tls_dialer.h"
+
+namespace capsule::cli {
+
+namespace {
+
+using move::TlsDialer;
+
+struct MoveArgs {
+  std::string source, to, cert, key, ca;
+  bool recover = false;
+  bool json = false;
+  bool progress = false;
+};
+
+std::string Mib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+int RunMoveCommand(const MoveArgs& args) {
+  ::signal(SIGPIPE, SIG_IGN);
+  move::TlsCredentials credentials{args.cert, args.key, args.ca};
+  move::RemoteTarget target(args.to, TlsDialer(args.to, credentials));
+  move::MoveOptions options;
+  options.to = args.to;
+  // On a terminal one line rewritten in place; elsewhere (--progress) one line per report.
+  bool terminal = ::isatty(STDERR_FILENO);
+  if (terminal || args.progress) {
+    options.progress = [terminal](const move::MoveProgress& p) {
+      double rate = p.seconds > 0 ? static_cast<double>(p.bytes) / p.seconds : 0;
+      std::fprintf(stderr, "%s%-8s %12s  %10s/s  %6.1f s", terminal ? "\r" : "", p.phase.c_str(),
+                   Mib(p.bytes).c_str(), Mib(static_cast<uint64_t>(rate)).c_str(), p.seconds);
+      if (!terminal || p.phase == "done") std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    };
+  }
+  if (args.recover) {
+    Status resolved = move::RecoverMove(args.source, &target, options);
+    if (!resolved.ok()) return Fail(resolved);
+    std::cout << "resolved: no move of " << args.source << " is left unfinished\n";
+    return kExitOk;
+  }
+  Result<move::MoveReport> report = move::RunMove(args.source, &target, options);
+  if (!report.ok()) return Fail(report.status());
+  if (args.json) {
+    Json json = {{"agent", report->agent},
+                 {"move", report->move},
+                 {"epoch", report->epoch},
+                 {"to", args.to},
+                 {"copy_bytes", report->copy_bytes},
+                 {"copy_files", report->copy_files},
+                 {"copy_skipped", report->copy_skipped},
+                 {"copy_seconds", report->copy_seconds},
+                 {"preverify_seconds", report->preverify_seconds},
+                 {"switch_bytes", report->switch_bytes},
+                 {"switch_files", report->switch_files},
+                 {"switch_file_bytes", report->switch_file_bytes},
+                 {"removed", report->removed},
+                 {"freeze_seconds", report->freeze_seconds},
+                 {"frozen_seconds", report->frozen_seconds}};
+    std::cout << json.dump() << "\n";
+  } else {
+    std::cout << "moved agent " << report->agent << " to " << args.to << " at epoch " << report->epoch << ": copy "
+              << Mib(report->copy_bytes) << " (" << report->copy_files << " files sent, " << report->copy_skipped
+              << " held the same), switch " << Mib(report->switch_bytes) << " (" << report->switch_files
+              << " files), frozen " << static_cast<long>(report->frozen_seconds * 1000) << " ms\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterMoveCommands(CLI::App& app, int* exit_code) {
+  auto serve_args = std::make_shared<move::SidecarOptions>();
+  CLI::App* serve = app.add_subcommand("serve", "The sidecar: receive moves into DIR over TLS 1.3; resolve moves left mid-way");
+  serve->add_option("--root", serve_args->root, "Folder of capsules, one per agent id (ROOT/<agent-id>)")->required();
+  serve->add_option("--listen", serve_args->listen, "HOST:PORT to listen on (PORT 0 picks one; the first line printed names it)")
+      ->required();
+  serve->add_option("--cert", serve_args->cert, "This sidecar's certificate (PEM)")->required();
+  serve->add_option("--key", serve_args->key, "This sidecar's private key (PEM)")->required();
+  serve->add_option("--ca", serve_args->ca, "CA certificate(s) a peer's certificate must chain to (PEM)")->required();
+  serve->add_option("--seal-key", serve_args->seal_key, "X25519 private key switches are sealed to (capsule keygen --type x25519)")
+      ->required();
+  serve->add_option("--mount-to", serve_args->mount_to, "Mount each capsule this sidecar takes over at DIR/<agent-id> (capsulefs)");
+  serve->footer("The protocol, its failure rules and recovery: man capsule-protocol.7");
+  serve->callback([serve_args, exit_code] {
+    Status stopped = move::RunSidecar(*serve_args);
+    if (!stopped.ok()) {
+      *exit_code = Fail(stopped);
+      return;
+    }
+    // Connections still open end with the process; every staging area is emptied on the next
+    // start, and every holder record was written whole.
+    std::cout << std::flush;
+    ::_exit(kExitOk);
+  });
+
+  auto move_args = std::make_shared<MoveArgs>();
+  CLI::App* move = app.add_subcommand("move", "Move the agent at SOURCE to the sidecar at --to");
+  move->add_option("SOURCE", move_args->source, "Capsule folder, or the mountpoint of one")->required();
+  move->add_option("--to", move_args->to, "The target sidecar's HOST:PORT")->required();
+  move->add_option("--cert", move_args->cert, "This machine's certificate (PEM)")->required();
+  move->add_option("--key", move_args->key, "This machine's private key (PEM)")->required();
+  move->add_option("--ca", move_args->ca, "CA certificate(s) the target's certificate must chain to (PEM)")->required();
+  move->add_flag("--recover", move_args->recover,
+                 "Only resolve the move SOURCE records as unfinished (ask the target; retire or thaw)");
+  move->add_flag("--json", move_args->json, "Print the move's figures as JSON");
+  move->add_flag("--progress", move_args->progress,
+                 "Report progress (phase, bytes, rate) on standard error even when it is not a terminal");
+  move->footer("Exit 0 only when the target holds the new epoch and SOURCE is retired. man capsule-protocol.7");
+  move->callback([move_args, exit_code] { *exit_code = RunMoveCommand(*move_args); });
+}
+
+}  // namespace capsule::cli

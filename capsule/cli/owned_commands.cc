@@ -1,0 +1,275 @@
+// capsule sql, reindex, facts, runs, why. See man/capsule.1.
+#include "capsule/cli/cli.h"
+
+#include <sqlite3.h>
+
+#include <iostream>
+#include <memory>
+
+#include "capsule/base/canonical_json.h"
+#include "journal/event.h"
+#include "journal/owned/capsule_ports.h"
+#include "journal/owned/owned_state.h"
+
+namespace capsule::cli {
+
+namespace {
+
+using owned::CapsulePorts;
+using owned::Database;
+using owned::RunRecord;
+using owned::SourceEvent;
+using owned::Statement;
+using owned::StoredFact;
+
+struct SqlArgs {
+  std::string dir, query;
+  bool json = false;
+};
+
+struct FactsArgs {
+  std::string dir, subject, as_of;
+  bool all = false, json = false;
+};
+
+struct RunsArgs {
+  std::string dir;
+  bool in_flight = false, json = false;
+};
+
+struct WhyArgs {
+  std::string dir, subject, key, as_of;
+  bool json = false;
+};
+
+// A value for tab-separated output: tabs, newlines and backslashes escaped, NULL as \N.
+std::string TextCell(const Statement& row, int column) {
+  if (row.IsNull(column)) return "\\N";
+  std::string out;
+  for (char c : row.ColumnText(column)) {
+    switch (c) {
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\\': out += "\\\\"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+Json JsonCell(const Statement& row, int column) {
+  switch (row.ColumnType(column)) {
+    case SQLITE_NULL: return nullptr;
+    case SQLITE_INTEGER: return row.ColumnInt(column);
+    case SQLITE_FLOAT: return row.ColumnDouble(column);
+    case SQLITE_BLOB: {
+      static const char kHex[] = "0123456789abcdef";
+      std::string hex;
+      for (unsigned char c : row.ColumnText(column)) {
+        hex += kHex[c >> 4];
+        hex += kHex[c & 15];
+      }
+      return hex;
+    }
+    default: return row.ColumnText(column);
+  }
+}
+
+int PrintJson(const Json& value) {
+  Result<std::string> text = CanonicalJson(value, "output");
+  if (!text.ok()) return Fail(text.status());
+  std::cout << *text << "\n";
+  return kExitOk;
+}
+
+int RunSql(const SqlArgs& args) {
+  Result<Database> db = owned::OpenForQuery(args.dir);
+  if (!db.ok()) return Fail(db.status());
+  Result<Statement> statement = db->Prepare(args.query);
+  if (!statement.ok()) return Fail(statement.status().WithContext("sql"));
+  Json rows = Json::array();
+  for (;;) {
+    Result<bool> row = statement->Step();
+    if (!row.ok()) return Fail(row.status().WithContext("sql"));
+    if (!*row) break;
+    const int columns = statement->ColumnCount();
+    if (args.json) {
+      Json object = Json::object();
+      for (int c = 0; c < columns; ++c) object[statement->ColumnName(c)] = JsonCell(*statement, c);
+      rows.push_back(std::move(object));
+    } else {
+      for (int c = 0; c < columns; ++c) std::cout << (c ? "\t" : "") << TextCell(*statement, c);
+      std::cout << "\n";
+    }
+  }
+  // Not canonical: the columns keep the query's order for a reader, keys of each row as named.
+  if (args.json) std::cout << rows.dump() << "\n";
+  return kExitOk;
+}
+
+int RunReindex(const std::string& dir) {
+  Result<owned::ProjectionStats> stats = owned::OwnedState::Reindex(dir);
+  if (!stats.ok()) return Fail(stats.status());
+  std::cout << "reindexed " << dir << ": " << stats->events << " event" << (stats->events == 1 ? "" : "s") << ", "
+            << stats->journal_bytes << " bytes of journal\n";
+  return kExitOk;
+}
+
+Json FactJson(const StoredFact& fact) {
+  return {{"id", fact.id},
+          {"subject", fact.fact.subject},
+          {"key", fact.fact.key},
+          {"value", fact.fact.value},
+          {"confidence", fact.fact.confidence},
+          {"conversation", fact.fact.conversation},
+          {"source", fact.source},
+          {"valid_from", fact.valid_from},
+          {"valid_to", fact.valid_to ? Json(*fact.valid_to) : Json(nullptr)},
+          {"ended_by", fact.ended_by ? Json(*fact.ended_by) : Json(nullptr)}};
+}
+
+std::string FactLine(const StoredFact& fact) {
+  return fact.fact.key + "\t" + fact.fact.value.dump() + "\t" + std::to_string(fact.fact.confidence).substr(0, 4) +
+         "\t" + fact.valid_from + "\t" + fact.valid_to.value_or("-") + "\t" + fact.source;
+}
+
+bool CheckAsOf(const std::string& as_of) { return as_of.empty() || journal::IsRfc3339Utc(as_of); }
+
+int RunFacts(const FactsArgs& args) {
+  if (!CheckAsOf(args.as_of)) return Fail("--as-of " + args.as_of + ": must be UTC RFC 3339 (2026-12-02T16:40:00Z)");
+  Result<std::unique_ptr<CapsulePorts>> ports = CapsulePorts::Open(args.dir);
+  if (!ports.ok()) return Fail(ports.status());
+  std::optional<std::string> as_of;
+  if (!args.as_of.empty()) as_of = args.as_of;
+  Result<std::vector<StoredFact>> facts =
+      args.all ? (*ports)->FactHistory(args.subject) : (*ports)->Recall(args.subject, {}, as_of);
+  if (!facts.ok()) return Fail(facts.status());
+  if (args.json) {
+    Json out = Json::array();
+    for (const StoredFact& fact : *facts) out.push_back(FactJson(fact));
+    return PrintJson(out);
+  }
+  for (const StoredFact& fact : *facts) std::cout << FactLine(fact) << "\n";
+  return kExitOk;
+}
+
+Json RunJson(const RunRecord& run) {
+  return {{"run_id", run.run_id},
+          {"framework", run.framework},
+          {"first_framework", run.first_framework},
+          {"thread_key", run.thread_key},
+          {"conversation", run.conversation},
+          {"status", run.status},
+          {"awaiting", run.awaiting ? Json(*run.awaiting) : Json(nullptr)},
+          {"steps", run.steps},
+          {"cost", run.cost},
+          {"resumes", run.resumes},
+          {"opened_at", run.opened_at},
+          {"updated_at", run.updated_at},
+          {"closed_at", run.closed_at ? Json(*run.closed_at) : Json(nullptr)}};
+}
+
+int RunRuns(const RunsArgs& args) {
+  Result<std::unique_ptr<CapsulePorts>> ports = CapsulePorts::Open(args.dir);
+  if (!ports.ok()) return Fail(ports.status());
+  Result<std::vector<RunRecord>> runs = (*ports)->Runs(args.in_flight);
+  if (!runs.ok()) return Fail(runs.status());
+  if (args.json) {
+    Json out = Json::array();
+    for (const RunRecord& run : *runs) out.push_back(RunJson(run));
+    return PrintJson(out);
+  }
+  for (const RunRecord& run : *runs) {
+    std::cout << run.run_id << "\t" << run.framework << "\t" << run.status << "\t" << run.awaiting.value_or("-")
+              << "\t" << run.steps << " steps\t" << run.thread_key << "\n";
+  }
+  return kExitOk;
+}
+
+Json SourceJson(const SourceEvent& source) {
+  Json out = {{"id", source.id}, {"found", source.found}};
+  if (!source.found) return out;
+  out["type"] = source.type;
+  out["ts"] = source.ts;
+  out["machine"] = source.machine;
+  out["conversation"] = source.conversation;
+  if (source.message) {
+    out["message"] = {{"role", source.message->role},
+                      {"seq", source.message->seq},
+                      {"content", source.message->content}};
+  }
+  return out;
+}
+
+int RunWhy(const WhyArgs& args) {
+  if (!CheckAsOf(args.as_of)) return Fail("--as-of " + args.as_of + ": must be UTC RFC 3339 (2026-12-02T16:40:00Z)");
+  Result<std::unique_ptr<CapsulePorts>> ports = CapsulePorts::Open(args.dir);
+  if (!ports.ok()) return Fail(ports.status());
+  std::optional<std::string> as_of;
+  if (!args.as_of.empty()) as_of = args.as_of;
+  Result<std::vector<StoredFact>> facts = (*ports)->Recall(args.subject, {args.key}, as_of);
+  if (!facts.ok()) return Fail(facts.status());
+  if (facts->empty()) {
+    return Fail("fact " + args.subject + "/" + args.key + ": not believed " +
+                (as_of ? "as of " + *as_of : std::string("now")) + " (see capsule facts --all)");
+  }
+  const StoredFact& fact = facts->back();
+  Result<SourceEvent> source = (*ports)->Source(fact.source);
+  if (!source.ok()) return Fail(source.status());
+  if (args.json) return PrintJson({{"fact", FactJson(fact)}, {"source", SourceJson(*source)}});
+  std::cout << "fact " << fact.fact.subject << "/" << fact.fact.key << " = " << fact.fact.value.dump()
+            << " (confidence " << fact.fact.confidence << "), valid from " << fact.valid_from << ", remembered by "
+            << fact.id << "\n";
+  if (!source->found) {
+    std::cout << "source " << fact.source << ": not an event of the journal\n";
+  } else {
+    std::cout << "source " << source->id << ": " << source->type << " at " << source->ts << " on " << source->machine
+              << ", conversation " << source->conversation << "\n";
+    if (source->message) std::cout << "  " << source->message->role << ": " << source->message->content << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterOwnedStateCommands(CLI::App& app, int* exit_code) {
+  auto sql_args = std::make_shared<SqlArgs>();
+  CLI::App* sql = app.add_subcommand("sql", "Run one read-only SQL query on the owned-state tables");
+  sql->add_option("DIR", sql_args->dir, "Capsule folder")->required();
+  sql->add_option("QUERY", sql_args->query, "One SQL statement; a write is refused by SQLite")->required();
+  sql->add_flag("--json", sql_args->json, "Print a JSON array of objects, one per row");
+  sql->callback([sql_args, exit_code] { *exit_code = RunSql(*sql_args); });
+
+  auto reindex_dir = std::make_shared<std::string>();
+  CLI::App* reindex = app.add_subcommand("reindex", "Drop and rebuild the owned-state database from the journal");
+  reindex->add_option("DIR", *reindex_dir, "Capsule folder")->required();
+  reindex->callback([reindex_dir, exit_code] { *exit_code = RunReindex(*reindex_dir); });
+
+  auto facts_args = std::make_shared<FactsArgs>();
+  CLI::App* facts = app.add_subcommand("facts", "The facts believed about SUBJECT (now, or --as-of a time)");
+  facts->add_option("DIR", facts_args->dir, "Capsule folder")->required();
+  facts->add_option("SUBJECT", facts_args->subject, "The subject, e.g. user")->required();
+  facts->add_option("--as-of", facts_args->as_of, "UTC RFC 3339 time (default: now)");
+  facts->add_flag("--all", facts_args->all, "Every fact ever remembered about SUBJECT, expired ones too");
+  facts->add_flag("--json", facts_args->json, "Print JSON");
+  facts->callback([facts_args, exit_code] { *exit_code = RunFacts(*facts_args); });
+
+  auto runs_args = std::make_shared<RunsArgs>();
+  CLI::App* runs = app.add_subcommand("runs", "The runs the projection keeps; --in-flight: those not closed");
+  runs->add_option("DIR", runs_args->dir, "Capsule folder")->required();
+  runs->add_flag("--in-flight", runs_args->in_flight, "Only runs not closed (running or awaiting)");
+  runs->add_flag("--json", runs_args->json, "Print JSON");
+  runs->callback([runs_args, exit_code] { *exit_code = RunRuns(*runs_args); });
+
+  auto why_args = std::make_shared<WhyArgs>();
+  CLI::App* why = app.add_subcommand("why", "Why the agent believes SUBJECT/KEY: the fact and its source event");
+  why->add_option("DIR", why_args->dir, "Capsule folder")->required();
+  why->add_option("SUBJECT", why_args->subject, "The subject")->required();
+  why->add_option("KEY", why_args->key, "The key")->required();
+  why->add_option("--as-of", why_args->as_of, "UTC RFC 3339 time (default: now)");
+  why->add_flag("--json", why_args->json, "Print JSON");
+  why->callback([why_args, exit_code] { *exit_code = RunWhy(*why_args); });
+}
+
+}  // namespace capsule::cli

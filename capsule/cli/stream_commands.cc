@@ -1,0 +1,145 @@
+// capsule stream pack DIR --phase P [--have FILE] [--move ID] [--seal-to PUBHEX] -o FILE
+// capsule stream unpack FILE DIR [--open-with KEYFILE]
+// capsule stream have DIR
+#include "capsule/cli/cli.h"
+
+#include <fcntl.h>
+
+#include <iostream>
+#include <memory>
+
+#include "capsule/base/file_io.h"
+#include "capsule/format/keys.h"
+#include "capsule/base/sha256.h"
+#include "move/seal/envelope.h"
+#include "move/seal/envelope_format.h"
+#include "move/stream/unpack.h"
+#include "move/stream/writer.h"
+
+namespace capsule::cli {
+
+namespace {
+
+struct PackArgs {
+  std::string dir, phase, have, move, seal_to, out;
+};
+
+Status Pack(const PackArgs& args, move::PackStats* stats) {
+  move::PackOptions options;
+  CAPSULE_ASSIGN_OR_RETURN(options.phase, move::ParsePhase(args.phase));
+  if (!args.move.empty()) options.move_id = args.move;
+  if (!args.have.empty()) {
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(args.have));
+    CAPSULE_ASSIGN_OR_RETURN(options.have, move::ParseHave(text));
+  }
+  if (options.phase == move::Phase::kSwitch && args.seal_to.empty()) {
+    return Status::InvalidArgument("switch", "a switch is always sealed: give --seal-to PUBHEX");
+  }
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(args.out, 0644));
+  FdSink file_sink(out.fd(), args.out);
+  ByteSink* sink = &file_sink;
+  std::unique_ptr<EnvelopeWriter> envelope;
+  if (!args.seal_to.empty()) {
+    Result<std::string> key = HexDecode(args.seal_to, "--seal-to");
+    if (!key.ok() || key->size() != 32) {
+      return Status::InvalidArgument("--seal-to", "not an X25519 public key (64 hex digits)");
+    }
+    CAPSULE_ASSIGN_OR_RETURN(envelope, EnvelopeWriter::Create(&file_sink, *key));
+    sink = envelope.get();
+  }
+  CAPSULE_RETURN_IF_ERROR(move::PackCapsule(args.dir, options, sink, stats));
+  return out.Commit();
+}
+
+int RunPack(const PackArgs& args) {
+  move::PackStats stats;
+  Status status = Pack(args, &stats);
+  if (!status.ok()) return Fail(status);
+  std::cout << "packed " << args.phase << " of move " << stats.move_id << ": " << stats.files_sent << " files ("
+            << stats.file_bytes_sent << " bytes) sent, " << stats.files_skipped << " held the same by the receiver, "
+            << stats.removed << " removed\n";
+  return kExitOk;
+}
+
+struct UnpackArgs {
+  std::string file, dir, open_with;
+};
+
+Status Unpack(const UnpackArgs& args, move::UnpackStats* stats) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(args.file, O_RDONLY));
+  char magic[8] = {};
+  static_assert(sizeof magic == envelope::kMagic.size());
+  CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), magic, sizeof magic, 0, args.file));
+  bool sealed = std::string_view(magic, n) == envelope::kMagic;
+  FdSource file_source(fd.get(), args.file);
+  ByteSource* source = &file_source;
+  std::unique_ptr<EnvelopeReader> envelope;
+  EvpPkeyPtr key;
+  if (sealed) {
+    if (args.open_with.empty()) return Status::InvalidArgument("", "the stream is sealed: give --open-with KEYFILE");
+    CAPSULE_ASSIGN_OR_RETURN(key, LoadPrivateKey(args.open_with, KeyType::kX25519));
+    CAPSULE_ASSIGN_OR_RETURN(envelope, EnvelopeReader::Open(&file_source, key.get()));
+    source = envelope.get();
+  }
+  move::UnpackOptions options;
+  options.sealed = sealed;
+  return move::UnpackStream(source, args.dir, options, stats);
+}
+
+int RunUnpack(const UnpackArgs& args) {
+  move::UnpackStats stats;
+  Status status = Unpack(args, &stats);
+  if (!status.ok()) return Fail(status.WithContext(args.file));
+  std::cout << "unpacked " << move::PhaseName(stats.manifest.phase) << " of move " << stats.manifest.move << " into "
+            << args.dir << ": " << stats.files_received << " files (" << stats.file_bytes << " bytes), "
+            << stats.removed << " removed" << (stats.ignored ? ", " + std::to_string(stats.ignored) + " ignored" : "")
+            << "\n";
+  return kExitOk;
+}
+
+struct HaveArgs {
+  std::string dir;
+};
+
+int RunHave(const HaveArgs& args) {
+  Result<move::HaveMap> have = move::HaveOfCapsule(args.dir);
+  if (!have.ok()) return Fail(have.status());
+  Result<std::string> text = move::HaveToJson(*have);
+  if (!text.ok()) return Fail(text.status());
+  std::cout << *text << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterStreamCommands(CLI::App& app, int* exit_code) {
+  CLI::App* stream = app.add_subcommand("stream", "The Move Stream (format 4): pack, unpack, have");
+  stream->require_subcommand(1);
+  stream->footer("The format: man capsule-protocol.7");
+
+  auto pack_args = std::make_shared<PackArgs>();
+  CLI::App* pack = stream->add_subcommand("pack", "Write a Move Stream of the capsule at DIR");
+  pack->add_option("DIR", pack_args->dir, "Capsule folder")->required();
+  pack->add_option("--phase", pack_args->phase, "copy, switch or files")
+      ->required()
+      ->check(CLI::IsMember({"copy", "switch", "files"}));
+  pack->add_option("--have", pack_args->have, "The receiver's have (JSON {path: sha256}): files it holds the same are skipped");
+  pack->add_option("--move", pack_args->move, "Move id (32 hex digits); a switch must give its copy's");
+  pack->add_option("--seal-to", pack_args->seal_to, "Seal the stream to this X25519 public key (required for a switch)");
+  pack->add_option("-o,--output", pack_args->out, "Stream file to write")->required();
+  pack->callback([pack_args, exit_code] { *exit_code = RunPack(*pack_args); });
+
+  auto unpack_args = std::make_shared<UnpackArgs>();
+  CLI::App* unpack = stream->add_subcommand("unpack", "Read a Move Stream into the capsule at DIR, refusing it whole on any fault");
+  unpack->add_option("FILE", unpack_args->file, "Stream file (sealed or not)")->required();
+  unpack->add_option("DIR", unpack_args->dir, "Capsule folder to receive into (absent for a first copy)")->required();
+  unpack->add_option("--open-with", unpack_args->open_with, "X25519 private key file to open a sealed stream");
+  unpack->callback([unpack_args, exit_code] { *exit_code = RunUnpack(*unpack_args); });
+
+  auto have_args = std::make_shared<HaveArgs>();
+  CLI::App* have = stream->add_subcommand("have", "Print what the capsule at DIR holds, as a have for pack --have");
+  have->add_option("DIR", have_args->dir, "Capsule folder")->required();
+  have->callback([have_args, exit_code] { *exit_code = RunHave(*have_args); });
+}
+
+}  // namespace capsule::cli

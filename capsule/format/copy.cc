@@ -1,0 +1,43 @@
+#include "capsule/format/copy.h"
+
+#include <unistd.h>
+
+#include <vector>
+
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/local_files.h"
+
+namespace capsule {
+
+namespace {
+
+Status CopyFile(const std::string& from, const std::string& to) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string data, ReadFile(from));
+  return WriteFileAtomic(to, data);
+}
+
+}  // namespace
+
+Status CopyCapsule(const std::string& from, const std::string& to, std::initializer_list<const char*> local_files) {
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(from, {kLocalDir}));
+  for (const TreeEntry& entry : entries) {
+    if (IsTempDebris(entry.path)) continue;
+    std::string source = JoinPath(from, entry.path), target = JoinPath(to, entry.path);
+    if (entry.type == TreeEntry::Type::kDirectory) {
+      CAPSULE_RETURN_IF_ERROR(MakeDirectories(target));
+    } else if (entry.type == TreeEntry::Type::kFile) {
+      CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(target)));
+      if (IsBlobPath(entry.path) && ::link(source.c_str(), target.c_str()) == 0) continue;
+      CAPSULE_RETURN_IF_ERROR(CopyFile(source, target));
+    }
+  }
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(to, kLocalDir)));
+  for (const char* local : local_files) {
+    std::string source = JoinPath(from, local);
+    if (PathExists(source)) CAPSULE_RETURN_IF_ERROR(CopyFile(source, JoinPath(to, local)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace capsule

@@ -1,0 +1,171 @@
+#include "capsule/format/create.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstdlib>
+
+#include "capsule/format/environment_spec.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/base/sha256.h"
+#include "capsule/format/workspace.h"
+
+namespace capsule {
+
+namespace {
+
+constexpr char kWorkingMemoryTemplate[] = "# Working memory\n";
+constexpr char kVectorIndexTemplate[] = R"({"dimensions":0,"engine":"vector_index","entries":[]})";
+
+// ok when `dir` does not exist or is an empty folder.
+Status CheckAbsentOrEmpty(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return Status::IOError(dir, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) return Status::AlreadyExists(dir, "exists and is not a folder");
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Status::IOError(dir, errno);
+  bool empty = true;
+  while (struct dirent* ent = ::readdir(d)) {
+    std::string name = ent->d_name;
+    if (name != "." && name != "..") empty = false;
+  }
+  ::closedir(d);
+  if (!empty) return Status::AlreadyExists(dir, "is not empty");
+  return Status::Ok();
+}
+
+// True when `target`, read relative to the folder of `link_path`, stays inside the root.
+bool LinkStaysInside(const std::string& link_path, const std::string& target) {
+  if (target.empty() || target.front() == '/') return false;
+  int depth = 0;
+  std::string dir = DirName(link_path);
+  if (dir != ".") depth = 1 + static_cast<int>(std::count(dir.begin(), dir.end(), '/'));
+  size_t start = 0;
+  while (start <= target.size()) {
+    size_t slash = target.find('/', start);
+    if (slash == std::string::npos) slash = target.size();
+    std::string part = target.substr(start, slash - start);
+    if (part == "..") {
+      if (--depth < 0) return false;
+    } else if (!part.empty() && part != ".") {
+      ++depth;
+    }
+    start = slash + 1;
+  }
+  return true;
+}
+
+Status ImportWorkspace(const std::string& capsule_dir, const std::string& source) {
+  struct stat st;
+  if (::stat(source.c_str(), &st) != 0) return Status::IOError(source, errno);
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(source, "workspace source is not a folder");
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(source));
+  Snapshot snapshot;
+  for (const TreeEntry& entry : entries) {
+    std::string full = JoinPath(source, entry.path);
+    SnapshotEntry item;
+    switch (entry.type) {
+      case TreeEntry::Type::kFile: {
+        CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(full, O_RDONLY));
+        CAPSULE_ASSIGN_OR_RETURN(item.sha256, PutBlobFromFd(capsule_dir, fd.get(), &item.size));
+        item.mode = entry.mode & 0777;  // no setuid, setgid or sticky bits in a workspace
+        break;
+      }
+      case TreeEntry::Type::kDirectory:
+        item.type = SnapshotEntry::Type::kDirectory;
+        item.mode = entry.mode & 0777;
+        break;
+      case TreeEntry::Type::kSymlink:
+        if (!LinkStaysInside(entry.path, entry.link_target)) {
+          return Status::InvalidArgument(full, "link to '" + entry.link_target + "' leaves the workspace");
+        }
+        item.type = SnapshotEntry::Type::kSymlink;
+        item.target = entry.link_target;
+        break;
+      case TreeEntry::Type::kOther:
+        return Status::InvalidArgument(full, "not a file, folder or link (devices, FIFOs and sockets cannot be stored)");
+    }
+    snapshot.Set(entry.path, std::move(item));
+  }
+  return snapshot.Save(capsule_dir);
+}
+
+Status WriteLayout(const std::string& dir, const CreateOptions& options) {
+  for (const char* sub : {"memory/vector_index", kBlobsDir, "environment"}) {
+    CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, sub)));
+  }
+  CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kWorkingMemoryPath), kWorkingMemoryTemplate));
+  CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kJournalPath), ""));
+  CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kVectorIndexPath), kVectorIndexTemplate));
+  std::string spec = DefaultEnvironmentSpec();
+  CAPSULE_RETURN_IF_ERROR(CheckEnvironmentSpec(spec));
+  CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kEnvironmentSpecPath), spec));
+  if (options.workspace_source) return ImportWorkspace(dir, *options.workspace_source);
+  return Snapshot().Save(dir);
+}
+
+}  // namespace
+
+Result<Manifest> BuildManifest(const std::string& capsule_dir, const AgentInfo& agent,
+                               const std::string& holder_machine, uint64_t holder_epoch) {
+  Manifest manifest;
+  manifest.agent = agent;
+  manifest.holder_machine = holder_machine;
+  manifest.holder_epoch = holder_epoch;
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(capsule_dir, {kLocalDir}));
+  std::vector<std::string> paths;
+  for (const TreeEntry& entry : entries) {
+    if (entry.type != TreeEntry::Type::kFile || entry.path == kManifestPath || IsTempDebris(entry.path)) continue;
+    paths.push_back(entry.path);
+  }
+  CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(capsule_dir, paths, &manifest));
+  return manifest;
+}
+
+Result<std::string> MakeStagingDir(const std::string& dir) {
+  std::string parent = DirName(dir);
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(parent));
+  std::string pattern = JoinPath(parent, std::string(kTempPrefix) + BaseName(dir) + ".XXXXXX");
+  if (::mkdtemp(pattern.data()) == nullptr) return Status::IOError(parent, errno);
+  ::chmod(pattern.c_str(), 0755);
+  return pattern;
+}
+
+Status PlaceStagingDir(const std::string& staging, const std::string& dir) {
+  CAPSULE_RETURN_IF_ERROR(CheckAbsentOrEmpty(dir));
+  if (::rename(staging.c_str(), dir.c_str()) != 0) {
+    if (errno == ENOTEMPTY || errno == EEXIST) return Status::AlreadyExists(dir, "is not empty");
+    return Status::IOError(dir, errno);
+  }
+  return SyncDirectory(DirName(dir));
+}
+
+Status CreateCapsule(const std::string& dir, const CreateOptions& options) {
+  CAPSULE_RETURN_IF_ERROR(CheckAgentId(options.agent.id));
+  if (options.agent.name.empty()) return Status::InvalidArgument("agent name", "must not be empty");
+  CAPSULE_RETURN_IF_ERROR(CheckAbsentOrEmpty(dir));
+  CAPSULE_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(dir));
+  Status status = [&]() -> Status {
+    StagingSync sync(staging);
+    CAPSULE_RETURN_IF_ERROR(WriteLayout(staging, options));
+    CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
+    HolderRecord holder{options.agent.id, machine, 1, HolderState::kActive};
+    CAPSULE_RETURN_IF_ERROR(holder.Save(staging));
+    CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, BuildManifest(staging, options.agent, machine, 1));
+    CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));
+    CAPSULE_RETURN_IF_ERROR(sync.Finish());
+    return PlaceStagingDir(staging, dir);
+  }();
+  if (!status.ok()) (void)RemoveTree(staging);
+  return status;
+}
+
+}  // namespace capsule

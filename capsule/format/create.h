@@ -1,0 +1,34 @@
+// Making a new capsule: every file of the layout, a workspace, a manifest listing each file,
+// and this machine as its holder at epoch 1. The capsule appears whole or not at all.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "capsule/format/manifest.h"
+#include "capsule/base/status.h"
+
+namespace capsule {
+
+struct CreateOptions {
+  AgentInfo agent;
+  // A local folder whose files become the workspace (files/ in a mount).
+  std::optional<std::string> workspace_source;
+};
+
+// Creates the capsule at `dir`, which must be absent or an empty folder.
+Status CreateCapsule(const std::string& dir, const CreateOptions& options);
+
+// A manifest listing every file now under `capsule_dir` (but manifest.json, .capsule/ and
+// temporary debris), with the given identity and holder.
+Result<Manifest> BuildManifest(const std::string& capsule_dir, const AgentInfo& agent,
+                               const std::string& holder_machine, uint64_t holder_epoch);
+
+// A fresh staging folder beside `dir` (same file system, so a rename can place it), named as
+// temporary debris so that a crash leaves nothing that looks like content.
+Result<std::string> MakeStagingDir(const std::string& dir);
+
+// Places the finished folder `staging` at `dir` (absent or empty) in one rename.
+Status PlaceStagingDir(const std::string& staging, const std::string& dir);
+
+}  // namespace capsule

@@ -1,0 +1,189 @@
+// Tests of the capsule format's library: the workspace API, the environment spec check, the
+// holder record and the layout's path rules.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "capsule/format/create.h"
+#include "capsule/format/digest_cache.h"
+#include "capsule/base/sha256.h"
+#include "capsule/format/environment_spec.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/verify.h"
+#include "capsule/format/workspace.h"
+
+#include "capsule/base/temp_dir.h"
+
+namespace capsule {
+namespace {
+
+std::string NewCapsule() {
+  std::string root = testing::MakeTempDir("format_test");
+  CreateOptions options;
+  options.agent = {"agent-1", "Agent", std::nullopt};
+  EXPECT_TRUE(CreateCapsule(root + "/cap", options).ok());
+  return root + "/cap";
+}
+
+TEST(WorkspaceTest, PutThenReadBackStoresOnceByContent) {
+  std::string cap = NewCapsule();
+  std::string src = cap + "/../source.txt";
+  ASSERT_TRUE(WriteFileAtomic(src, "workspace body", 0750).ok());
+  ASSERT_TRUE(PutWorkspaceFile(cap, "dir/a.txt", src).ok());
+  ASSERT_TRUE(PutWorkspaceFile(cap, "b.txt", src).ok());
+  EXPECT_EQ(*ReadWorkspaceFile(cap, "dir/a.txt"), "workspace body");
+  auto snapshot = Snapshot::Load(cap);
+  ASSERT_TRUE(snapshot.ok());
+  const SnapshotEntry* entry = snapshot->Find("dir/a.txt");
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->mode, 0750u);
+  EXPECT_EQ(entry->size, 14u);
+  EXPECT_EQ(snapshot->Find("b.txt")->sha256, entry->sha256);
+  EXPECT_EQ(ListTree(cap + "/artifacts/blobs")->size(), 1u);  // one blob for both
+  EXPECT_EQ(ReadWorkspaceFile(cap, "missing").status().code(), Code::kNotFound);
+  EXPECT_FALSE(PutWorkspaceFile(cap, "../escape", src).ok());
+}
+
+TEST(WorkspaceTest, ReadBackCatchesADamagedBlob) {
+  std::string cap = NewCapsule();
+  std::string src = cap + "/../s";
+  ASSERT_TRUE(WriteFileAtomic(src, "original").ok());
+  ASSERT_TRUE(PutWorkspaceFile(cap, "f", src).ok());
+  std::string blob = cap + "/" + BlobPath(Snapshot::Load(cap)->Find("f")->sha256);
+  ASSERT_TRUE(WriteFileAtomic(blob, "tampered").ok());
+  EXPECT_EQ(ReadWorkspaceFile(cap, "f").status().code(), Code::kCorruption);
+}
+
+TEST(EnvironmentSpecTest, SecretNamesAreRefusedByName) {
+  for (const char* name : {"TOKEN", "KEY", "GITHUB_TOKEN", "api_key", "DB_PASSWORD", "AWS_SECRET"}) {
+    EXPECT_TRUE(IsSecretVariableName(name)) << name;
+    std::string spec = std::string(R"({"env":{")") + name + R"(":"v"}})";
+    Status status = CheckEnvironmentSpec(spec);
+    EXPECT_EQ(status.code(), Code::kInvalidArgument) << name;
+    EXPECT_NE(status.message().find(name), std::string::npos) << status.message();
+  }
+  for (const char* name : {"PATH", "KEYBOARD", "TOKENS_DIR", "MONKEY"}) EXPECT_FALSE(IsSecretVariableName(name)) << name;
+  EXPECT_TRUE(CheckEnvironmentSpec(R"({"env":{"PATH":"/bin"},"secrets":["OPENAI_API_KEY"]})").ok());
+  EXPECT_FALSE(CheckEnvironmentSpec(R"({"services":[{"env":{"X_TOKEN":"t"}}]})").ok());  // at any depth
+  EXPECT_FALSE(CheckEnvironmentSpec(R"({"secrets":["sk-live value"]})").ok());
+  EXPECT_FALSE(CheckEnvironmentSpec("[1]").ok());
+  EXPECT_TRUE(CheckEnvironmentSpec(DefaultEnvironmentSpec()).ok());
+}
+
+TEST(HolderTest, NewCapsuleIsHeldAndStatesRefuseWrites) {
+  std::string cap = NewCapsule();
+  EXPECT_TRUE(CheckHeldForWrite(cap).ok());
+  auto record = HolderRecord::Load(cap);
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->epoch, 1u);
+  EXPECT_EQ(record->machine, *LoadOrCreateMachineId(cap));  // stable across calls
+  record->state = HolderState::kFrozen;
+  ASSERT_TRUE(record->Save(cap).ok());
+  EXPECT_EQ(CheckHeldForWrite(cap).code(), Code::kFailedPrecondition);
+  record->state = HolderState::kRetired;
+  ASSERT_TRUE(record->Save(cap).ok());
+  EXPECT_NE(CheckHeldForWrite(cap).message().find("retired"), std::string::npos);
+  ASSERT_EQ(::unlink((cap + "/.capsule/holder.json").c_str()), 0);
+  EXPECT_NE(CheckHeldForWrite(cap).message().find("no holder record"), std::string::npos);
+  ASSERT_TRUE(WriteFileAtomic(cap + "/.capsule/holder.json", "{garbage").ok());
+  EXPECT_EQ(CheckHeldForWrite(cap).code(), Code::kFailedPrecondition);  // fail safe
+}
+
+TEST(LayoutTest, PlainRelativePaths) {
+  for (const char* good : {"a", "a/b", "files/x.txt", "..a", "a..b"}) EXPECT_TRUE(IsPlainRelativePath(good)) << good;
+  for (const char* bad : {"", "/a", "a/../b", "..", ".", "a//b", "a/", "./a"}) {
+    EXPECT_FALSE(IsPlainRelativePath(bad)) << bad;
+  }
+  EXPECT_FALSE(IsPlainRelativePath(std::string("a\0b", 3)));
+  EXPECT_TRUE(IsBlobPath("artifacts/blobs/" + std::string(64, 'a')));
+  EXPECT_FALSE(IsBlobPath("artifacts/blobs/" + std::string(63, 'a')));
+  EXPECT_TRUE(IsTempDebris("x/.tmp-file.123"));
+  EXPECT_FALSE(CheckAgentId("a/b").ok());
+  EXPECT_TRUE(CheckAgentId("agent_1.v2-x").ok());
+}
+
+TEST(VerifyTest, JournalPrefixRuleAllowsAppendsAndCatchesEdits) {
+  std::string cap = NewCapsule();
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + kJournalPath, "line one\n").ok());
+  auto manifest = Manifest::Load(cap);
+  ASSERT_TRUE(RefreshManifestEntries(cap, {kJournalPath}, &*manifest).ok());
+  ASSERT_TRUE(manifest->Save(cap).ok());
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + kJournalPath, "line one\nline two\n").ok());
+  EXPECT_TRUE(VerifyFolder(cap)->ok());  // appended: the manifest's prefix still holds
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + kJournalPath, "line One\nline two\n").ok());
+  auto edited = VerifyFolder(cap);
+  ASSERT_EQ(edited->problems.size(), 1u);
+  EXPECT_NE(edited->problems[0].find("digest mismatch"), std::string::npos);
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + kJournalPath, "line").ok());
+  EXPECT_NE(VerifyFolder(cap)->problems[0].find("truncated"), std::string::npos);
+}
+
+
+// Rewrites `path` in place with `body` (same inode), after a pause long enough for the
+// file system's clock to show a new modification time.
+void RewriteInPlace(const std::string& path, const std::string& body) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, body.data(), body.size(), 0), static_cast<ssize_t>(body.size()));
+  ::close(fd);
+}
+
+TEST(DigestCacheTest, RemembersUnchangedFilesAndReadsChangedOnesAgain) {
+  std::string root = testing::MakeTempDir("digest_cache");
+  std::string path = root + "/f";
+  ASSERT_TRUE(WriteFileAtomic(path, "first").ok());
+  DigestCache cache;
+  uint64_t size = 0;
+  EXPECT_EQ(*cache.Sha256File(path, &size), *Sha256File(path));
+  EXPECT_EQ(size, 5u);
+  EXPECT_EQ(cache.files_read(), 1u);
+  EXPECT_EQ(*cache.Sha256File(path, &size), *Sha256File(path));
+  EXPECT_EQ(cache.files_read(), 1u) << "an unchanged file is answered from memory";
+
+  ASSERT_TRUE(WriteFileAtomic(path, "other").ok());  // a new inode, same size
+  EXPECT_EQ(*cache.Sha256File(path, nullptr), *Sha256File(path));
+  EXPECT_EQ(cache.files_read(), 2u);
+
+  RewriteInPlace(path, "OTHER");  // same inode and size, new times
+  EXPECT_EQ(*cache.Sha256File(path, nullptr), *Sha256File(path));
+  EXPECT_EQ(cache.files_read(), 3u);
+
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  EXPECT_FALSE(cache.Sha256File(path, nullptr).ok());
+}
+
+TEST(VerifyTest, RememberedBlobDigestsStillCatchADamagedBlob) {
+  std::string root = testing::MakeTempDir("verify_cached");
+  ASSERT_TRUE(MakeDirectories(root + "/ws").ok());
+  ASSERT_TRUE(WriteFileAtomic(root + "/ws/f", "original").ok());
+  CreateOptions create;
+  create.agent = {"agent-1", "Agent", std::nullopt};
+  create.workspace_source = root + "/ws";
+  std::string cap = root + "/cap";
+  ASSERT_TRUE(CreateCapsule(cap, create).ok());
+  DigestCache cache;
+  VerifyOptions options;
+  options.blob_digests = &cache;
+  ASSERT_TRUE(VerifyFolder(cap, options)->ok());
+  EXPECT_EQ(cache.files_read(), 1u) << "only blobs go through the cache";
+  ASSERT_TRUE(VerifyFolder(cap, options)->ok());
+  EXPECT_EQ(cache.files_read(), 1u);
+
+  std::string blob = cap + "/" + BlobPath(Snapshot::Load(cap)->Find("f")->sha256);
+  RewriteInPlace(blob, "damaged!");
+  Result<VerifyReport> report = VerifyFolder(cap, options);
+  ASSERT_TRUE(report.ok());
+  ASSERT_FALSE(report->ok());
+  EXPECT_NE(report->problems[0].find("does not match its name"), std::string::npos) << report->problems[0];
+}
+
+}  // namespace
+}  // namespace capsule

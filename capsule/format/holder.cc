@@ -1,0 +1,108 @@
+#include "capsule/format/holder.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/local_files.h"
+#include "capsule/base/sha256.h"
+
+namespace capsule {
+
+namespace {
+
+
+}  // namespace
+
+const char* HolderStateName(HolderState state) {
+  switch (state) {
+    case HolderState::kActive: return "active";
+    case HolderState::kFrozen: return "frozen";
+    case HolderState::kRetired: return "retired";
+  }
+  return "retired";
+}
+
+Result<HolderRecord> HolderRecord::Load(const std::string& capsule_dir) {
+  std::string path = JoinPath(capsule_dir, local::kHolder);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    if (text.status().code() == Code::kNotFound) {
+      return Status::NotFound(path, "no holder record: this machine does not hold the agent");
+    }
+    return text.status();
+  }
+  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(*text, path, Code::kCorruption));
+  if (!json.is_object() || !json.value("agent", Json()).is_string() ||
+      !json.value("machine", Json()).is_string() || !json.value("epoch", Json()).is_number_unsigned() ||
+      !json.value("state", Json()).is_string()) {
+    return Status::Corruption(path, "needs agent, machine, epoch and state");
+  }
+  HolderRecord record;
+  record.agent = json["agent"];
+  record.machine = json["machine"];
+  record.epoch = json["epoch"];
+  std::string state = json["state"];
+  if (state == "active") {
+    record.state = HolderState::kActive;
+  } else if (state == "frozen") {
+    record.state = HolderState::kFrozen;
+  } else if (state == "retired") {
+    record.state = HolderState::kRetired;
+  } else {
+    return Status::Corruption(path, "unknown state '" + state + "'");
+  }
+  return record;
+}
+
+Status HolderRecord::Save(const std::string& capsule_dir) const {
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
+  Json json = {{"agent", agent}, {"machine", machine}, {"epoch", epoch}, {"state", HolderStateName(state)}};
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(json, local::kHolder));
+  return WriteFileAtomic(JoinPath(capsule_dir, local::kHolder), text + "\n");
+}
+
+Result<std::string> LoadOrCreateMachineId(const std::string& capsule_dir) {
+  std::string path = JoinPath(capsule_dir, local::kMachine);
+  Result<std::string> existing = ReadFile(path);
+  if (existing.ok()) {
+    std::string id = *existing;
+    while (!id.empty() && id.back() == '\n') id.pop_back();
+    if (id.size() != 18 || id.rfind("m-", 0) != 0) return Status::Corruption(path, "not a machine id");
+    return id;
+  }
+  if (existing.status().code() != Code::kNotFound) return existing.status();
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
+  CAPSULE_ASSIGN_OR_RETURN(std::string hex, RandomHex(8));
+  std::string id = "m-" + hex;
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path, 0644));
+  CAPSULE_RETURN_IF_ERROR(file.Append(id + "\n"));
+  Status placed = file.CommitNoReplace();
+  if (placed.code() == Code::kAlreadyExists) return LoadOrCreateMachineId(capsule_dir);  // lost a race
+  CAPSULE_RETURN_IF_ERROR(placed);
+  return id;
+}
+
+Status CheckHeldForWrite(const std::string& capsule_dir) {
+  Result<HolderRecord> record = HolderRecord::Load(capsule_dir);
+  if (!record.ok()) {
+    if (record.status().code() == Code::kNotFound) {
+      return Status::FailedPrecondition(capsule_dir, "not held by this machine (no holder record); it is read-only here");
+    }
+    return Status::FailedPrecondition(capsule_dir, "holder record unreadable, so not held here: " + record.status().message());
+  }
+  switch (record->state) {
+    case HolderState::kActive: return Status::Ok();
+    case HolderState::kFrozen:
+      return Status::FailedPrecondition(capsule_dir, "frozen at epoch " + std::to_string(record->epoch) + "; thaw it first");
+    case HolderState::kRetired:
+      return Status::FailedPrecondition(capsule_dir, "retired here at epoch " + std::to_string(record->epoch) + "; read-only");
+  }
+  return Status::FailedPrecondition(capsule_dir, "not held");
+}
+
+}  // namespace capsule

@@ -1,0 +1,106 @@
+#include "capsule/format/manifest.h"
+
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
+#include "capsule/base/sha256.h"
+
+namespace capsule {
+
+Json Manifest::ToJson() const {
+  Json agent_json = {{"id", agent.id}, {"name", agent.name}};
+  if (agent.owner) agent_json["owner"] = *agent.owner;
+  Json files_json = Json::object();
+  for (const auto& [path, digest] : files) {
+    files_json[path] = {{"sha256", digest.sha256}, {"size", digest.size}};
+  }
+  return {{"format", kCapsuleFormat},
+          {"agent", agent_json},
+          {"holder", {{"machine", holder_machine}, {"epoch", holder_epoch}}},
+          {"files", files_json}};
+}
+
+Result<std::string> Manifest::ToCanonicalText() const {
+  return CanonicalJson(ToJson(), kManifestPath);
+}
+
+namespace {
+
+Status Bad(const std::string& why) { return Status::Corruption(kManifestPath, why); }
+
+}  // namespace
+
+Result<Manifest> Manifest::Parse(std::string_view text) {
+  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, kManifestPath, Code::kCorruption));
+  if (!json.is_object()) return Bad("not a JSON object");
+  if (!json.contains("format") || !json["format"].is_number_integer()) return Bad("no format");
+  if (json["format"].get<int64_t>() != kCapsuleFormat) {
+    return Bad("format " + json["format"].dump() + " is not the format this build reads (1)");
+  }
+  Manifest manifest;
+  const Json& agent = json.value("agent", Json());
+  if (!agent.is_object() || !agent.contains("id") || !agent["id"].is_string() ||
+      !agent.contains("name") || !agent["name"].is_string()) {
+    return Bad("agent needs a string id and name");
+  }
+  manifest.agent.id = agent["id"];
+  manifest.agent.name = agent["name"];
+  if (agent.contains("owner")) {
+    if (!agent["owner"].is_string()) return Bad("agent.owner is not a string");
+    manifest.agent.owner = agent["owner"].get<std::string>();
+  }
+  const Json& holder = json.value("holder", Json());
+  if (!holder.is_object() || !holder.contains("machine") || !holder["machine"].is_string() ||
+      !holder.contains("epoch") || !holder["epoch"].is_number_unsigned()) {
+    return Bad("holder needs a string machine and a whole-number epoch");
+  }
+  manifest.holder_machine = holder["machine"];
+  manifest.holder_epoch = holder["epoch"];
+  const Json& files = json.value("files", Json());
+  if (!files.is_object()) return Bad("files is not an object");
+  for (const auto& [path, entry] : files.items()) {
+    if (!IsPlainRelativePath(path) || path == kManifestPath ||
+        path.rfind(std::string(kLocalDir) + "/", 0) == 0) {
+      return Bad("files lists a path it may not: '" + path + "'");
+    }
+    if (!entry.is_object() || !entry.contains("sha256") || !entry["sha256"].is_string() ||
+        !IsSha256Hex(entry["sha256"].get<std::string>()) || !entry.contains("size") ||
+        !entry["size"].is_number_unsigned()) {
+      return Bad("files['" + path + "'] needs a sha256 (64 hex digits) and a size");
+    }
+    manifest.files[path] = FileDigest{entry["sha256"], entry["size"]};
+  }
+  return manifest;
+}
+
+Result<Manifest> Manifest::Load(const std::string& capsule_dir) {
+  Result<std::string> text = ReadFile(JoinPath(capsule_dir, kManifestPath));
+  if (!text.ok()) {
+    if (text.status().code() == Code::kNotFound) {
+      return Status::NotFound(JoinPath(capsule_dir, kManifestPath), "missing: not a capsule");
+    }
+    return text.status();
+  }
+  return Parse(*text);
+}
+
+Status Manifest::Save(const std::string& capsule_dir) const {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ToCanonicalText());
+  return WriteFileAtomic(JoinPath(capsule_dir, kManifestPath), text);
+}
+
+Status RefreshManifestEntries(const std::string& capsule_dir, const std::vector<std::string>& paths,
+                              Manifest* manifest) {
+  for (const std::string& path : paths) {
+    std::string full = JoinPath(capsule_dir, path);
+    if (!PathExists(full)) {
+      manifest->files.erase(path);
+      continue;
+    }
+    uint64_t size = 0;
+    CAPSULE_ASSIGN_OR_RETURN(std::string sha, Sha256File(full, &size));
+    manifest->files[path] = FileDigest{sha, size};
+  }
+  return Status::Ok();
+}
+
+}  // namespace capsule

@@ -1,0 +1,52 @@
+// manifest.json: the capsule's identity, its holder, and a digest of every other file.
+//
+// {"agent":{"id","name","owner"?},"files":{"<path>":{"sha256","size"}},"format":1,
+//  "holder":{"epoch","machine"}} in canonical form. Every file of the capsule outside
+// .capsule/, but manifest.json itself, is listed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/status.h"
+
+namespace capsule {
+
+struct AgentInfo {
+  std::string id;
+  std::string name;
+  std::optional<std::string> owner;
+};
+
+struct FileDigest {
+  std::string sha256;
+  uint64_t size = 0;
+  bool operator==(const FileDigest&) const = default;
+};
+
+struct Manifest {
+  AgentInfo agent;
+  std::string holder_machine;
+  uint64_t holder_epoch = 0;
+  std::map<std::string, FileDigest> files;
+
+  Json ToJson() const;
+  Result<std::string> ToCanonicalText() const;
+
+  // Reads a manifest from its text; any fault is Corruption naming manifest.json.
+  static Result<Manifest> Parse(std::string_view text);
+  static Result<Manifest> Load(const std::string& capsule_dir);
+  // Writes manifest.json through the durable-write path.
+  Status Save(const std::string& capsule_dir) const;
+};
+
+// Hashes each listed path under `capsule_dir` into `manifest->files`; a path that no longer
+// exists is taken out.
+Status RefreshManifestEntries(const std::string& capsule_dir, const std::vector<std::string>& paths,
+                              Manifest* manifest);
+
+}  // namespace capsule

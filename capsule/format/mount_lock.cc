@@ -1,0 +1,80 @@
+#include "capsule/format/mount_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <functional>
+#include <thread>
+
+#include "capsule/format/layout.h"
+
+namespace capsule {
+namespace {
+
+
+}  // namespace
+
+Result<UniqueFd> LockForMount(const std::string& dir) {
+  // Not a capsule (a mistyped path): nothing is made there; opening it names the problem.
+  if (!PathExists(JoinPath(dir, kManifestPath))) return UniqueFd();
+  std::string path = JoinPath(dir, local::kMountLock);
+  if (::mkdir(JoinPath(dir, kLocalDir).c_str(), 0755) != 0 && errno != EEXIST) {
+    if (errno == EROFS || errno == EACCES || errno == EPERM) return UniqueFd();  // a read-only copy
+    return Status::IOError(JoinPath(dir, kLocalDir), errno);
+  }
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Another user's folder or a read-only one: flock(2) works on a descriptor open for reading.
+  if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM)) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == EACCES || errno == EPERM) return UniqueFd();  // cannot be made here
+    return Status::IOError(path, errno);
+  }
+  UniqueFd lock(fd);
+  // A command waiting for an unmount to finish holds the lock shared for an instant: a start
+  // that meets it tries again rather than mistaking it for a driver.
+  for (int attempt = 0;; ++attempt) {
+    if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) break;
+    if (errno != EWOULDBLOCK) return Status::IOError(path, errno);
+    if (attempt == 50) return Status::AlreadyExists(dir, "is mounted by another capsulefs");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // A control socket left by a driver that died is not a mount serving the folder.
+  ::unlink(JoinPath(dir, local::kControlSocket).c_str());
+  return lock;
+}
+
+namespace {
+
+// Waits until no driver holds `dir`'s mount lock, or until `done_early` says waiting is
+// over; Unavailable saying `still` after `timeout`.
+Status WaitForLock(const std::string& dir, std::chrono::milliseconds timeout, const std::function<bool()>& done_early,
+                   const char* still) {
+  std::string path = JoinPath(dir, local::kMountLock);
+  UniqueFd lock(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!lock.valid()) return Status::Ok();  // never mounted here
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (::flock(lock.get(), LOCK_SH | LOCK_NB) == 0) return Status::Ok();  // no driver
+    if (errno != EWOULDBLOCK) return Status::IOError(path, errno);
+    if (done_early()) return Status::Ok();
+    if (std::chrono::steady_clock::now() >= deadline) return Status::Unavailable(dir, still);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+Status WaitForUnmountToFinish(const std::string& dir, std::chrono::milliseconds timeout) {
+  // A driver whose control socket is there is mounted and serving, not finishing.
+  return WaitForLock(dir, timeout, [&] { return PathExists(JoinPath(dir, local::kControlSocket)); },
+                     "capsulefs is still finishing an unmount");
+}
+
+Status WaitForDriverToExit(const std::string& dir, std::chrono::milliseconds timeout) {
+  return WaitForLock(dir, timeout, [] { return false; }, "capsulefs has not exited");
+}
+
+}  // namespace capsule

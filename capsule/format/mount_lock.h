@@ -1,0 +1,30 @@
+// Who is mounting a capsule folder: .capsule/mount.lock, an exclusive flock(2) that capsulefs
+// takes before it recovers the folder and keeps until its last checkpoint is on disk (after
+// the kernel has already let go of the mountpoint). It keeps a second driver off a mounted
+// folder, and lets a command that reads the folder wait for a driver that is finishing.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "capsule/base/file_io.h"
+#include "capsule/base/status.h"
+
+namespace capsule {
+
+// Takes the lock for a mount of `dir`; AlreadyExists when another capsulefs holds it. An
+// unwritable .capsule/ (a read-only copy) gives an empty handle: nothing to protect there.
+Result<UniqueFd> LockForMount(const std::string& dir);
+
+// When a capsulefs still holds the lock but has closed its control channel (it is writing
+// its last checkpoint after an unmount), waits for it to let go, up to `timeout`; then
+// Unavailable. Returns at once when no driver holds the folder or one is serving it.
+Status WaitForUnmountToFinish(const std::string& dir,
+                              std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+// Waits until no capsulefs holds the folder at all (after an unmount, once the driver has
+// exited), up to `timeout`; then Unavailable.
+Status WaitForDriverToExit(const std::string& dir,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+}  // namespace capsule

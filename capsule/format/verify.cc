@@ -1,0 +1,285 @@
+#include "capsule/format/verify.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+
+#include "capsule/base/canonical_json.h"
+#include "capsule/format/environment_spec.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/keys.h"
+#include "capsule/format/layout.h"
+#include "capsule/base/parallel.h"
+#include "capsule/base/sha256.h"
+#include "capsule/base/tar.h"
+#include "capsule/format/workspace.h"
+
+namespace capsule {
+
+namespace {
+
+constexpr uint64_t kMaxDocumentSize = 256ull << 20;
+
+const char* const kRequiredFiles[] = {kWorkingMemoryPath, kJournalPath, kVectorIndexPath,
+                                      kSnapshotPath, kEnvironmentSpecPath};
+
+bool IsDocument(const std::string& path) {
+  return path == kSnapshotPath || path == kEnvironmentSpecPath || path == kJournalPath;
+}
+
+void CheckSnapshot(const std::string& text, const std::map<std::string, ObservedFile>& files,
+                   std::vector<std::string>* problems) {
+  Result<Snapshot> snapshot = Snapshot::Parse(text);
+  if (!snapshot.ok()) {
+    problems->push_back(snapshot.status().message());
+    return;
+  }
+  for (const auto& [path, entry] : snapshot->entries()) {
+    if (entry.type != SnapshotEntry::Type::kFile) continue;
+    auto blob = files.find(BlobPath(entry.sha256));
+    if (blob == files.end()) {
+      problems->push_back(std::string(kSnapshotPath) + ": files/" + path + ": blob " + entry.sha256 + " missing");
+    } else if (blob->second.size != entry.size) {
+      problems->push_back(std::string(kSnapshotPath) + ": files/" + path + ": size differs from its blob");
+    }
+  }
+}
+
+}  // namespace
+
+bool IsAppendOnlyPath(const std::string& path) { return path == kJournalPath; }
+
+std::string ExportSignatureMessage(const std::string& manifest_text) {
+  return "capsule export signature v1\n" + manifest_text;
+}
+
+void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, ObservedFile>& files,
+                          const std::map<std::string, std::string>& documents,
+                          const VerifyOptions& options, std::vector<std::string>* problems) {
+  std::vector<std::pair<std::string, std::string>> found;  // (path, problem) to sort by path
+  for (const char* required : kRequiredFiles) {
+    if (!manifest.files.count(required)) found.emplace_back(required, "missing from the manifest (the layout requires it)");
+  }
+  for (const auto& [path, expected] : manifest.files) {
+    auto it = files.find(path);
+    if (it == files.end()) {
+      found.emplace_back(path, "missing");
+    } else if (IsAppendOnlyPath(path)) {
+      if (it->second.size < expected.size) {
+        found.emplace_back(path, "truncated (" + std::to_string(it->second.size) + " of " +
+                                     std::to_string(expected.size) + " bytes)");
+      } else if ((it->second.size == expected.size ? it->second.sha256 : it->second.prefix_sha256) !=
+                 expected.sha256) {
+        found.emplace_back(path, "digest mismatch (in the part the manifest covers)");
+      }
+    } else if (it->second.size < expected.size) {
+      found.emplace_back(path, "truncated (" + std::to_string(it->second.size) + " of " +
+                                   std::to_string(expected.size) + " bytes)");
+    } else if (it->second.size > expected.size) {
+      found.emplace_back(path, "size mismatch (" + std::to_string(it->second.size) + " bytes, manifest says " +
+                                   std::to_string(expected.size) + ")");
+    } else if (it->second.sha256 != expected.sha256) {
+      found.emplace_back(path, "digest mismatch");
+    }
+  }
+  for (const auto& [path, observed] : files) {
+    if (!manifest.files.count(path)) found.emplace_back(path, "not in manifest");
+    if (path.rfind(std::string(kBlobsDir) + "/", 0) == 0) {
+      if (!IsBlobPath(path)) {
+        found.emplace_back(path, "not a blob name (64 hex digits of its SHA-256)");
+      } else if (path.substr(path.size() - 64) != observed.sha256) {
+        found.emplace_back(path, "blob digest does not match its name");
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  for (auto& [path, why] : found) problems->push_back(path + ": " + why);
+
+  auto snapshot = documents.find(kSnapshotPath);
+  if (snapshot != documents.end()) CheckSnapshot(snapshot->second, files, problems);
+  auto spec = documents.find(kEnvironmentSpecPath);
+  if (spec != documents.end()) {
+    Status checked = CheckEnvironmentSpec(spec->second);
+    if (!checked.ok()) problems->push_back(checked.message());
+  }
+  auto journal = documents.find(kJournalPath);
+  if (journal != documents.end() && options.check_journal) {
+    for (std::string& line : options.check_journal(journal->second)) problems->push_back(std::move(line));
+  }
+}
+
+Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& options) {
+  VerifyReport report;
+  Result<std::string> manifest_text = ReadFile(JoinPath(dir, kManifestPath));
+  if (!manifest_text.ok()) {
+    if (manifest_text.status().code() == Code::kNotFound) {
+      report.problems.push_back(std::string(kManifestPath) + ": missing");
+      return report;
+    }
+    return manifest_text.status();
+  }
+  Result<Manifest> manifest = Manifest::Parse(*manifest_text);
+  if (!manifest.ok()) {
+    report.problems.push_back(manifest.status().message());
+    return report;
+  }
+  if (options.public_key_hex) {
+    report.problems.push_back(std::string(kSignaturePath) +
+                              ": missing (a capsule folder is never signed; signatures are made by export --sign)");
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir}));
+  std::vector<const TreeEntry*> to_hash;
+  for (const TreeEntry& entry : entries) {
+    if (entry.path == kManifestPath || IsTempDebris(entry.path)) continue;
+    if (entry.type == TreeEntry::Type::kDirectory) continue;
+    if (entry.type != TreeEntry::Type::kFile) {
+      report.problems.push_back(entry.path + ": not a regular file");
+      continue;
+    }
+    to_hash.push_back(&entry);
+  }
+  // Largest first, so that the threads finish together.
+  std::sort(to_hash.begin(), to_hash.end(), [](const TreeEntry* a, const TreeEntry* b) { return a->size > b->size; });
+  std::vector<Result<std::string>> digests(to_hash.size(), Result<std::string>(std::string()));
+  std::vector<uint64_t> sizes(to_hash.size());
+  std::vector<std::string> prefixes(to_hash.size());
+  ParallelFor(to_hash.size(), options.threads, [&](size_t i) {
+    const std::string& path = to_hash[i]->path;
+    auto listed = manifest->files.find(path);
+    if (IsAppendOnlyPath(path) && listed != manifest->files.end()) {
+      digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i]);
+    } else if (options.blob_digests != nullptr && IsBlobPath(path)) {
+      digests[i] = options.blob_digests->Sha256File(JoinPath(dir, path), &sizes[i]);
+    } else {
+      digests[i] = Sha256File(JoinPath(dir, path), &sizes[i]);
+    }
+  });
+
+  std::map<std::string, ObservedFile> files;
+  std::map<std::string, std::string> documents;
+  for (size_t i = 0; i < to_hash.size(); ++i) {
+    const std::string& path = to_hash[i]->path;
+    if (!digests[i].ok()) {
+      report.problems.push_back(path + ": unreadable: " + digests[i].status().message());
+      continue;
+    }
+    files[path] = ObservedFile{*digests[i], sizes[i], prefixes[i]};
+    if (IsDocument(path) && sizes[i] <= kMaxDocumentSize) {
+      CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(dir, path)));
+    }
+  }
+  CheckAgainstManifest(*manifest, files, documents, options, &report.problems);
+  report.files_checked = manifest->files.size();
+  report.manifest = std::move(*manifest);
+  return report;
+}
+
+Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions& options) {
+  VerifyReport report;
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(tar_path, O_RDONLY));
+  FdSource source(fd.get(), tar_path);
+  TarReader reader(&source);
+  std::map<std::string, ObservedFile> files;
+  std::map<std::string, std::string> documents;
+  std::optional<std::string> manifest_text, signature_text;
+  std::vector<char> buffer(1 << 20);
+  for (;;) {
+    TarEntry entry;
+    Result<bool> more = reader.Next(&entry);
+    if (!more.ok()) {
+      report.problems.push_back(tar_path + ": " + more.status().message());
+      return report;
+    }
+    if (!*more) break;
+    if (entry.type == TarEntry::Type::kDirectory) continue;
+    if (entry.type != TarEntry::Type::kFile) {
+      report.problems.push_back(entry.path + ": not a regular file (" + TarTypeName(entry) + ")");
+      continue;
+    }
+    if (files.count(entry.path) || (entry.path == kManifestPath && manifest_text) ||
+        (entry.path == kSignaturePath && signature_text)) {
+      report.problems.push_back(entry.path + ": appears twice in the tar");
+      continue;
+    }
+    bool keep = entry.path == kManifestPath || entry.path == kSignaturePath ||
+                (IsDocument(entry.path) && entry.size <= kMaxDocumentSize);
+    std::string text;
+    Sha256 hasher;
+    uint64_t size = 0;
+    // The digest of an append-only file's first N bytes, N from a manifest already read.
+    std::string prefix;
+    uint64_t prefix_length = UINT64_MAX;
+    if (IsAppendOnlyPath(entry.path) && manifest_text) {
+      Result<Manifest> early = Manifest::Parse(*manifest_text);
+      if (early.ok() && early->files.count(entry.path)) prefix_length = early->files.at(entry.path).size;
+    }
+    if (prefix_length == 0) prefix = Sha256().FinishHex();
+    for (;;) {
+      Result<size_t> n = reader.ReadData(buffer.data(), buffer.size());
+      if (!n.ok()) {
+        report.problems.push_back(tar_path + ": " + n.status().message());
+        return report;
+      }
+      if (*n == 0) break;
+      std::string_view chunk(buffer.data(), *n);
+      if (size < prefix_length && size + chunk.size() > prefix_length) {
+        size_t head = static_cast<size_t>(prefix_length - size);
+        hasher.Update(chunk.substr(0, head));
+        Sha256 copy = hasher;
+        prefix = copy.FinishHex();
+        hasher.Update(chunk.substr(head));
+      } else {
+        hasher.Update(chunk);
+        if (size + chunk.size() == prefix_length) {
+          Sha256 copy = hasher;
+          prefix = copy.FinishHex();
+        }
+      }
+      if (keep) text.append(chunk);
+      size += *n;
+    }
+    if (entry.path == kManifestPath) {
+      manifest_text = std::move(text);
+    } else if (entry.path == kSignaturePath) {
+      signature_text = std::move(text);
+    } else {
+      files[entry.path] = ObservedFile{hasher.FinishHex(), size, prefix};
+      if (keep) documents[entry.path] = std::move(text);
+    }
+  }
+  Status trailer = reader.ExpectOnlyZerosAfterEnd();
+  if (!trailer.ok()) report.problems.push_back(tar_path + ": " + trailer.message());
+  if (!manifest_text) {
+    report.problems.push_back(std::string(kManifestPath) + ": missing");
+    return report;
+  }
+  Result<Manifest> manifest = Manifest::Parse(*manifest_text);
+  if (!manifest.ok()) {
+    report.problems.push_back(manifest.status().message());
+    return report;
+  }
+  CheckAgainstManifest(*manifest, files, documents, options, &report.problems);
+  if (options.public_key_hex) {
+    if (!signature_text) {
+      report.problems.push_back(std::string(kSignaturePath) + ": missing (the export is not signed)");
+    } else {
+      Result<Json> sig = ParseJson(*signature_text, kSignaturePath, Code::kCorruption);
+      Result<std::string> raw = Status::Corruption(kSignaturePath, "no signature");
+      if (sig.ok() && sig->is_object() && sig->value("signature", Json()).is_string()) {
+        raw = HexDecode(sig->value("signature", ""), kSignaturePath);
+      }
+      if (!raw.ok()) {
+        report.problems.push_back(std::string(kSignaturePath) + ": malformed");
+      } else if (!Ed25519Verify(*options.public_key_hex, ExportSignatureMessage(*manifest_text), *raw).ok()) {
+        report.problems.push_back(std::string(kSignaturePath) + ": signature does not verify with the given public key");
+      } else {
+        report.signer = *options.public_key_hex;
+      }
+    }
+  }
+  report.files_checked = manifest->files.size();
+  report.manifest = std::move(*manifest);
+  return report;
+}
+
+}  // namespace capsule

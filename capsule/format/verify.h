@@ -1,0 +1,68 @@
+// Offline verification of a capsule, as a folder or as an exported tar.
+//
+// Finds every missing, extra ("not in manifest"), truncated or altered file from the manifest
+// alone; checks each blob against its name, the snapshot against the blobs, and the
+// environment spec for secret values. Extra checks (the journal's chains) plug in through
+// `VerifyHooks` so that this module does not depend on the journal.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capsule/format/digest_cache.h"
+#include "capsule/format/manifest.h"
+#include "capsule/base/status.h"
+
+namespace capsule {
+
+struct VerifyOptions {
+  // Hex Ed25519 public key the export's signature must verify with (tar only).
+  std::optional<std::string> public_key_hex;
+  // Extra check of the journal's text; returns one line per problem.
+  std::function<std::vector<std::string>(const std::string& journal_text)> check_journal;
+  // Threads hashing a folder's files; 0 means one per core.
+  unsigned threads = 0;
+  // Blobs (never rewritten) whose stat identity is unchanged since this cache hashed them are
+  // not read again (folders only). For a mount re-verifying the capsule it serves; a cold
+  // verify leaves it null and reads everything.
+  DigestCache* blob_digests = nullptr;
+};
+
+struct VerifyReport {
+  std::vector<std::string> problems;  // "<path>: <what is wrong>", in path order
+  size_t files_checked = 0;           // files listed in the manifest
+  std::optional<Manifest> manifest;   // when it could be read
+  std::optional<std::string> signer;  // hex key of a good signature, when checked
+  bool ok() const { return problems.empty(); }
+};
+
+// A fatal error (the folder cannot be read at all) is a Status; damage is in the report.
+Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& options = {});
+Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions& options = {});
+
+// What was found at one path, to compare with the manifest.
+struct ObservedFile {
+  std::string sha256;
+  uint64_t size = 0;
+  // For the journal: the digest of its first N bytes, N being the manifest's size for it.
+  std::string prefix_sha256;
+};
+
+// The journal only grows, so the manifest's digest of it covers its first `size` bytes; the
+// events appended since are checked by the journal's own chain (VerifyOptions::check_journal).
+bool IsAppendOnlyPath(const std::string& path);
+
+// The checks shared by folders and tars. `documents` holds the text of the small files the
+// checks read (snapshot, environment spec, journal) when they were found.
+void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, ObservedFile>& files,
+                          const std::map<std::string, std::string>& documents,
+                          const VerifyOptions& options, std::vector<std::string>* problems);
+
+// The bytes an export signature covers: a fixed context line, then the manifest's text.
+std::string ExportSignatureMessage(const std::string& manifest_text);
+
+}  // namespace capsule

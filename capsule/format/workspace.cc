@@ -1,0 +1,165 @@
+#include "capsule/format/workspace.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
+#include "capsule/base/sha256.h"
+
+namespace capsule {
+
+namespace {
+
+Status Bad(const std::string& path, const std::string& why) {
+  return Status::Corruption(kSnapshotPath, "'" + path + "': " + why);
+}
+
+}  // namespace
+
+Result<Snapshot> Snapshot::Parse(std::string_view text) {
+  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, kSnapshotPath, Code::kCorruption));
+  if (!json.is_object()) return Status::Corruption(kSnapshotPath, "not a JSON object");
+  Snapshot snapshot;
+  for (const auto& [path, value] : json.items()) {
+    if (!IsPlainRelativePath(path)) return Bad(path, "unsafe path");
+    if (!value.is_object()) return Bad(path, "entry is not an object");
+    SnapshotEntry entry;
+    std::string type = value.value("type", "file");
+    if (type == "file") {
+      entry.type = SnapshotEntry::Type::kFile;
+      if (!value.contains("sha256") || !value["sha256"].is_string() ||
+          !IsSha256Hex(value["sha256"].get<std::string>()) || !value.contains("size") ||
+          !value["size"].is_number_unsigned()) {
+        return Bad(path, "a file needs sha256 and size");
+      }
+      entry.sha256 = value["sha256"];
+      entry.size = value["size"];
+    } else if (type == "dir") {
+      entry.type = SnapshotEntry::Type::kDirectory;
+    } else if (type == "link") {
+      entry.type = SnapshotEntry::Type::kSymlink;
+      if (!value.contains("target") || !value["target"].is_string()) return Bad(path, "a link needs a target");
+      entry.target = value["target"];
+    } else {
+      return Bad(path, "unknown type '" + type + "'");
+    }
+    if (entry.type != SnapshotEntry::Type::kSymlink) {
+      if (!value.contains("mode") || !value["mode"].is_number_unsigned() || value["mode"].get<uint64_t>() > 07777) {
+        return Bad(path, "needs a mode (permission bits)");
+      }
+      entry.mode = static_cast<mode_t>(value["mode"].get<uint64_t>());
+    }
+    snapshot.entries_[path] = std::move(entry);
+  }
+  return snapshot;
+}
+
+Result<Snapshot> Snapshot::Load(const std::string& capsule_dir) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JoinPath(capsule_dir, kSnapshotPath)));
+  return Parse(text);
+}
+
+Result<std::string> Snapshot::ToCanonicalText() const {
+  Json json = Json::object();
+  for (const auto& [path, entry] : entries_) {
+    switch (entry.type) {
+      case SnapshotEntry::Type::kFile:
+        json[path] = {{"sha256", entry.sha256}, {"size", entry.size}, {"mode", entry.mode}};
+        break;
+      case SnapshotEntry::Type::kDirectory:
+        json[path] = {{"type", "dir"}, {"mode", entry.mode}};
+        break;
+      case SnapshotEntry::Type::kSymlink:
+        json[path] = {{"type", "link"}, {"target", entry.target}};
+        break;
+    }
+  }
+  return CanonicalJson(json, kSnapshotPath);
+}
+
+Status Snapshot::Save(const std::string& capsule_dir) const {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ToCanonicalText());
+  return WriteFileAtomic(JoinPath(capsule_dir, kSnapshotPath), text);
+}
+
+const SnapshotEntry* Snapshot::Find(const std::string& path) const {
+  auto it = entries_.find(path);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+Result<std::string> PutBlobFromFd(const std::string& capsule_dir, int source_fd, uint64_t* size) {
+  std::string blobs = JoinPath(capsule_dir, kBlobsDir);
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(blobs));
+  // Copy into a temporary blob while hashing; its name is known only at the end.
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile temp, AtomicFile::Create(JoinPath(blobs, "incoming"), 0644));
+  Sha256 hasher;
+  std::vector<char> buffer(1 << 20);
+  uint64_t total = 0;
+  for (;;) {
+    ssize_t n = ::read(source_fd, buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError("workspace source", errno);
+    }
+    if (n == 0) break;
+    std::string_view chunk(buffer.data(), static_cast<size_t>(n));
+    hasher.Update(chunk);
+    CAPSULE_RETURN_IF_ERROR(temp.Append(chunk));
+    total += static_cast<uint64_t>(n);
+  }
+  std::string sha = hasher.FinishHex();
+  *size = total;
+  std::string final_path = JoinPath(capsule_dir, BlobPath(sha));
+  if (PathExists(final_path)) return sha;  // stored once by content; the temporary goes away
+  temp.Retarget(final_path);
+  Status committed = temp.CommitNoReplace();
+  // A blob's content is fixed by its name, so one placed by a racing writer is the same.
+  if (!committed.ok() && committed.code() != Code::kAlreadyExists) return committed;
+  return sha;
+}
+
+Result<std::string> PutBlob(const std::string& capsule_dir, std::string_view data) {
+  std::string sha = Sha256Hex(data);
+  std::string path = JoinPath(capsule_dir, BlobPath(sha));
+  if (PathExists(path)) return sha;
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kBlobsDir)));
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path, 0644));
+  CAPSULE_RETURN_IF_ERROR(file.Append(data));
+  Status committed = file.CommitNoReplace();
+  if (!committed.ok() && committed.code() != Code::kAlreadyExists) return committed;
+  return sha;
+}
+
+Status PutWorkspaceFile(const std::string& capsule_dir, const std::string& path,
+                        const std::string& source_path) {
+  CAPSULE_RETURN_IF_ERROR(CheckPlainRelativePath(path, "workspace file"));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(source_path, O_RDONLY));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::IOError(source_path, errno);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(source_path, "not a regular file");
+  SnapshotEntry entry;
+  CAPSULE_ASSIGN_OR_RETURN(entry.sha256, PutBlobFromFd(capsule_dir, fd.get(), &entry.size));
+  entry.mode = st.st_mode & 07777;
+  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(capsule_dir));
+  snapshot.Set(path, entry);
+  return snapshot.Save(capsule_dir);
+}
+
+Result<std::string> ReadWorkspaceFile(const std::string& capsule_dir, const std::string& path) {
+  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(capsule_dir));
+  const SnapshotEntry* entry = snapshot.Find(path);
+  if (entry == nullptr) return Status::NotFound("files/" + path, "not in the workspace");
+  if (entry->type != SnapshotEntry::Type::kFile) return Status::InvalidArgument("files/" + path, "not a regular file");
+  std::string blob = BlobPath(entry->sha256);
+  CAPSULE_ASSIGN_OR_RETURN(std::string data, ReadFile(JoinPath(capsule_dir, blob)));
+  if (Sha256Hex(data) != entry->sha256) return Status::Corruption(blob, "digest does not match its name");
+  return data;
+}
+
+}  // namespace capsule

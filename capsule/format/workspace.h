@@ -1,0 +1,60 @@
+// The agent's workspace: files stored once by content in artifacts/blobs/<sha256>, mapped by
+// artifacts/snapshot.json from workspace path to entry.
+//
+// snapshot.json, canonical: {"<path>": entry}, where an entry is
+//   a file:    {"mode": <permission bits>, "sha256": "<hex>", "size": <bytes>}
+//   a folder:  {"mode": <permission bits>, "type": "dir"}
+//   a link:    {"target": "<link text>", "type": "link"}
+// Paths are plain relative paths as the agent sees them under files/.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "capsule/base/status.h"
+
+namespace capsule {
+
+struct SnapshotEntry {
+  enum class Type { kFile, kDirectory, kSymlink };
+  Type type = Type::kFile;
+  std::string sha256;  // kFile
+  uint64_t size = 0;   // kFile
+  mode_t mode = 0644;  // kFile, kDirectory
+  std::string target;  // kSymlink
+  bool operator==(const SnapshotEntry&) const = default;
+};
+
+class Snapshot {
+ public:
+  static Result<Snapshot> Parse(std::string_view text);
+  static Result<Snapshot> Load(const std::string& capsule_dir);
+  Result<std::string> ToCanonicalText() const;
+  Status Save(const std::string& capsule_dir) const;
+
+  const std::map<std::string, SnapshotEntry>& entries() const { return entries_; }
+  const SnapshotEntry* Find(const std::string& path) const;
+  void Set(const std::string& path, SnapshotEntry entry) { entries_[path] = std::move(entry); }
+  void Remove(const std::string& path) { entries_.erase(path); }
+
+ private:
+  std::map<std::string, SnapshotEntry> entries_;
+};
+
+// Stores the bytes read from `source_fd` as a blob, once by content; returns its digest and
+// sets `*size`. A blob that is already there is kept as it is.
+Result<std::string> PutBlobFromFd(const std::string& capsule_dir, int source_fd, uint64_t* size);
+Result<std::string> PutBlob(const std::string& capsule_dir, std::string_view data);
+
+// Puts the local file `source_path` into the workspace as `path` (blob plus snapshot entry),
+// saving the snapshot. The manifest is the caller's to refresh.
+Status PutWorkspaceFile(const std::string& capsule_dir, const std::string& path,
+                        const std::string& source_path);
+
+// Reads workspace file `path` back, checking the blob against its digest.
+Result<std::string> ReadWorkspaceFile(const std::string& capsule_dir, const std::string& path);
+
+}  // namespace capsule

@@ -1,0 +1,111 @@
+// The mount's states as the holder record and the control channel change them: freeze (commit
+// what is in flight, checkpoint, verify), thaw, retire (read-only for good), the half-second
+// watch of the holder record, and the status the control channel reports.
+#include <sys/mount.h>
+
+#include <cerrno>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
+#include "capsule/base/parallel.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/verify.h"
+#include "fs/capsule_fs.h"
+
+namespace capsule::fs {
+
+Result<uint64_t> CapsuleFs::Freeze() {
+  uint64_t read_before = verified_blobs_.files_read();
+  Status frozen = gate_.Freeze([&]() -> Status {
+    CAPSULE_RETURN_IF_ERROR(CommitAll());
+    CAPSULE_RETURN_IF_ERROR(Checkpoint());
+    VerifyOptions verify;
+    verify.blob_digests = &verified_blobs_;
+    CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifyFolder(options_.dir, verify));
+    if (!report.ok()) return Status::Corruption(options_.dir, "does not verify: " + report.problems.front());
+    CAPSULE_ASSIGN_OR_RETURN(HolderRecord record, HolderRecord::Load(options_.dir));
+    record.state = HolderState::kFrozen;
+    return record.Save(options_.dir);
+  });
+  if (!frozen.ok()) return frozen;
+  return verified_blobs_.files_read() - read_before;
+}
+
+Result<uint64_t> CapsuleFs::PreVerify() {
+  const std::string blobs = JoinPath(options_.dir, kBlobsDir);
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(blobs));
+  std::vector<std::string> paths;
+  for (const TreeEntry& entry : tree) {
+    if (entry.type == TreeEntry::Type::kFile && !IsTempDebris(entry.path)) paths.push_back(JoinPath(blobs, entry.path));
+  }
+  uint64_t read_before = verified_blobs_.files_read();
+  std::mutex failure_mu;
+  Status failure;
+  // On every core, as a freeze's verify would: the move this serves waits for it.
+  ParallelFor(paths.size(), 0, [&](size_t i) {
+    if (preverify_cancelled_) return;
+    Result<std::string> digest = verified_blobs_.Sha256File(paths[i], nullptr);
+    // A blob removed meanwhile (a checkpoint dropped it) is no error: nothing to remember.
+    if (digest.ok() || !PathExists(paths[i])) return;
+    std::lock_guard lock(failure_mu);
+    if (failure.ok()) failure = digest.status();
+  });
+  if (preverify_cancelled_) return Status::Unavailable("preverify", "the mount is stopping");
+  CAPSULE_RETURN_IF_ERROR(failure);
+  verified_blobs_.KeepOnly(std::set<std::string>(paths.begin(), paths.end()));
+  return verified_blobs_.files_read() - read_before;
+}
+
+Status CapsuleFs::Thaw() {
+  if (gate_.state() != MountState::kFrozen) {
+    return Status::FailedPrecondition("thaw", std::string("the mount is ") + MountStateName(gate_.state()));
+  }
+  CAPSULE_ASSIGN_OR_RETURN(HolderRecord record, HolderRecord::Load(options_.dir));
+  record.state = HolderState::kActive;
+  CAPSULE_RETURN_IF_ERROR(record.Save(options_.dir));
+  gate_.Thaw();
+  return Status::Ok();
+}
+
+Status CapsuleFs::Retire() {
+  Result<HolderRecord> record = HolderRecord::Load(options_.dir);
+  if (record.ok()) {
+    record->state = HolderState::kRetired;
+    CAPSULE_RETURN_IF_ERROR(record->Save(options_.dir));
+  }
+  gate_.Retire();
+  // Makes the mount read-only for the kernel too, so that statfs reports ST_RDONLY. The
+  // kernel refuses while a file is open for writing there, so it is retried for a while.
+  std::thread([mountpoint = options_.mountpoint] {
+    for (int i = 0; i < 600; ++i) {
+      if (::mount(nullptr, mountpoint.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0) return;
+      if (errno != EBUSY) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }).detach();
+  return Status::Ok();
+}
+
+void CapsuleFs::CheckHolder() {
+  MountState state = gate_.state();
+  if (state != MountState::kActive && state != MountState::kFrozen) return;
+  Result<HolderRecord> record = HolderRecord::Load(options_.dir);
+  if (!record.ok() || record->state == HolderState::kRetired) (void)Retire();
+}
+
+Result<std::string> CapsuleFs::StatusJson() {
+  Json json = {{"state", MountStateName(gate_.state())}};
+  Result<HolderRecord> record = HolderRecord::Load(options_.dir);
+  std::shared_lock lock(tree_mu_);
+  json["agent"] = manifest_.agent.id;
+  json["epoch"] = record.ok() ? record->epoch : manifest_.holder_epoch;
+  json["dir"] = options_.dir;  // the capsule folder behind the mount, for capsule move
+  return CanonicalJson(json, "status");
+}
+
+}  // namespace capsule::fs

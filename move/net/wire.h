@@ -1,0 +1,80 @@
+// The move protocol's bytes on a connection (see WIRE in man/capsule-protocol.7).
+//
+// Every request and reply is a message: a u32 big-endian length (at most 64 MiB), then a
+// JSON object in canonical form. A request is {"call": NAME, ...}; a reply is {"ok": true,
+// ...} or {"ok": false, "code": CODE, "error": TEXT}. The copy and switch requests are
+// followed by their stream as a body of chunks: a u32 big-endian length (1 to 1 MiB) and
+// that many bytes, ended by a length of 0, or cut off by 0xFFFFFFFF when the sender's stream
+// failed. Bodies are streamed: neither end holds more than a chunk.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "capsule/base/byte_stream.h"
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/status.h"
+
+namespace capsule::move {
+
+inline constexpr uint32_t kMaxMessage = 64u << 20;
+inline constexpr uint32_t kMaxChunk = 1u << 20;
+inline constexpr uint32_t kChunkAbort = 0xFFFFFFFFu;
+
+// Both directions of one connection. Close ends it (the peer sees the end).
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual ByteSource* in() = 0;
+  virtual ByteSink* out() = 0;
+  virtual void Close() {}
+  // Who is at the other end, for messages.
+  virtual std::string peer() const { return "peer"; }
+};
+
+Status WriteMessage(ByteSink* out, const Json& message);
+// NotFound when the connection ended cleanly before a message began.
+Result<Json> ReadMessage(ByteSource* in);
+
+// A message's fields as a peer sent them, read without throwing: the value when `key` is there
+// with that type, nullopt otherwise.
+std::optional<std::string> StringField(const Json& message, const char* key);
+std::optional<uint64_t> U64Field(const Json& message, const char* key);
+
+// A reply for `status`: {"ok": true} or the error with its code.
+Json StatusReply(const Status& status);
+// The status a reply carries (its code kept), naming the call.
+Status ReplyStatus(const Json& reply);
+
+// Writes a body: each Write becomes chunks, Close the end marker, Abort the cut-off marker.
+class ChunkSink : public ByteSink {
+ public:
+  explicit ChunkSink(ByteSink* out) : out_(out) {}
+  Status Write(std::string_view data) override;
+  Status Close() override;
+  Status Abort();
+
+ private:
+  ByteSink* out_;
+  std::string frame_;
+};
+
+// Reads a body to its end marker; a cut-off marker is Corruption ("the sender's stream
+// failed"). Drain reads what is left, so that the next message can be read.
+class ChunkSource : public ByteSource {
+ public:
+  explicit ChunkSource(ByteSource* in) : in_(in) {}
+  Result<size_t> Read(char* buffer, size_t size) override;
+  Status Drain();
+  bool finished() const { return finished_; }
+
+ private:
+  ByteSource* in_;
+  uint32_t left_ = 0;  // bytes left in the current chunk
+  bool finished_ = false;
+  Status error_;
+};
+
+}  // namespace capsule::move

@@ -1,0 +1,18 @@
+// The target's end of the move protocol's wire: the calls of target_api.h read from a
+// connection (move/net/wire.h) and answered by a TargetApi. RemoteTarget
+// (move/remote_target.h) is the other end.
+//
+// Thread-safety: one call of ServeConnection per connection; `target` must be thread-safe
+// when connections are served at once.
+#pragma once
+
+#include "move/net/wire.h"
+#include "move/target_api.h"
+
+namespace capsule::move {
+
+// Answers calls read from `conn` with `target` until the peer ends the connection or it
+// fails. A body that a call stops reading early is drained, so the next request is found.
+Status ServeConnection(Connection* conn, TargetApi* target);
+
+}  // namespace capsule::move

@@ -1,0 +1,29 @@
+// The sidecar, `capsule serve`: receives moves into a root folder of capsules over TLS 1.3,
+// resolves the moves out of it that an earlier run left mid-way, and, with a mount folder,
+// mounts each capsule it takes over (capsulefs) and unmounts a retired copy it mounted when
+// the agent is offered back. See man/capsule-protocol.7.
+//
+// Thread-safety: RunSidecar runs on the calling thread and starts a thread per connection;
+// what they share (the MoveTarget) is thread-safe.
+#pragma once
+
+#include <string>
+
+#include "capsule/base/status.h"
+
+namespace capsule::move {
+
+struct SidecarOptions {
+  std::string root;      // ROOT/<agent-id> holds each capsule
+  std::string listen;    // HOST:PORT; port 0 picks one
+  std::string cert, key, ca;  // this sidecar's TLS identity and the CA peers chain to
+  std::string seal_key;  // X25519 private key switches are sealed to
+  std::string mount_to;  // when set, mount each capsule taken over at MOUNT_TO/<agent-id>
+};
+
+// Listens, prints "listening on HOST:PORT" and "seal key HEX" on standard output, and serves
+// until SIGTERM or SIGINT; then returns Ok, leaving connections still open to end with the
+// process. A failure to start (a key, the root, the address) is returned at once.
+Status RunSidecar(const SidecarOptions& options);
+
+}  // namespace capsule::move

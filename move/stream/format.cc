@@ -1,0 +1,197 @@
+#include "move/stream/format.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
+#include "capsule/base/sha256.h"
+
+namespace capsule::move {
+
+namespace {
+
+Status BadManifest(const std::string& why) { return Status::Corruption(kStreamManifestName, why); }
+
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+const std::map<std::string, std::string>& CapsuleToStream() {
+  static const auto* table = new std::map<std::string, std::string>{
+      {kWorkingMemoryPath, kStreamNotes},
+      {kJournalPath, kStreamJournal},
+      {kVectorIndexPath, kStreamVectorIndex},
+      {kEnvironmentSpecPath, kStreamEnvironment},
+  };
+  return *table;
+}
+
+}  // namespace
+
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kCopy: return "copy";
+    case Phase::kSwitch: return "switch";
+    case Phase::kFiles: return "files";
+  }
+  return "copy";
+}
+
+Result<Phase> ParsePhase(const std::string& name) {
+  if (name == "copy") return Phase::kCopy;
+  if (name == "switch") return Phase::kSwitch;
+  if (name == "files") return Phase::kFiles;
+  return Status::InvalidArgument("phase '" + name + "'", "must be copy, switch or files");
+}
+
+std::vector<std::string> AllowedRoots(Phase phase) {
+  switch (phase) {
+    case Phase::kCopy: return {"files", "memory", "harness", "connections"};
+    case Phase::kSwitch: return {"files", "memory", "harness", "connections", "schedule"};
+    case Phase::kFiles: return {"files"};
+  }
+  return {};
+}
+
+Status CheckStreamPath(const std::string& path, Phase phase) {
+  if (!IsPlainRelativePath(path)) {
+    return Status::Corruption("stream entry '" + path + "'", "unsafe path (absolute, '.', '..', empty component or NUL)");
+  }
+  for (const std::string& root : AllowedRoots(phase)) {
+    if (path == root || StartsWith(path, root + "/")) return Status::Ok();
+  }
+  return Status::Corruption("stream entry '" + path + "'",
+                            std::string("outside the folders a ") + PhaseName(phase) + " stream may hold");
+}
+
+Status CheckStreamLink(const std::string& path, const std::string& target, Phase phase) {
+  std::string what = "stream link '" + path + "'";
+  if (target.empty() || target.front() == '/' || target.find('\0') != std::string::npos) {
+    return Status::Corruption(what, "target '" + target + "' is absolute or empty");
+  }
+  // Resolve the target lexically from the link's folder.
+  std::vector<std::string> parts;
+  std::string dir = DirName(path);
+  size_t start = 0;
+  std::string joined = (dir == "." ? "" : dir + "/") + target;
+  while (start <= joined.size()) {
+    size_t slash = joined.find('/', start);
+    if (slash == std::string::npos) slash = joined.size();
+    std::string part = joined.substr(start, slash - start);
+    if (part == "..") {
+      if (parts.empty()) return Status::Corruption(what, "target '" + target + "' escapes the stream");
+      parts.pop_back();
+    } else if (!part.empty() && part != ".") {
+      parts.push_back(part);
+    }
+    start = slash + 1;
+  }
+  if (parts.empty()) return Status::Corruption(what, "target '" + target + "' escapes the stream's folders");
+  std::string resolved;
+  for (const std::string& part : parts) resolved += (resolved.empty() ? "" : "/") + part;
+  if (!CheckStreamPath(resolved, phase).ok()) {
+    return Status::Corruption(what, "target '" + target + "' escapes the stream's folders");
+  }
+  return Status::Ok();
+}
+
+Result<std::string> StreamManifest::ToCanonicalText() const {
+  Json agent_json = {{"id", agent.id}, {"name", agent.name}};
+  if (agent.owner) agent_json["owner"] = *agent.owner;
+  Json json = {{"format", kStreamFormat}, {"phase", PhaseName(phase)}, {"move", move},
+               {"version", version},      {"agent", agent_json},         {"harness", harness},
+               {"epoch", epoch}};
+  if (phase == Phase::kSwitch) json["removed"] = removed;
+  return CanonicalJson(json, kStreamManifestName);
+}
+
+Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
+  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, kStreamManifestName, Code::kCorruption));
+  if (!json.is_object()) return BadManifest("not a JSON object");
+  if (!json.contains("format") || json["format"] != kStreamFormat) {
+    return BadManifest("another format (" + json.value("format", Json()).dump() + "); this end speaks format 4");
+  }
+  StreamManifest manifest;
+  if (!json.value("phase", Json()).is_string()) return BadManifest("no phase");
+  Result<Phase> phase = ParsePhase(json["phase"]);
+  if (!phase.ok()) return BadManifest(phase.status().message());
+  manifest.phase = *phase;
+  std::string move = json.value("move", "");
+  if (move.size() != 32 || move.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return BadManifest("move must be 128 bits in lowercase hex");
+  }
+  manifest.move = move;
+  if (!json.value("version", Json()).is_string()) return BadManifest("no version");
+  manifest.version = json["version"];
+  const Json& agent = json.value("agent", Json());
+  if (!agent.is_object() || !agent.value("id", Json()).is_string() || !agent.value("name", Json()).is_string()) {
+    return BadManifest("agent needs a string id and name");
+  }
+  manifest.agent.id = agent["id"];
+  manifest.agent.name = agent["name"];
+  if (agent.contains("owner")) {
+    if (!agent["owner"].is_string()) return BadManifest("agent.owner is not a string");
+    manifest.agent.owner = agent["owner"].get<std::string>();
+  }
+  if (!json.value("harness", Json()).is_string()) return BadManifest("no harness");
+  manifest.harness = json["harness"];
+  if (!json.value("epoch", Json()).is_number_unsigned()) return BadManifest("no epoch");
+  manifest.epoch = json["epoch"];
+  if (json.contains("removed")) {
+    if (manifest.phase != Phase::kSwitch) return BadManifest("removed appears outside a switch");
+    if (!json["removed"].is_array()) return BadManifest("removed is not a list");
+    for (const Json& path : json["removed"]) {
+      if (!path.is_string()) return BadManifest("removed holds a non-string");
+      std::string p = path;
+      if (!IsPlainRelativePath(p) || !(StartsWith(p, "files/") || StartsWith(p, "memory/"))) {
+        return BadManifest("removed path '" + p + "' is not under files/ or memory/");
+      }
+      manifest.removed.push_back(p);
+    }
+  }
+  return manifest;
+}
+
+Result<std::string> NewMoveId() { return RandomHex(16); }
+
+Result<HaveMap> HaveFromJson(const Json& json, Code code) {
+  if (!json.is_object()) return Status::Make(code, "have", "must be an object of path: sha256");
+  HaveMap have;
+  for (const auto& [path, sha] : json.items()) {
+    if (!sha.is_string() || !IsSha256Hex(sha.get<std::string>())) {
+      return Status::Make(code, "have['" + path + "']", "must be a SHA-256 in hex");
+    }
+    have[path] = sha;
+  }
+  return have;
+}
+
+Result<HaveMap> ParseHave(std::string_view text) {
+  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, "have"));
+  return HaveFromJson(json);
+}
+
+Json HaveToJsonObject(const HaveMap& have) {
+  Json json = Json::object();
+  for (const auto& [path, sha] : have) json[path] = sha;
+  return json;
+}
+
+Result<std::string> HaveToJson(const HaveMap& have) { return CanonicalJson(HaveToJsonObject(have), "have"); }
+
+std::optional<std::string> StreamPathOfCapsuleFile(const std::string& capsule_path) {
+  auto it = CapsuleToStream().find(capsule_path);
+  if (it != CapsuleToStream().end()) return it->second;
+  if (StartsWith(capsule_path, std::string(kScheduleDir) + "/")) return capsule_path;
+  return std::nullopt;
+}
+
+std::optional<std::string> CapsulePathOfStreamFile(const std::string& stream_path) {
+  for (const auto& [capsule_path, stream] : CapsuleToStream()) {
+    if (stream == stream_path) return capsule_path;
+  }
+  if (StartsWith(stream_path, std::string(kScheduleDir) + "/")) return stream_path;
+  return std::nullopt;
+}
+
+}  // namespace capsule::move

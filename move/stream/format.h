@@ -1,0 +1,85 @@
+// The Move Stream, format 4: the names, phases and path rules both ends of a move agree on.
+// man/capsule-move.5 describes the format in words; ../shared/spec/move.md is the contract.
+//
+// A stream is a tar: first the manifest lnk-move-4.json, last the empty lnk-move-4.end, every
+// regular file after a pax header LNK.sha256=<hex>. A capsule maps onto it as
+//   workspace file P          files/P
+//   memory/working_memory.md  memory/notes.md
+//   memory/timeline_events.jsonl          (the same)
+//   memory/vector_index/index.json        (the same)
+//   environment/spec.json     harness/environment.json
+//   schedule/...              (the same; a switch only)
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capsule/base/canonical_json.h"
+#include "capsule/format/manifest.h"
+#include "capsule/base/status.h"
+
+namespace capsule::move {
+
+inline constexpr int kStreamFormat = 4;
+inline constexpr char kStreamManifestName[] = "lnk-move-4.json";
+inline constexpr char kStreamEndName[] = "lnk-move-4.end";
+inline constexpr char kDigestRecord[] = "LNK.sha256";
+inline constexpr char kHarnessName[] = "capsule";
+
+inline constexpr char kStreamNotes[] = "memory/notes.md";
+inline constexpr char kStreamJournal[] = "memory/timeline_events.jsonl";
+inline constexpr char kStreamVectorIndex[] = "memory/vector_index/index.json";
+inline constexpr char kStreamEnvironment[] = "harness/environment.json";
+
+enum class Phase { kCopy, kSwitch, kFiles };
+
+const char* PhaseName(Phase phase);
+Result<Phase> ParsePhase(const std::string& name);
+
+// The top folders a phase allows: copy and switch files/, memory/, harness/, connections/;
+// a switch also schedule/; files only files/.
+std::vector<std::string> AllowedRoots(Phase phase);
+
+// Ok when `path` is plain (relative, no '.', '..' or empty component, no NUL) and lies in a
+// folder `phase` allows (or is that folder). The error names the path and why.
+Status CheckStreamPath(const std::string& path, Phase phase);
+
+// Ok when a link at `path` pointing to `target` stays inside the stream's folders.
+Status CheckStreamLink(const std::string& path, const std::string& target, Phase phase);
+
+// The stream manifest.
+struct StreamManifest {
+  Phase phase = Phase::kCopy;
+  std::string move;  // 32 lowercase hex digits: 128 random bits
+  std::vector<std::string> removed;  // switch only
+  std::string version;
+  AgentInfo agent;
+  std::string harness = kHarnessName;
+  uint64_t epoch = 0;
+
+  Result<std::string> ToCanonicalText() const;
+  // Corruption naming lnk-move-4.json on any fault, "another format" included.
+  static Result<StreamManifest> Parse(std::string_view text);
+};
+
+// A new move id: 128 random bits in hex.
+Result<std::string> NewMoveId();
+
+// The receiver's `have`: {"<stream path>": "<sha256>"}.
+using HaveMap = std::map<std::string, std::string>;
+// A have as JSON: an object of path to SHA-256 in hex; anything else is refused with `code`
+// (InvalidArgument for a user's file, Corruption for a peer's reply).
+Result<HaveMap> HaveFromJson(const Json& json, Code code = Code::kInvalidArgument);
+Result<HaveMap> ParseHave(std::string_view text);
+Json HaveToJsonObject(const HaveMap& have);
+// The canonical text of HaveToJsonObject.
+Result<std::string> HaveToJson(const HaveMap& have);
+
+// The stream path of a capsule file, or nullopt when the file does not travel in a stream.
+std::optional<std::string> StreamPathOfCapsuleFile(const std::string& capsule_path);
+// The capsule path of a stream file outside files/, or nullopt when it has none.
+std::optional<std::string> CapsulePathOfStreamFile(const std::string& stream_path);
+
+}  // namespace capsule::move

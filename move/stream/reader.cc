@@ -1,0 +1,147 @@
+#include "move/stream/reader.h"
+
+#include <vector>
+
+#include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
+#include "capsule/base/tar.h"
+
+namespace capsule::move {
+
+namespace {
+
+constexpr uint64_t kMaxManifestSize = 1 << 20;
+
+Status Refuse(const std::string& entry, const std::string& why) {
+  return Status::Corruption("stream entry '" + entry + "'", why + "; the whole stream is refused");
+}
+
+Result<std::string> ExpectedDigest(const TarEntry& entry) {
+  auto it = entry.pax.find(kDigestRecord);
+  if (it == entry.pax.end()) return Refuse(entry.path, "no LNK.sha256 header");
+  if (!IsSha256Hex(it->second)) return Refuse(entry.path, "LNK.sha256 is not a SHA-256 in hex");
+  return it->second;
+}
+
+// Reads the current file's data into memory (small files: the manifest and the end).
+Result<std::string> ReadSmallFile(TarReader* reader, const TarEntry& entry) {
+  if (entry.size > kMaxManifestSize) return Refuse(entry.path, "too large");
+  std::string data(static_cast<size_t>(entry.size), '\0');
+  size_t done = 0;
+  while (done < data.size()) {
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, reader->ReadData(data.data() + done, data.size() - done));
+    if (n == 0) return Refuse(entry.path, "cut short");
+    done += n;
+  }
+  return data;
+}
+
+Status CheckedSmallFile(TarReader* reader, const TarEntry& entry, std::string* data) {
+  if (entry.type != TarEntry::Type::kFile) return Refuse(entry.path, "must be a regular file");
+  CAPSULE_ASSIGN_OR_RETURN(std::string expected, ExpectedDigest(entry));
+  CAPSULE_ASSIGN_OR_RETURN(*data, ReadSmallFile(reader, entry));
+  if (Sha256Hex(*data) != expected) return Refuse(entry.path, "digest differs from its LNK.sha256");
+  return Status::Ok();
+}
+
+Status ReceiveFile(TarReader* reader, const TarEntry& entry, const std::string& into, ReceivedEntry* out,
+                   std::vector<char>* buffer) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string expected, ExpectedDigest(entry));
+  std::string target = JoinPath(into, entry.path);
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(target)));
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(target, 0644));
+  Sha256 hasher;
+  uint64_t size = 0;
+  for (;;) {
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, reader->ReadData(buffer->data(), buffer->size()));
+    if (n == 0) break;
+    std::string_view chunk(buffer->data(), n);
+    hasher.Update(chunk);
+    CAPSULE_RETURN_IF_ERROR(file.Append(chunk));
+    size += n;
+  }
+  if (hasher.FinishHex() != expected) return Refuse(entry.path, "digest differs from its LNK.sha256");
+  CAPSULE_RETURN_IF_ERROR(file.Commit());
+  out->sha256 = expected;
+  out->size = size;
+  return Status::Ok();
+}
+
+// A path beneath a link or a file would be written through the link wherever the workspace is
+// laid out. Refuses `path` when it lies beneath a link or file of the stream, or when it is a
+// link or file and an entry already lies beneath it.
+Status CheckNotBeneath(const std::map<std::string, ReceivedEntry>& entries, const std::string& path, bool folder) {
+  for (std::string dir = DirName(path); dir != "." && !dir.empty(); dir = DirName(dir)) {
+    auto it = entries.find(dir);
+    if (it != entries.end() && it->second.kind != ReceivedEntry::Kind::kFolder) {
+      return Refuse(path, "lies beneath the link or file '" + dir + "'");
+    }
+  }
+  if (!folder) {
+    auto it = entries.lower_bound(path + "/");
+    if (it != entries.end() && it->first.rfind(path + "/", 0) == 0) {
+      return Refuse(it->first, "lies beneath the link or file '" + path + "'");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
+  TarReader reader(source);
+  ReceivedStream stream;
+  TarEntry entry;
+  CAPSULE_ASSIGN_OR_RETURN(bool any, reader.Next(&entry));
+  if (!any) return Refuse(kStreamManifestName, "missing: the stream is empty");
+  if (entry.path != kStreamManifestName) return Refuse(entry.path, "comes first, where lnk-move-4.json must be");
+  std::string manifest_text;
+  CAPSULE_RETURN_IF_ERROR(CheckedSmallFile(&reader, entry, &manifest_text));
+  CAPSULE_ASSIGN_OR_RETURN(stream.manifest, StreamManifest::Parse(manifest_text));
+  Phase phase = stream.manifest.phase;
+
+  std::vector<char> buffer(1 << 20);
+  bool ended = false;
+  for (;;) {
+    Result<bool> more = reader.Next(&entry);
+    if (!more.ok()) return Status::Corruption("stream", more.status().message() + "; the whole stream is refused");
+    if (!*more) break;
+    if (ended) return Refuse(entry.path, "comes after lnk-move-4.end");
+    if (entry.path == kStreamEndName) {
+      std::string end;
+      CAPSULE_RETURN_IF_ERROR(CheckedSmallFile(&reader, entry, &end));
+      if (!end.empty()) return Refuse(entry.path, "must be empty");
+      ended = true;
+      continue;
+    }
+    if (entry.path == kStreamManifestName) return Refuse(entry.path, "appears twice");
+    CAPSULE_RETURN_IF_ERROR(CheckStreamPath(entry.path, phase).WithContext("refused"));
+    if (stream.entries.count(entry.path)) return Refuse(entry.path, "duplicate entry");
+    CAPSULE_RETURN_IF_ERROR(CheckNotBeneath(stream.entries, entry.path, entry.type == TarEntry::Type::kDirectory));
+    ReceivedEntry received;
+    received.mode = entry.mode & 0777;  // never setuid, setgid or sticky from a stream
+    switch (entry.type) {
+      case TarEntry::Type::kDirectory:
+        received.kind = ReceivedEntry::Kind::kFolder;
+        break;
+      case TarEntry::Type::kSymlink:
+        CAPSULE_RETURN_IF_ERROR(CheckStreamLink(entry.path, entry.link_target, phase));
+        received.kind = ReceivedEntry::Kind::kLink;
+        received.link_target = entry.link_target;
+        break;
+      case TarEntry::Type::kFile:
+        CAPSULE_RETURN_IF_ERROR(ReceiveFile(&reader, entry, into, &received, &buffer));
+        stream.file_bytes += received.size;
+        break;
+      default:
+        return Refuse(entry.path, std::string("a ") + TarTypeName(entry) + " (only files, folders and links may travel)");
+    }
+    stream.entries[entry.path] = std::move(received);
+  }
+  if (!ended) return Refuse(kStreamEndName, "missing: the stream was cut short");
+  Status trailer = reader.ExpectOnlyZerosAfterEnd();
+  if (!trailer.ok()) return Refuse(kStreamEndName, "bytes follow the end of the stream");
+  return stream;
+}
+
+}  // namespace capsule::move

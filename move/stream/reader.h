@@ -1,0 +1,38 @@
+// Reading a Move Stream (format 4) defensively, in constant memory.
+//
+// Every fault refuses the whole stream, with an error naming the entry and the reason: a
+// missing or misplaced manifest or end, another format, a digest that differs or is missing,
+// a path the phase does not allow, a link that escapes, an entry that is not a file, folder
+// or link, a duplicate, an entry beneath a link or file of the stream, a header or size that
+// lies, a stream cut short, bytes after the end.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "capsule/base/byte_stream.h"
+#include "capsule/base/status.h"
+#include "move/stream/format.h"
+
+namespace capsule::move {
+
+struct ReceivedEntry {
+  enum class Kind { kFolder, kFile, kLink } kind = Kind::kFile;
+  mode_t mode = 0644;
+  std::string sha256;  // kFile, checked against what was written
+  uint64_t size = 0;
+  std::string link_target;
+};
+
+struct ReceivedStream {
+  StreamManifest manifest;
+  std::map<std::string, ReceivedEntry> entries;  // by stream path
+  uint64_t file_bytes = 0;
+};
+
+// Reads the whole stream from `source`, writing each file under the folder `into` at its
+// stream path (links are recorded, never created). On failure `into` may hold part of the
+// stream: it is a staging folder, and the caller removes it.
+Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into);
+
+}  // namespace capsule::move

@@ -1,0 +1,783 @@
+// The Move Stream at the library level: round trips, have and removed, the journal rule, and
+// every refusal, each checking that nothing was placed. Refused streams are forged with
+// TarWriter directly, so that they exercise the reader and not the writer.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+
+#include "capsule/format/create.h"
+#include "capsule/base/temp_dir.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/base/sha256.h"
+#include "capsule/base/tar.h"
+#include "capsule/format/verify.h"
+#include "capsule/format/workspace.h"
+#include "journal/journal.h"
+#include "move/stream/reader.h"
+#include "move/stream/unpack.h"
+#include "move/stream/writer.h"
+
+namespace capsule::move {
+namespace {
+
+using ::capsule::testing::MakeTempDir;
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Every entry under `dir` with its type, mode, size and digest or link target: two equal
+// listings mean the folder is byte for byte as it was.
+std::string Listing(const std::string& dir) {
+  if (!PathExists(dir)) return "(absent)";
+  auto entries = ListTree(dir);
+  EXPECT_TRUE(entries.ok()) << entries.status().ToString();
+  std::string out;
+  for (const TreeEntry& e : *entries) {
+    out += e.path + " " + std::to_string(static_cast<int>(e.type)) + " " + std::to_string(e.mode) + " " +
+           std::to_string(e.size);
+    if (e.type == TreeEntry::Type::kFile) out += " " + *Sha256File(JoinPath(dir, e.path));
+    if (e.type == TreeEntry::Type::kSymlink) out += " -> " + e.link_target;
+    out += "\n";
+  }
+  return out;
+}
+
+// Staging debris (".tmp-" anywhere) under `root`.
+std::vector<std::string> Debris(const std::string& root) {
+  std::vector<std::string> found;
+  for (const TreeEntry& e : *ListTree(root)) {
+    if (Contains(e.path, kTempPrefix)) found.push_back(e.path);
+  }
+  return found;
+}
+
+std::string Pack(const std::string& dir, const PackOptions& options, PackStats* stats = nullptr) {
+  StringSink sink;
+  Status status = PackCapsule(dir, options, &sink, stats);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return sink.data();
+}
+
+Status Unpack(const std::string& stream, const std::string& dir, UnpackOptions options = {},
+              UnpackStats* stats = nullptr) {
+  StringSource source(stream);
+  return UnpackStream(&source, dir, options, stats);
+}
+
+// A forged stream: the manifest (with a correct LNK.sha256) first, then what a test adds.
+class Forge {
+ public:
+  explicit Forge(const std::string& manifest_text) : tar_(&sink_) {
+    File(kStreamManifestName, manifest_text);
+  }
+  Forge& File(const std::string& path, const std::string& data) {
+    EXPECT_TRUE(tar_.AddFile(path, data, 0644, {{kDigestRecord, Sha256Hex(data)}}).ok()) << path;
+    return *this;
+  }
+  Forge& Raw(const std::function<void(TarWriter&)>& write) {
+    write(tar_);
+    return *this;
+  }
+  Forge& End() { return File(kStreamEndName, ""); }
+  std::string Finish() {
+    EXPECT_TRUE(tar_.Finish().ok());
+    return sink_.data();
+  }
+
+ private:
+  StringSink sink_;
+  TarWriter tar_;
+};
+
+// The offset of the ustar header named `path` (not its pax header, "PaxHeader/<path>").
+size_t HeaderAt(const std::string& tar, const std::string& path) {
+  std::string name = path + std::string(1, '\0');
+  for (size_t at = tar.find(name); at != std::string::npos; at = tar.find(name, at + 1)) {
+    if (at % 512 == 0) return at;
+  }
+  ADD_FAILURE() << "no header " << path;
+  return 0;
+}
+
+// Rewrites one field of the ustar header of `path` and fixes the header checksum.
+std::string PatchHeader(std::string tar, const std::string& path, size_t offset, const std::string& field) {
+  size_t at = HeaderAt(tar, path);
+  tar.replace(at + offset, field.size(), field);
+  unsigned sum = 0;
+  for (size_t i = 0; i < 512; ++i) sum += (i >= 148 && i < 156) ? ' ' : static_cast<unsigned char>(tar[at + i]);
+  std::snprintf(&tar[at + 148], 8, "%06o", sum);
+  tar[at + 155] = ' ';
+  return tar;
+}
+
+std::string PatchType(const std::string& tar, const std::string& path, char flag) {
+  return PatchHeader(tar, path, 156, std::string(1, flag));
+}
+
+class StreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = MakeTempDir("stream");
+    ws_ = root_ + "/ws";
+    ASSERT_TRUE(MakeDirectories(ws_ + "/src").ok());
+    ASSERT_TRUE(WriteFileAtomic(ws_ + "/README.md", "# sample\n").ok());
+    ASSERT_TRUE(WriteFileAtomic(ws_ + "/src/main.py", "print('hi')\n").ok());
+    ASSERT_TRUE(WriteFileAtomic(ws_ + "/src/old.py", "print('old')\n").ok());
+    src_ = root_ + "/src";
+    CreateOptions options;
+    options.agent = {"agent-7", "Sample", std::nullopt};
+    options.workspace_source = ws_;
+    ASSERT_TRUE(CreateCapsule(src_, options).ok());
+  }
+
+  StreamManifest ManifestFor(Phase phase, const std::string& move = std::string(32, 'a')) {
+    StreamManifest m;
+    m.phase = phase;
+    m.move = move;
+    m.version = "test";
+    m.agent = {"agent-7", "Sample", std::nullopt};
+    m.epoch = 2;
+    return m;
+  }
+  std::string ManifestText(Phase phase, const std::string& move = std::string(32, 'a')) {
+    return *ManifestFor(phase, move).ToCanonicalText();
+  }
+
+  // A received copy of src_ at root_/dst, the destination most refusals are tried on.
+  std::string ReceivedCopy(const std::string& move = std::string(32, 'a')) {
+    std::string dst = root_ + "/dst";
+    PackOptions options;
+    options.move_id = move;
+    Status status = Unpack(Pack(src_, options), dst);
+    EXPECT_TRUE(status.ok()) << status.ToString();
+    return dst;
+  }
+
+  // Changes the workspace of src_ through the library, then refreshes its manifest.
+  void PutSourceFile(const std::string& path, const std::string& data) {
+    std::string local = root_ + "/put.tmpfile";
+    ASSERT_TRUE(WriteFileAtomic(local, data).ok());
+    ASSERT_TRUE(PutWorkspaceFile(src_, path, local).ok());
+    ::unlink(local.c_str());
+    RefreshManifest(src_);
+  }
+  void RemoveSourceFile(const std::string& path) {
+    Snapshot snapshot = *Snapshot::Load(src_);
+    snapshot.Remove(path);
+    ASSERT_TRUE(snapshot.Save(src_).ok());
+    RefreshManifest(src_);
+  }
+  static void RefreshManifest(const std::string& dir) {
+    Manifest old = *Manifest::Load(dir);
+    auto fresh = BuildManifest(dir, old.agent, old.holder_machine, old.holder_epoch);
+    ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+    ASSERT_TRUE(fresh->Save(dir).ok());
+  }
+
+  // `stream` must be refused into `dir` with an error containing `expect`, placing nothing.
+  void ExpectRefused(const std::string& stream, const std::string& dir, const std::string& expect,
+                     UnpackOptions options = {}) {
+    std::string before = Listing(dir);
+    Status status = Unpack(stream, dir, options);
+    EXPECT_FALSE(status.ok()) << "accepted; expected refusal: " << expect;
+    EXPECT_TRUE(Contains(status.ToString(), expect)) << status.ToString();
+    EXPECT_EQ(Listing(dir), before) << "the destination changed";
+    EXPECT_TRUE(Debris(root_).empty()) << Debris(root_).front();
+  }
+
+  std::string root_, ws_, src_;
+};
+
+// ---- round trips ----
+
+TEST_F(StreamTest, RoundTripOfManySmallAndAFewLargeFiles) {
+  std::map<std::string, std::string> files;
+  for (int i = 0; i < 300; ++i) {
+    files["small/d" + std::to_string(i % 10) + "/f" + std::to_string(i)] = "file " + std::to_string(i) + std::string(i * 7, 'x');
+  }
+  std::string large(5 << 20, '\0');
+  for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>((i * 2654435761u) >> 13);
+  for (int i = 0; i < 3; ++i) files["large/l" + std::to_string(i)] = std::to_string(i) + large.substr(i);
+  for (size_t size : {0, 1, 65535, 65536, 65537, 2 * 65536 + 500}) {
+    files["edge/size-" + std::to_string(size)] = large.substr(1000, size);
+  }
+  std::string ws = root_ + "/big-ws";
+  for (const auto& [path, data] : files) {
+    ASSERT_TRUE(MakeDirectories(DirName(JoinPath(ws, path))).ok());
+    ASSERT_TRUE(WriteFileAtomic(JoinPath(ws, path), data).ok());
+  }
+  std::string big = root_ + "/big";
+  CreateOptions options;
+  options.agent = {"agent-big", "Big", std::string("ops")};
+  options.workspace_source = ws;
+  ASSERT_TRUE(CreateCapsule(big, options).ok());
+
+  PackStats pack;
+  std::string stream = Pack(big, {}, &pack);
+  EXPECT_EQ(pack.files_sent, files.size() + 4);  // and notes, journal, vector index, environment
+  EXPECT_EQ(pack.files_skipped, 0u);
+  std::string dst = root_ + "/big-dst";
+  UnpackStats unpack;
+  Status status = Unpack(stream, dst, {}, &unpack);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(unpack.manifest.agent.owner, std::optional<std::string>("ops"));
+  EXPECT_EQ(unpack.files_received, pack.files_sent);
+  EXPECT_EQ(unpack.file_bytes, pack.file_bytes_sent);
+  for (const auto& [path, data] : files) {
+    auto back = ReadWorkspaceFile(dst, path);
+    ASSERT_TRUE(back.ok()) << path << ": " << back.status().ToString();
+    EXPECT_TRUE(*back == data) << path;
+  }
+  for (const char* same : {kWorkingMemoryPath, kEnvironmentSpecPath, kVectorIndexPath, kJournalPath}) {
+    EXPECT_EQ(*ReadFile(JoinPath(dst, same)), *ReadFile(JoinPath(big, same))) << same;
+  }
+  auto report = VerifyFolder(dst);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->problems.front();
+  // A received copy is not held here, and records its move.
+  EXPECT_EQ(HolderRecord::Load(dst)->state, HolderState::kRetired);
+  EXPECT_TRUE(Contains(*ReadFile(dst + "/.capsule/move.json"), pack.move_id));
+  EXPECT_TRUE(Debris(root_).empty());
+}
+
+TEST_F(StreamTest, SameCapsulePacksToTheSameBytesButForTheMoveId) {
+  PackOptions options;
+  options.move_id = std::string(32, 'b');
+  EXPECT_EQ(Pack(src_, options), Pack(src_, options));
+  auto have = HaveOfCapsule(src_);
+  ASSERT_TRUE(have.ok());
+  EXPECT_TRUE(have->count("files/README.md"));
+  EXPECT_EQ(have->at("files/README.md"), Sha256Hex("# sample\n"));
+  EXPECT_TRUE(have->count(kStreamNotes));
+}
+
+TEST_F(StreamTest, FilesPhaseCarriesOnlyTheWorkspace) {
+  std::string dst = ReceivedCopy();
+  PutSourceFile("src/main.py", "print('files phase')\n");
+  PackOptions options;
+  options.phase = Phase::kFiles;
+  PackStats stats;
+  std::string stream = Pack(src_, options, &stats);
+  EXPECT_FALSE(Contains(stream, kStreamNotes));
+  ASSERT_TRUE(Unpack(stream, dst).ok());
+  EXPECT_EQ(*ReadWorkspaceFile(dst, "src/main.py"), "print('files phase')\n");
+}
+
+// ---- have and removed ----
+
+TEST_F(StreamTest, HaveSkipsWhatTheReceiverHoldsAndSwitchRemovesWhatIsGone) {
+  std::string dst = ReceivedCopy();
+  PutSourceFile("src/main.py", "print('changed')\n");
+  PutSourceFile("src/new.py", "print('new')\n");
+  RemoveSourceFile("src/old.py");
+
+  PackOptions copy;
+  copy.move_id = std::string(32, 'c');
+  copy.have = *HaveOfCapsule(dst);
+  PackStats stats;
+  std::string stream = Pack(src_, copy, &stats);
+  EXPECT_EQ(stats.files_sent, 2u);  // changed and new: nothing else
+  EXPECT_EQ(stats.file_bytes_sent, std::string("print('changed')\n").size() + std::string("print('new')\n").size());
+  EXPECT_EQ(stats.removed, 0u);  // a copy removes nothing
+  EXPECT_FALSE(Contains(stream, "# sample"));
+  ASSERT_TRUE(Unpack(stream, dst).ok());
+  EXPECT_EQ(*ReadWorkspaceFile(dst, "src/main.py"), "print('changed')\n");
+  EXPECT_EQ(*ReadWorkspaceFile(dst, "src/new.py"), "print('new')\n");
+  EXPECT_EQ(*ReadWorkspaceFile(dst, "src/old.py"), "print('old')\n");
+  EXPECT_EQ(*ReadWorkspaceFile(dst, "README.md"), "# sample\n");
+
+  PackOptions sw;
+  sw.phase = Phase::kSwitch;
+  sw.move_id = copy.move_id;
+  sw.have = *HaveOfCapsule(dst);
+  PackStats switch_stats;
+  std::string switch_stream = Pack(src_, sw, &switch_stats);
+  EXPECT_EQ(switch_stats.files_sent, 0u);
+  EXPECT_EQ(switch_stats.removed, 1u);
+  UnpackOptions sealed;
+  sealed.sealed = true;
+  UnpackStats unpack;
+  Status status = Unpack(switch_stream, dst, sealed, &unpack);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(unpack.manifest.removed, std::vector<std::string>{"files/src/old.py"});
+  EXPECT_FALSE(ReadWorkspaceFile(dst, "src/old.py").ok());
+  EXPECT_EQ(Snapshot::Load(dst)->Find("src/old.py"), nullptr);
+  EXPECT_TRUE(VerifyFolder(dst)->ok());
+  EXPECT_EQ(*HaveOfCapsule(dst), *HaveOfCapsule(src_));
+}
+
+TEST_F(StreamTest, SwitchReplacesTheScheduleFolder) {
+  std::string dst = ReceivedCopy(std::string(32, 'd'));
+  ASSERT_TRUE(MakeDirectories(src_ + "/schedule/daily").ok());
+  ASSERT_TRUE(WriteFileAtomic(src_ + "/schedule/daily/job1.json", "{ \"b\": 1, \"a\": [2, 1] }").ok());
+  RefreshManifest(src_);
+  ASSERT_TRUE(MakeDirectories(dst + "/schedule/old").ok());
+  ASSERT_TRUE(WriteFileAtomic(dst + "/schedule/old/stale.json", "{}").ok());
+  RefreshManifest(dst);
+  PackOptions sw;
+  sw.phase = Phase::kSwitch;
+  sw.move_id = std::string(32, 'd');
+  UnpackOptions sealed;
+  sealed.sealed = true;
+  Status status = Unpack(Pack(src_, sw), dst, sealed);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(*ReadFile(dst + "/schedule/daily/job1.json"), "{\"a\":[2,1],\"b\":1}");  // canonical
+  EXPECT_FALSE(PathExists(dst + "/schedule/old/stale.json"));
+  EXPECT_TRUE(VerifyFolder(dst)->ok());
+}
+
+// ---- the journal ----
+
+class JournalTest : public StreamTest {
+ protected:
+  // Appends a real event to `dir`'s journal as that copy's own machine; a received copy is
+  // held for the moment of the append only.
+  void Append(const std::string& dir, const std::string& text) {
+    auto record = HolderRecord::Load(dir);
+    ASSERT_TRUE(record.ok());
+    HolderState was = record->state;
+    record->state = HolderState::kActive;
+    ASSERT_TRUE(record->Save(dir).ok());
+    auto journal = journal::Journal::OpenForWrite(dir);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    ASSERT_TRUE(journal->Append("user_message", Json{{"text", text}}).ok());
+    record->state = was;
+    ASSERT_TRUE(record->Save(dir).ok());
+  }
+  std::string Journal(const std::string& dir) { return *ReadFile(dir + "/" + kJournalPath); }
+  size_t Lines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
+};
+
+TEST_F(JournalTest, HeldPrefixTakesTheArrivingJournal) {
+  Append(src_, "one");
+  std::string dst = ReceivedCopy();
+  EXPECT_EQ(Journal(dst), Journal(src_));
+  Append(src_, "two");
+  Status status = Unpack(Pack(src_, {}), dst);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(Journal(dst), Journal(src_));
+  EXPECT_EQ(Lines(Journal(dst)), 2u);
+  EXPECT_TRUE(VerifyFolder(dst)->ok());
+}
+
+TEST_F(JournalTest, ArrivingBehindWhatIsHeldKeepsWhatIsHeld) {
+  Append(src_, "one");
+  std::string dst = ReceivedCopy();
+  Append(dst, "the receiver's own");
+  std::string held = Journal(dst);
+  ASSERT_TRUE(Unpack(Pack(src_, {}), dst).ok());
+  EXPECT_EQ(Journal(dst), held);
+}
+
+TEST_F(JournalTest, DivergedJournalsAreMergedAsASetUnion) {
+  Append(src_, "one");
+  std::string dst = ReceivedCopy();
+  Append(dst, "other");
+  Append(src_, "two");
+  Status status = Unpack(Pack(src_, {}), dst);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  std::string merged = Journal(dst);
+  EXPECT_EQ(Lines(merged), 3u);
+  for (const char* text : {"\"one\"", "\"two\"", "\"other\""}) EXPECT_NE(merged.find(text), std::string::npos) << text;
+  EXPECT_TRUE(VerifyFolder(dst)->ok());
+}
+
+TEST_F(JournalTest, ABrokenArrivingJournalIsRefusedAndNothingPlaced) {
+  Append(src_, "one");
+  std::string dst = ReceivedCopy();
+  Append(src_, "two");
+  std::string text = Journal(src_);
+  text.replace(text.find("\"two\""), 5, "\"TWO\"");  // the event no longer matches its id
+  ASSERT_TRUE(WriteFileAtomic(src_ + "/" + kJournalPath, text).ok());
+  RefreshManifest(src_);
+  ExpectRefused(Pack(src_, {}), dst, "journal");
+}
+
+// ---- refusals: each places nothing ----
+
+TEST_F(StreamTest, SetuidAndStickyBitsNeverArrive) {
+  std::string dst = ReceivedCopy();
+  std::string stream = Forge(ManifestText(Phase::kFiles))
+                           .Raw([](TarWriter& tar) {
+                             EXPECT_TRUE(tar.AddFile("files/suid", "x", 06755, {{kDigestRecord, Sha256Hex("x")}}).ok());
+                           })
+                           .End()
+                           .Finish();
+  Status status = Unpack(stream, dst);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(Snapshot::Load(dst)->Find("suid")->mode, 0755u);
+}
+
+TEST_F(StreamTest, ForgedGoodStreamIsAcceptedSoRefusalsMeanSomething) {
+  std::string dst = ReceivedCopy();
+  std::string stream = Forge(ManifestText(Phase::kFiles)).File("files/forged.txt", "forged\n").End().Finish();
+  Status status = Unpack(stream, dst);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(*ReadWorkspaceFile(dst, "forged.txt"), "forged\n");
+}
+
+TEST_F(StreamTest, RefusesMissingManifest) {
+  StringSink sink;
+  TarWriter tar(&sink);
+  ASSERT_TRUE(tar.AddFile("files/a", "a", 0644, {{kDigestRecord, Sha256Hex("a")}}).ok());
+  ASSERT_TRUE(tar.AddFile(kStreamEndName, "", 0644, {{kDigestRecord, Sha256Hex("")}}).ok());
+  ASSERT_TRUE(tar.Finish().ok());
+  ExpectRefused(sink.data(), ReceivedCopy(), "where lnk-move-4.json must be");
+  ExpectRefused(sink.data(), root_ + "/new", "where lnk-move-4.json must be");
+}
+
+TEST_F(StreamTest, RefusesEmptyStream) {
+  StringSink sink;
+  TarWriter tar(&sink);
+  ASSERT_TRUE(tar.Finish().ok());
+  ExpectRefused(sink.data(), ReceivedCopy(), "missing");
+  ExpectRefused("", root_ + "/new", "");
+}
+
+TEST_F(StreamTest, RefusesManifestNotFirst) {
+  StringSink sink;
+  TarWriter tar(&sink);
+  ASSERT_TRUE(tar.AddDirectory("files").ok());
+  std::string m = ManifestText(Phase::kCopy);
+  ASSERT_TRUE(tar.AddFile(kStreamManifestName, m, 0644, {{kDigestRecord, Sha256Hex(m)}}).ok());
+  ASSERT_TRUE(tar.AddFile(kStreamEndName, "", 0644, {{kDigestRecord, Sha256Hex("")}}).ok());
+  ASSERT_TRUE(tar.Finish().ok());
+  ExpectRefused(sink.data(), ReceivedCopy(), "'files'");
+}
+
+TEST_F(StreamTest, RefusesManifestTwice) {
+  std::string m = ManifestText(Phase::kCopy);
+  ExpectRefused(Forge(m).File(kStreamManifestName, m).End().Finish(), ReceivedCopy(), "appears twice");
+}
+
+TEST_F(StreamTest, RefusesAnotherFormat) {
+  std::string m = ManifestText(Phase::kCopy);
+  size_t at = m.find("\"format\":4");
+  ASSERT_NE(at, std::string::npos);
+  m.replace(at, 10, "\"format\":3");
+  ExpectRefused(Forge(m).End().Finish(), ReceivedCopy(), "another format");
+}
+
+TEST_F(StreamTest, RefusesManifestDigestThatDiffers) {
+  StringSink sink;
+  TarWriter tar(&sink);
+  std::string m = ManifestText(Phase::kCopy);
+  ASSERT_TRUE(tar.AddFile(kStreamManifestName, m, 0644, {{kDigestRecord, Sha256Hex(m + " ")}}).ok());
+  ASSERT_TRUE(tar.AddFile(kStreamEndName, "", 0644, {{kDigestRecord, Sha256Hex("")}}).ok());
+  ASSERT_TRUE(tar.Finish().ok());
+  ExpectRefused(sink.data(), ReceivedCopy(), "digest differs");
+}
+
+TEST_F(StreamTest, RefusesFileWhoseDigestDiffers) {
+  std::string stream = Forge(ManifestText(Phase::kCopy))
+                           .Raw([](TarWriter& w) {
+                             ASSERT_TRUE(w.AddFile("files/a", "tampered", 0644, {{kDigestRecord, Sha256Hex("original")}}).ok());
+                           })
+                           .End()
+                           .Finish();
+  ExpectRefused(stream, ReceivedCopy(), "'files/a': digest differs from its LNK.sha256");
+  ExpectRefused(stream, root_ + "/new", "digest differs");
+}
+
+TEST_F(StreamTest, RefusesFileWithoutDigest) {
+  std::string stream = Forge(ManifestText(Phase::kCopy))
+                           .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddFile("files/a", "a").ok()); })
+                           .End()
+                           .Finish();
+  ExpectRefused(stream, ReceivedCopy(), "'files/a': no LNK.sha256");
+}
+
+TEST_F(StreamTest, RefusesEndWithoutDigestOrNotEmpty) {
+  std::string dst = ReceivedCopy();
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).Raw([](TarWriter& w) { ASSERT_TRUE(w.AddFile(kStreamEndName, "").ok()); }).Finish(),
+                dst, "no LNK.sha256");
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).File(kStreamEndName, "x").Finish(), dst, "must be empty");
+}
+
+TEST_F(StreamTest, RefusesEveryForbiddenPath) {
+  std::string dst = ReceivedCopy();
+  struct Case {
+    Phase phase;
+    std::string path;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {Phase::kCopy, "/etc/x", "unsafe path"},
+      {Phase::kCopy, "files/../../x", "unsafe path"},
+      {Phase::kCopy, "files/../memory/x", "unsafe path"},
+      {Phase::kCopy, "files/./x", "unsafe path"},
+      {Phase::kCopy, "files//x", "unsafe path"},
+      {Phase::kCopy, "etc/x", "outside the folders a copy stream may hold"},
+      {Phase::kCopy, "schedule/x", "outside the folders a copy stream may hold"},
+      {Phase::kCopy, ".capsule/holder.json", "outside the folders"},
+      {Phase::kCopy, "manifest.json", "outside the folders"},
+      {Phase::kCopy, "filesx/a", "outside the folders"},
+      {Phase::kFiles, "memory/x", "outside the folders a files stream may hold"},
+      {Phase::kFiles, "harness/environment.json", "outside the folders a files stream may hold"},
+      {Phase::kSwitch, "etc/x", "outside the folders a switch stream may hold"},
+  };
+  UnpackOptions sealed;
+  sealed.sealed = true;  // so that a switch gets as far as its paths
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path);
+    ExpectRefused(Forge(ManifestText(c.phase)).File(c.path, "x").End().Finish(), dst, c.expect, sealed);
+  }
+  // Folders and links are judged by the same rule.
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).Raw([](TarWriter& w) { ASSERT_TRUE(w.AddDirectory("etc").ok()); }).End().Finish(),
+                dst, "outside the folders");
+  ExpectRefused(
+      Forge(ManifestText(Phase::kCopy)).Raw([](TarWriter& w) { ASSERT_TRUE(w.AddSymlink("../x", "files").ok()); }).End().Finish(),
+      dst, "unsafe path");
+  // Nothing was written outside the destination either.
+  EXPECT_FALSE(PathExists(root_ + "/x"));
+  EXPECT_FALSE(PathExists("/etc/x"));
+}
+
+TEST_F(StreamTest, RefusesLinksThatEscape) {
+  std::string dst = ReceivedCopy();
+  struct Case {
+    std::string path, target;
+  };
+  for (const Case& c : std::vector<Case>{{"files/l", "../../etc"},
+                                         {"files/l", "/etc/passwd"},
+                                         {"files/a/l", "../../../x"},
+                                         {"files/l", ".."},
+                                         {"files/l", "../etc/x"},
+                                         {"files/l", ""}}) {
+    SCOPED_TRACE(c.path + " -> " + c.target);
+    std::string stream = Forge(ManifestText(Phase::kCopy))
+                             .Raw([&](TarWriter& w) { ASSERT_TRUE(w.AddSymlink(c.path, c.target).ok()); })
+                             .End()
+                             .Finish();
+    ExpectRefused(stream, dst, "stream link '" + c.path + "'");
+  }
+  // A link inside the workspace is fine.
+  std::string ok = Forge(ManifestText(Phase::kCopy))
+                       .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddSymlink("files/src/l", "../README.md").ok()); })
+                       .End()
+                       .Finish();
+  ASSERT_TRUE(Unpack(ok, dst).ok());
+  EXPECT_EQ(Snapshot::Load(dst)->Find("src/l")->target, "../README.md");
+}
+
+TEST_F(StreamTest, RefusesEntriesThatAreNotFileFolderOrLink) {
+  std::string dst = ReceivedCopy();
+  struct Case {
+    char flag;
+    std::string expect;
+  };
+  for (const Case& c : std::vector<Case>{{'3', "character device"}, {'4', "block device"}, {'6', "FIFO"}, {'1', "hard link"}}) {
+    SCOPED_TRACE(c.expect);
+    std::string stream = Forge(ManifestText(Phase::kCopy))
+                             .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddFile("files/odd", "").ok()); })
+                             .End()
+                             .Finish();
+    ExpectRefused(PatchType(stream, "files/odd", c.flag), dst, "only files, folders and links may travel");
+  }
+}
+
+TEST_F(StreamTest, RefusesDuplicateEntries) {
+  std::string dst = ReceivedCopy();
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/a", "1").File("files/a", "1").End().Finish(), dst,
+                "duplicate entry");
+  ExpectRefused(Forge(ManifestText(Phase::kCopy))
+                    .File("files/a", "1")
+                    .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddDirectory("files/a").ok()); })
+                    .End()
+                    .Finish(),
+                dst, "duplicate entry");
+  // "./files/a" is read as "files/a": still a duplicate.
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/a", "1").File("./files/a", "2").End().Finish(), dst,
+                "duplicate entry");
+}
+
+TEST_F(StreamTest, RefusesSwitchWhoseMoveIsNotItsCopys) {
+  std::string dst = ReceivedCopy(std::string(32, 'a'));
+  UnpackOptions sealed;
+  sealed.sealed = true;
+  ExpectRefused(Forge(ManifestText(Phase::kSwitch, std::string(32, 'b'))).End().Finish(), dst,
+                "the copy received here was of move " + std::string(32, 'a'), sealed);
+  // And a switch where no copy was received at all.
+  ExpectRefused(Forge(ManifestText(Phase::kSwitch)).End().Finish(), root_ + "/new", "needs the capsule its copy made",
+                sealed);
+}
+
+TEST_F(StreamTest, RefusesSwitchNotSealed) {
+  std::string dst = ReceivedCopy(std::string(32, 'a'));
+  ExpectRefused(Forge(ManifestText(Phase::kSwitch, std::string(32, 'a'))).End().Finish(), dst,
+                "did not arrive sealed");
+}
+
+TEST_F(StreamTest, RefusesSizeThatLies) {
+  std::string dst = ReceivedCopy();
+  std::string stream = Forge(ManifestText(Phase::kCopy)).File("files/a", std::string(1000, 'a')).End().Finish();
+  // The header says 1000 bytes; only 600 follow.
+  size_t data_at = stream.find(std::string(1000, 'a'));
+  ASSERT_NE(data_at, std::string::npos);
+  ExpectRefused(stream.substr(0, data_at + 600), dst, "cut short");
+  // The header says more than the file holds: the next headers are read as its data.
+  char size_field[12];
+  std::snprintf(size_field, sizeof size_field, "%011o", 1000 + 1024);
+  ExpectRefused(PatchHeader(stream, "files/a", 124, std::string(size_field, 11)), dst, "refused");
+  // A size field that is not a number.
+  ExpectRefused(PatchHeader(stream, "files/a", 124, "zzzzzzzzzzz"), dst, "refused");
+}
+
+TEST_F(StreamTest, RefusesStreamCutShort) {
+  std::string dst = ReceivedCopy();
+  std::string no_end = Forge(ManifestText(Phase::kCopy)).File("files/a", "a").Finish();
+  ExpectRefused(no_end, dst, "lnk-move-4.end': missing: the stream was cut short");
+  std::string big(200000, 'q');
+  std::string full = Forge(ManifestText(Phase::kCopy)).File("files/big", big).End().Finish();
+  size_t data_at = full.find(big);
+  for (size_t cut : {size_t{0}, size_t{100}, size_t{512}, data_at - 1, data_at, data_at + 70000, full.size() - 10240 - 1}) {
+    SCOPED_TRACE(cut);
+    ExpectRefused(full.substr(0, cut), dst, "");
+  }
+  // The end entry arrived, but not the tar's end-of-archive marker.
+  ExpectRefused(full.substr(0, HeaderAt(full, kStreamEndName) + 512), dst, "");
+}
+
+TEST_F(StreamTest, RefusesBytesAfterTheEnd) {
+  std::string dst = ReceivedCopy();
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).End().File("files/late", "x").Finish(), dst,
+                "'files/late': comes after lnk-move-4.end");
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).End().End().Finish(), dst, "comes after lnk-move-4.end");
+  std::string good = Forge(ManifestText(Phase::kCopy)).End().Finish();
+  ExpectRefused(good + "trailing garbage", dst, "bytes follow the end");
+  std::string inside = good;
+  inside[inside.size() - 100] = 'x';  // in the zero padding of the last record
+  ExpectRefused(inside, dst, "bytes follow the end");
+  // Zero bytes after the archive are only padding.
+  EXPECT_TRUE(Unpack(good + std::string(512, '\0'), dst).ok());
+}
+
+TEST_F(StreamTest, RefusesStreamForAnotherAgent) {
+  std::string dst = ReceivedCopy();
+  StreamManifest m = ManifestFor(Phase::kCopy);
+  m.agent.id = "agent-8";
+  ExpectRefused(Forge(*m.ToCanonicalText()).End().Finish(), dst, "holds agent agent-7, the stream is for agent agent-8");
+}
+
+TEST_F(StreamTest, RefusesCapsuleThisMachineHolds) {
+  ASSERT_EQ(HolderRecord::Load(src_)->state, HolderState::kActive);
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/README.md", "evil").End().Finish(), src_,
+                "this machine holds the agent");
+  // Frozen is held too.
+  HolderRecord frozen = *HolderRecord::Load(src_);
+  frozen.state = HolderState::kFrozen;
+  ASSERT_TRUE(frozen.Save(src_).ok());
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).End().Finish(), src_, "frozen");
+}
+
+TEST_F(StreamTest, RefusesBadManifests) {
+  std::string dst = ReceivedCopy();
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string m = ManifestText(Phase::kCopy);
+    size_t at = m.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    m.replace(at, from.size(), to);
+    return Forge(m).End().Finish();
+  };
+  ExpectRefused(with("\"phase\":\"copy\"", "\"phase\":\"steal\""), dst, "lnk-move-4.json");
+  ExpectRefused(with(std::string(32, 'a'), std::string(31, 'a') + "A"), dst, "move must be 128 bits");
+  ExpectRefused(with("\"epoch\":2", "\"epoch\":-2"), dst, "no epoch");
+  ExpectRefused(with("\"phase\":\"copy\"", "\"phase\":\"copy\",\"removed\":[\"files/a\"]"), dst,
+                "removed appears outside a switch");
+  ExpectRefused(Forge("not json").End().Finish(), dst, "lnk-move-4.json");
+}
+
+TEST_F(StreamTest, RefusesRemovedOutsideFilesAndMemoryOrTheJournal) {
+  std::string dst = ReceivedCopy(std::string(32, 'a'));
+  UnpackOptions sealed;
+  sealed.sealed = true;
+  for (const std::string& path : {std::string("schedule/x"), std::string("files/../x"), std::string("/files/x")}) {
+    StreamManifest m = ManifestFor(Phase::kSwitch);
+    m.removed = {path};
+    ExpectRefused(Forge(*m.ToCanonicalText()).End().Finish(), dst, "is not under files/ or memory/", sealed);
+  }
+  StreamManifest m = ManifestFor(Phase::kSwitch);
+  m.removed = {kStreamJournal};
+  ExpectRefused(Forge(*m.ToCanonicalText()).End().Finish(), dst, "never removed", sealed);
+}
+
+// ReadStream alone writes only under the folder it is given.
+TEST_F(StreamTest, ReadStreamWritesOnlyIntoItsFolder) {
+  std::string into = MakeTempDir("into");
+  std::string stream = Forge(ManifestText(Phase::kCopy)).File("files/a/b", "b").File(kStreamNotes, "n").End().Finish();
+  StringSource source(stream);
+  auto read = ReadStream(&source, into);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->entries.size(), 2u);
+  EXPECT_EQ(read->file_bytes, 2u);
+  EXPECT_EQ(*ReadFile(into + "/files/a/b"), "b");
+  EXPECT_EQ(*ReadFile(into + "/memory/notes.md"), "n");
+}
+
+}  // namespace
+}  // namespace capsule::move
+
+namespace capsule::move {
+namespace {
+
+// A path beneath a link would be written through the link wherever the workspace is laid out
+// (files/l -> ../harness, then files/l/x lands in harness/x): refused, in either order.
+TEST_F(StreamTest, RefusesEntriesBeneathALinkOrAFile) {
+  std::string dst = ReceivedCopy();
+  auto link = [](TarWriter& w) { ASSERT_TRUE(w.AddSymlink("files/l", "../harness").ok()); };
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).Raw(link).File("files/l/x", "x").End().Finish(), dst,
+                "lies beneath the link or file 'files/l'");
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/l/x", "x").Raw(link).End().Finish(), dst,
+                "lies beneath the link or file 'files/l'");
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/a", "a").File("files/a/b", "b").End().Finish(), dst,
+                "lies beneath");
+}
+
+}  // namespace
+}  // namespace capsule::move
+
+namespace capsule::move {
+namespace {
+
+// The agent replaced its folder src/ by a file src: the receiver must not keep src/main.py
+// beneath the new file.
+TEST_F(StreamTest, FileOrLinkArrivingWhereAFolderWasTakesOutWhatWasBeneath) {
+  std::string dst = ReceivedCopy();
+  Snapshot snapshot = *Snapshot::Load(src_);
+  for (const char* path : {"src", "src/main.py", "src/old.py"}) snapshot.Remove(path);
+  ASSERT_TRUE(snapshot.Save(src_).ok());
+  PutSourceFile("src", "now a file\n");
+  PackOptions copy;
+  copy.have = *HaveOfCapsule(dst);
+  Status status = Unpack(Pack(src_, copy), dst);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  Snapshot received = *Snapshot::Load(dst);
+  EXPECT_EQ(received.Find("src/main.py"), nullptr);
+  EXPECT_EQ(received.Find("src/old.py"), nullptr);
+  EXPECT_EQ(*ReadWorkspaceFile(dst, "src"), "now a file\n");
+  EXPECT_EQ(received.entries(), Snapshot::Load(src_)->entries());
+  // A link arriving where a folder was does the same.
+  std::string link = Forge(ManifestText(Phase::kCopy))
+                         .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddSymlink("files/src", "README.md").ok()); })
+                         .End()
+                         .Finish();
+  ASSERT_TRUE(Unpack(link, dst).ok());
+  EXPECT_EQ(Snapshot::Load(dst)->Find("src")->type, SnapshotEntry::Type::kSymlink);
+}
+
+// A forged stream that puts a file beneath a file or link the capsule holds, without
+// replacing it by a folder, is refused.
+TEST_F(StreamTest, RefusesEntryBeneathAHeldFileOrLink) {
+  std::string dst = ReceivedCopy();
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/README.md/x", "x").End().Finish(), dst,
+                "lies beneath the link or file 'README.md'");
+}
+
+}  // namespace
+}  // namespace capsule::move

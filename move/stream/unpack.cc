@@ -1,0 +1,368 @@
+#include "move/stream/unpack.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <set>
+
+#include "capsule/format/copy.h"
+#include "capsule/format/create.h"
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/local_files.h"
+#include "capsule/format/manifest.h"
+#include "capsule/base/sha256.h"
+#include "capsule/format/verify.h"
+#include "capsule/format/workspace.h"
+#include "journal/check.h"
+#include "journal/merge_text.h"
+#include "move/stream/reader.h"
+
+namespace capsule::move {
+
+namespace {
+
+
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+Status CheckMoveId(const std::string& staging, const StreamManifest& manifest) {
+  if (manifest.phase != Phase::kSwitch) return Status::Ok();
+  Result<std::string> text = ReadFile(JoinPath(staging, local::kMoveRecord));
+  std::string copy_move;
+  if (text.ok()) {
+    Result<Json> json = ParseJson(*text, local::kMoveRecord, Code::kCorruption);
+    if (json.ok() && json->is_object()) copy_move = json->value("move", "");
+  }
+  if (copy_move.empty()) return Status::FailedPrecondition("switch of move " + manifest.move, "no copy of that move was received here");
+  if (copy_move != manifest.move) {
+    return Status::FailedPrecondition("switch of move " + manifest.move, "the copy received here was of move " + copy_move);
+  }
+  return Status::Ok();
+}
+
+Status TakeJournal(const std::string& staging, const std::string& received_path) {
+  std::string target = JoinPath(staging, kJournalPath);
+  CAPSULE_ASSIGN_OR_RETURN(std::string arriving, ReadFile(received_path));
+  std::string held;
+  if (PathExists(target)) {
+    CAPSULE_ASSIGN_OR_RETURN(held, ReadFile(target));
+  }
+  std::string result;
+  if (StartsWith(arriving, held)) {
+    result = std::move(arriving);  // what is held is a prefix: append the rest
+  } else if (StartsWith(held, arriving)) {
+    return Status::Ok();  // the stream is behind what is held: nothing to add
+  } else {
+    // The two diverged: a set union, as capsule merge does.
+    CAPSULE_ASSIGN_OR_RETURN(result, journal::MergeJournalTexts(held, arriving));
+  }
+  return WriteFileAtomic(target, result);
+}
+
+Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats) {
+  Snapshot snapshot;
+  if (PathExists(JoinPath(staging, kSnapshotPath))) {
+    CAPSULE_ASSIGN_OR_RETURN(snapshot, Snapshot::Load(staging));
+  }
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(staging, kBlobsDir)));
+  for (const std::string& removed : stream.manifest.removed) {
+    if (!StartsWith(removed, "files/")) continue;
+    std::string rel = removed.substr(6);
+    std::vector<std::string> doomed;
+    for (const auto& [path, entry] : snapshot.entries()) {
+      if (path == rel || StartsWith(path, rel + "/")) doomed.push_back(path);
+    }
+    for (const std::string& path : doomed) snapshot.Remove(path);
+    ++stats->removed;
+  }
+  for (const auto& [path, entry] : stream.entries) {
+    if (!StartsWith(path, "files/")) continue;
+    std::string rel = path.substr(6);
+    SnapshotEntry item;
+    switch (entry.kind) {
+      case ReceivedEntry::Kind::kFolder:
+        item.type = SnapshotEntry::Type::kDirectory;
+        item.mode = entry.mode;
+        break;
+      case ReceivedEntry::Kind::kLink:
+        item.type = SnapshotEntry::Type::kSymlink;
+        item.target = entry.link_target;
+        break;
+      case ReceivedEntry::Kind::kFile: {
+        std::string received = JoinPath(JoinPath(staging, local::kReceivedDir), path);
+        std::string blob = JoinPath(staging, BlobPath(entry.sha256));
+        if (PathExists(blob)) {
+          ::unlink(received.c_str());
+        } else if (::rename(received.c_str(), blob.c_str()) != 0) {
+          return Status::IOError(blob, errno);
+        }
+        item.sha256 = entry.sha256;
+        item.size = entry.size;
+        item.mode = entry.mode;
+        ++stats->files_received;
+        break;
+      }
+    }
+    if (item.type != SnapshotEntry::Type::kDirectory) {
+      // A file or link where a folder was: what was beneath it is gone.
+      std::vector<std::string> beneath;
+      for (auto it = snapshot.entries().lower_bound(rel + "/");
+           it != snapshot.entries().end() && StartsWith(it->first, rel + "/"); ++it) {
+        beneath.push_back(it->first);
+      }
+      for (const std::string& gone : beneath) snapshot.Remove(gone);
+    }
+    snapshot.Set(rel, item);
+  }
+  // Nothing may lie beneath a file or link of the workspace.
+  for (const auto& [path, entry] : snapshot.entries()) {
+    for (std::string dir = DirName(path); dir != "." && !dir.empty(); dir = DirName(dir)) {
+      const SnapshotEntry* parent = snapshot.Find(dir);
+      if (parent != nullptr && parent->type != SnapshotEntry::Type::kDirectory) {
+        return Status::Corruption("stream entry 'files/" + path + "'",
+                                  "lies beneath the link or file '" + dir + "' the capsule holds; the whole stream is refused");
+      }
+    }
+  }
+  return snapshot.Save(staging);
+}
+
+Status ApplyOtherFiles(const std::string& staging, const ReceivedStream& stream,
+                       UnpackStats* stats) {
+  for (const std::string& removed : stream.manifest.removed) {
+    if (!StartsWith(removed, "memory/")) continue;
+    std::optional<std::string> capsule_path = CapsulePathOfStreamFile(removed);
+    if (capsule_path == std::string(kJournalPath)) {
+      return Status::Corruption(kStreamManifestName, "removed names the journal, which is never removed");
+    }
+    if (capsule_path) (void)RemoveTree(JoinPath(staging, *capsule_path));
+    ++stats->removed;
+  }
+  if (stream.manifest.phase == Phase::kSwitch) {
+    // Schedules are sent in full on each switch: what is held is replaced.
+    CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(staging, kScheduleDir)));
+  }
+  for (const auto& [path, entry] : stream.entries) {
+    if (StartsWith(path, "files/") || path == "files" || entry.kind == ReceivedEntry::Kind::kFolder) continue;
+    std::optional<std::string> capsule_path = CapsulePathOfStreamFile(path);
+    if (!capsule_path || entry.kind != ReceivedEntry::Kind::kFile) {
+      ++stats->ignored;
+      continue;
+    }
+    std::string received = JoinPath(JoinPath(staging, local::kReceivedDir), path);
+    ++stats->files_received;
+    if (*capsule_path == kJournalPath) {
+      CAPSULE_RETURN_IF_ERROR(TakeJournal(staging, received));
+      continue;
+    }
+    std::string target = JoinPath(staging, *capsule_path);
+    CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(target)));
+    if (::rename(received.c_str(), target.c_str()) != 0) return Status::IOError(target, errno);
+  }
+  return Status::Ok();
+}
+
+// What every receiver checks of a stream before applying it: sealed when it must be, the same
+// agent as what is held, and a copy to build on for a switch.
+Status CheckArrival(const std::string& dir, const std::optional<Manifest>& held, const StreamManifest& manifest,
+                    const UnpackOptions& options) {
+  if (manifest.phase == Phase::kSwitch && !options.sealed) {
+    return Status::Corruption("switch of move " + manifest.move, "did not arrive sealed; a switch always is");
+  }
+  if (held && held->agent.id != manifest.agent.id) {
+    return Status::FailedPrecondition(dir, "holds agent " + held->agent.id + ", the stream is for agent " + manifest.agent.id);
+  }
+  if (!held && manifest.phase != Phase::kCopy) {
+    return Status::FailedPrecondition(dir, std::string("a ") + PhaseName(manifest.phase) + " stream needs the capsule its copy made");
+  }
+  return Status::Ok();
+}
+
+// Applies a received stream onto the capsule folder `staging` (a private copy): the move id,
+// the workspace, the other files, and the record of which move's stream was applied.
+Status ApplyReceived(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats) {
+  CAPSULE_RETURN_IF_ERROR(CheckMoveId(staging, stream.manifest));
+  CAPSULE_RETURN_IF_ERROR(ApplyWorkspace(staging, stream, stats));
+  CAPSULE_RETURN_IF_ERROR(ApplyOtherFiles(staging, stream, stats));
+  CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(staging, local::kReceivedDir)));
+  Json record = {{"move", stream.manifest.move}, {"phase", PhaseName(stream.manifest.phase)}};
+  return WriteFileAtomic(JoinPath(staging, local::kMoveRecord), record.dump() + "\n");
+}
+
+// The manifest of `staging` brought up to date by hashing only what may have changed: every
+// file outside the blob store (a few small documents). The blobs the stream brought are listed
+// with the digests checked as they were written; those already listed were checked when they
+// arrived and are never rewritten (a blob's name is its digest).
+Result<Manifest> RefreshStagedManifest(const std::string& staging, const ReceivedStream& stream,
+                                       const ApplyOptions& options) {
+  Manifest manifest;
+  if (PathExists(JoinPath(staging, kManifestPath))) {
+    CAPSULE_ASSIGN_OR_RETURN(manifest, Manifest::Load(staging));
+  }
+  manifest.agent = stream.manifest.agent;
+  manifest.holder_machine = options.holder_machine;
+  manifest.holder_epoch = options.holder_epoch;
+  std::set<std::string> paths;
+  for (const auto& [path, digest] : manifest.files) {
+    if (!IsBlobPath(path)) paths.insert(path);
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(staging, {kLocalDir, kBlobsDir}));
+  for (const TreeEntry& entry : tree) {
+    if (entry.type == TreeEntry::Type::kFile && entry.path != kManifestPath && !IsTempDebris(entry.path)) {
+      paths.insert(entry.path);
+    }
+  }
+  CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(staging, std::vector<std::string>(paths.begin(), paths.end()), &manifest));
+  // A new blob was hashed as it was written (ReadStream refuses a file whose bytes differ
+  // from its digest) and is named by that digest: its entry needs no second reading.
+  for (const auto& [path, entry] : stream.entries) {
+    if (entry.kind == ReceivedEntry::Kind::kFile && StartsWith(path, "files/")) {
+      manifest.files[BlobPath(entry.sha256)] = FileDigest{entry.sha256, entry.size};
+    }
+  }
+  return manifest;
+}
+
+// The checks of capsule verify that do not need every byte read again: the layout's files are
+// listed, the snapshot names only listed blobs of the right size, the environment spec holds
+// no secret value, the journal's chains hold.
+Status CheckStaged(const std::string& staging, const Manifest& manifest, const ApplyOptions& options) {
+  std::map<std::string, ObservedFile> observed;
+  for (const auto& [path, digest] : manifest.files) {
+    observed[path] = ObservedFile{digest.sha256, digest.size, digest.sha256};
+  }
+  std::map<std::string, std::string> documents;
+  for (const char* path : {kSnapshotPath, kEnvironmentSpecPath, kJournalPath}) {
+    if (PathExists(JoinPath(staging, path))) {
+      CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(staging, path)));
+    }
+  }
+  VerifyOptions verify;
+  verify.check_journal = [&options](const std::string& text) -> std::vector<std::string> {
+    journal::CheckedJournal none;
+    const journal::CheckedJournal& from = options.checked_journal ? *options.checked_journal : none;
+    Result<journal::CheckedJournal> checked = journal::CheckJournalGrowth(from, text, options.checked_events);
+    if (!checked.ok()) return {checked.status().message()};
+    if (options.checked_journal) *options.checked_journal = std::move(*checked);
+    return {};
+  };
+  std::vector<std::string> problems;
+  CheckAgainstManifest(manifest, observed, documents, verify, &problems);
+  if (!problems.empty()) {
+    return Status::Corruption("received capsule", "does not verify (" + problems.front() + ")");
+  }
+  return Status::Ok();
+}
+
+Status Swap(const std::string& staging, const std::string& dir, bool dir_exists) {
+  if (!dir_exists) return PlaceStagingDir(staging, dir);
+  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
+    return Status::IOError(dir, errno);
+  }
+  CAPSULE_RETURN_IF_ERROR(SyncDirectory(DirName(dir)));
+  return RemoveTree(staging);  // now the old capsule
+}
+
+}  // namespace
+
+Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOptions& options,
+                    UnpackStats* stats) {
+  bool dir_exists = PathExists(JoinPath(dir, kManifestPath));
+  std::optional<Manifest> held;
+  if (dir_exists) {
+    CAPSULE_ASSIGN_OR_RETURN(held, Manifest::Load(dir));
+    // Fail safe: a stream never lands on a capsule this machine runs.
+    Result<HolderRecord> record = HolderRecord::Load(dir);
+    if (record.ok() && record->state != HolderState::kRetired) {
+      return Status::FailedPrecondition(dir, std::string("this machine holds the agent (") +
+                                                 HolderStateName(record->state) + " at epoch " +
+                                                 std::to_string(record->epoch) + "); a stream is received only where it is not held");
+    }
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(dir));
+  UnpackStats local;
+  Status status = [&]() -> Status {
+    StagingSync sync(staging);
+    std::string received_dir = JoinPath(staging, local::kReceivedDir);
+    CAPSULE_RETURN_IF_ERROR(MakeDirectories(received_dir));
+    CAPSULE_ASSIGN_OR_RETURN(ReceivedStream stream, ReadStream(source, received_dir));
+    local.manifest = stream.manifest;
+    local.file_bytes = stream.file_bytes;
+    const StreamManifest& manifest = stream.manifest;
+    CAPSULE_RETURN_IF_ERROR(CheckArrival(dir, held, manifest, options));
+    if (held) CAPSULE_RETURN_IF_ERROR(CopyCapsule(dir, staging, {local::kMachine, local::kHolder, local::kMoveRecord}));
+    CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
+    CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
+    if (!PathExists(JoinPath(staging, local::kHolder))) {
+      // A received copy is not held here until a move activates it.
+      HolderRecord record_here{manifest.agent.id, machine, manifest.epoch, HolderState::kRetired};
+      CAPSULE_RETURN_IF_ERROR(record_here.Save(staging));
+    }
+    std::string holder_machine = held ? held->holder_machine : machine;
+    uint64_t holder_epoch = held ? held->holder_epoch : manifest.epoch;
+    CAPSULE_ASSIGN_OR_RETURN(Manifest new_manifest, BuildManifest(staging, manifest.agent, holder_machine, holder_epoch));
+    CAPSULE_RETURN_IF_ERROR(new_manifest.Save(staging));
+    VerifyOptions verify;
+    verify.check_journal = journal::CheckJournalText;
+    CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifyFolder(staging, verify));
+    if (!report.ok()) {
+      return Status::Corruption("received capsule", "does not verify (" + report.problems.front() + "); nothing was placed");
+    }
+    CAPSULE_RETURN_IF_ERROR(sync.Finish());
+    return Swap(staging, dir, dir_exists);
+  }();
+  if (!status.ok()) {
+    (void)RemoveTree(staging);
+    return status;
+  }
+  if (stats != nullptr) *stats = local;
+  return Status::Ok();
+}
+
+}  // namespace capsule::move
+
+namespace capsule::move {
+
+Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, const ApplyOptions& options,
+                            UnpackStats* stats) {
+  std::optional<Manifest> held;
+  if (PathExists(JoinPath(staging, kManifestPath))) {
+    CAPSULE_ASSIGN_OR_RETURN(held, Manifest::Load(staging));
+  }
+  UnpackStats local;
+  // The staging area is itself the temporary: one syncfs at the end instead of an fsync a file.
+  StagingSync sync(staging);
+  std::string received_dir = JoinPath(staging, local::kReceivedDir);
+  CAPSULE_RETURN_IF_ERROR(RemoveTree(received_dir));
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(received_dir));
+  CAPSULE_ASSIGN_OR_RETURN(ReceivedStream stream, ReadStream(source, received_dir));
+  local.manifest = stream.manifest;
+  local.file_bytes = stream.file_bytes;
+  if (stream.manifest.phase != options.expected_phase) {
+    return Status::FailedPrecondition("stream of move " + stream.manifest.move,
+                                      std::string("is a ") + PhaseName(stream.manifest.phase) + ", a " +
+                                          PhaseName(options.expected_phase) + " was expected");
+  }
+  if (stream.manifest.move != options.expected_move) {
+    return Status::FailedPrecondition("stream of move " + stream.manifest.move, "the move offered here is " + options.expected_move);
+  }
+  if (stream.manifest.agent.id != options.expected_agent) {
+    return Status::FailedPrecondition("stream of move " + stream.manifest.move,
+                                      "is for agent " + stream.manifest.agent.id + ", the move offered agent " + options.expected_agent);
+  }
+  UnpackOptions unpack;
+  unpack.sealed = options.sealed;
+  CAPSULE_RETURN_IF_ERROR(CheckArrival(staging, held, stream.manifest, unpack));
+  CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, RefreshStagedManifest(staging, stream, options));
+  CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest, options));
+  CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));
+  CAPSULE_RETURN_IF_ERROR(sync.Finish());
+  if (stats != nullptr) *stats = local;
+  return Status::Ok();
+}
+
+}  // namespace capsule::move

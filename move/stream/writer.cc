@@ -1,0 +1,203 @@
+#include "move/stream/writer.h"
+
+#include <fcntl.h>
+
+#include <set>
+#include <vector>
+
+#include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/manifest.h"
+#include "capsule/base/sha256.h"
+#include "capsule/base/tar.h"
+#include "capsule/base/version.h"
+#include "capsule/format/workspace.h"
+
+namespace capsule::move {
+
+namespace {
+
+// One entry of the stream, before it is written.
+struct Planned {
+  enum class Kind { kFolder, kFile, kLink } kind = Kind::kFile;
+  std::string stream_path;
+  std::string source;       // kFile: the file to read, under the capsule folder
+  std::string sha256;       // kFile
+  uint64_t size = 0;        // kFile
+  mode_t mode = 0644;
+  std::string link_target;  // kLink
+  std::string inline_data;  // kFile whose bytes were rewritten (canonical jobs)
+  bool has_inline = false;
+};
+
+void AddFolders(const std::string& path, std::map<std::string, Planned>* plan) {
+  std::string dir = DirName(path);
+  while (dir != "." && !plan->count(dir)) {
+    Planned folder;
+    folder.kind = Planned::Kind::kFolder;
+    folder.stream_path = dir;
+    folder.mode = 0755;
+    (*plan)[dir] = folder;
+    dir = DirName(dir);
+  }
+}
+
+Status PlanFile(const std::string& dir, const std::string& capsule_path, const std::string& stream_path,
+                std::map<std::string, Planned>* plan) {
+  Planned file;
+  file.stream_path = stream_path;
+  file.source = JoinPath(dir, capsule_path);
+  if (capsule_path.rfind(std::string(kScheduleDir) + "/", 0) == 0) {
+    // Jobs and day.json travel in canonical form.
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(file.source));
+    CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, capsule_path));
+    CAPSULE_ASSIGN_OR_RETURN(file.inline_data, CanonicalJson(json, capsule_path));
+    file.has_inline = true;
+    file.size = file.inline_data.size();
+    file.sha256 = Sha256Hex(file.inline_data);
+  } else {
+    CAPSULE_ASSIGN_OR_RETURN(file.sha256, Sha256File(file.source, &file.size));
+  }
+  AddFolders(stream_path, plan);
+  (*plan)[stream_path] = std::move(file);
+  return Status::Ok();
+}
+
+Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase phase) {
+  std::map<std::string, Planned> plan;
+  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(dir));
+  Planned root;
+  root.kind = Planned::Kind::kFolder;
+  root.stream_path = "files";
+  root.mode = 0755;
+  plan["files"] = root;
+  for (const auto& [path, entry] : snapshot.entries()) {
+    Planned item;
+    item.stream_path = "files/" + path;
+    item.mode = entry.mode;
+    switch (entry.type) {
+      case SnapshotEntry::Type::kDirectory:
+        item.kind = Planned::Kind::kFolder;
+        break;
+      case SnapshotEntry::Type::kFile:
+        item.source = JoinPath(dir, BlobPath(entry.sha256));
+        item.sha256 = entry.sha256;
+        item.size = entry.size;
+        break;
+      case SnapshotEntry::Type::kSymlink:
+        item.kind = Planned::Kind::kLink;
+        item.link_target = entry.target;
+        CAPSULE_RETURN_IF_ERROR(CheckStreamLink(item.stream_path, entry.target, phase));
+        break;
+    }
+    AddFolders(item.stream_path, &plan);
+    plan[item.stream_path] = std::move(item);
+  }
+  if (phase == Phase::kFiles) return plan;
+  for (const char* capsule_path : {kWorkingMemoryPath, kJournalPath, kVectorIndexPath, kEnvironmentSpecPath}) {
+    CAPSULE_RETURN_IF_ERROR(PlanFile(dir, capsule_path, *StreamPathOfCapsuleFile(capsule_path), &plan));
+  }
+  if (phase == Phase::kSwitch && PathExists(JoinPath(dir, kScheduleDir))) {
+    CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> jobs, ListTree(JoinPath(dir, kScheduleDir)));
+    for (const TreeEntry& job : jobs) {
+      if (job.type != TreeEntry::Type::kFile || IsTempDebris(job.path)) continue;
+      std::string path = std::string(kScheduleDir) + "/" + job.path;
+      CAPSULE_RETURN_IF_ERROR(PlanFile(dir, path, path, &plan));
+    }
+  }
+  return plan;
+}
+
+Status WriteFileEntry(const Planned& file, TarWriter* tar, std::vector<char>* buffer) {
+  CAPSULE_RETURN_IF_ERROR(tar->BeginFile(file.stream_path, file.size, file.mode, {{kDigestRecord, file.sha256}}));
+  if (file.has_inline) {
+    CAPSULE_RETURN_IF_ERROR(tar->WriteFileData(file.inline_data));
+    return tar->EndFile();
+  }
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(file.source, O_RDONLY));
+  Sha256 hasher;
+  uint64_t done = 0;
+  while (done < file.size) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(buffer->size(), file.size - done));
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), buffer->data(), want, static_cast<off_t>(done), file.source));
+    if (n == 0) return Status::Corruption(file.source, "shrank while being sent");
+    hasher.Update(std::string_view(buffer->data(), n));
+    CAPSULE_RETURN_IF_ERROR(tar->WriteFileData(std::string_view(buffer->data(), n)));
+    done += n;
+  }
+  // What is sent must be what the digest says, even if the file changed under us.
+  if (hasher.FinishHex() != file.sha256) return Status::Corruption(file.source, "changed while being sent");
+  return tar->EndFile();
+}
+
+}  // namespace
+
+Result<HaveMap> HaveOfCapsule(const std::string& dir) {
+  HaveMap have;
+  CAPSULE_ASSIGN_OR_RETURN(auto plan, PlanStream(dir, Phase::kSwitch));
+  for (const auto& [path, item] : plan) {
+    if (item.kind == Planned::Kind::kFile) have[path] = item.sha256;
+  }
+  return have;
+}
+
+Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink* sink, PackStats* stats) {
+  CAPSULE_ASSIGN_OR_RETURN(Manifest capsule_manifest, Manifest::Load(dir));
+  StreamManifest manifest;
+  manifest.phase = options.phase;
+  if (options.move_id) {
+    manifest.move = *options.move_id;
+  } else if (options.phase == Phase::kSwitch) {
+    return Status::InvalidArgument("switch", "needs the move id of its copy (--move)");
+  } else {
+    CAPSULE_ASSIGN_OR_RETURN(manifest.move, NewMoveId());
+  }
+  manifest.version = kVersion;
+  manifest.agent = capsule_manifest.agent;
+  manifest.epoch = options.epoch ? *options.epoch : capsule_manifest.holder_epoch;
+  CAPSULE_ASSIGN_OR_RETURN(auto plan, PlanStream(dir, options.phase));
+  if (options.phase == Phase::kSwitch) {
+    for (const auto& [path, sha] : options.have) {
+      bool tracked = path.rfind("files/", 0) == 0 || path.rfind("memory/", 0) == 0;
+      if (tracked && !plan.count(path)) manifest.removed.push_back(path);
+    }
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest.ToCanonicalText());
+  // Fail on a bad move id now, not at the receiver.
+  CAPSULE_RETURN_IF_ERROR(StreamManifest::Parse(manifest_text).status().WithContext("move id"));
+
+  PackStats local;
+  local.move_id = manifest.move;
+  local.removed = manifest.removed.size();
+  TarWriter tar(sink);
+  CAPSULE_RETURN_IF_ERROR(tar.AddFile(kStreamManifestName, manifest_text, 0644, {{kDigestRecord, Sha256Hex(manifest_text)}}));
+  std::vector<char> buffer(1 << 20);
+  for (const auto& [path, item] : plan) {
+    switch (item.kind) {
+      case Planned::Kind::kFolder:
+        CAPSULE_RETURN_IF_ERROR(tar.AddDirectory(path, item.mode));
+        break;
+      case Planned::Kind::kLink:
+        CAPSULE_RETURN_IF_ERROR(tar.AddSymlink(path, item.link_target));
+        break;
+      case Planned::Kind::kFile: {
+        auto held = options.have.find(path);
+        if (held != options.have.end() && held->second == item.sha256) {
+          ++local.files_skipped;
+          break;
+        }
+        CAPSULE_RETURN_IF_ERROR(WriteFileEntry(item, &tar, &buffer));
+        ++local.files_sent;
+        local.file_bytes_sent += item.size;
+        break;
+      }
+    }
+  }
+  CAPSULE_RETURN_IF_ERROR(tar.AddFile(kStreamEndName, "", 0644, {{kDigestRecord, Sha256Hex("")}}));
+  CAPSULE_RETURN_IF_ERROR(tar.Finish());
+  if (stats != nullptr) *stats = local;
+  return Status::Ok();
+}
+
+}  // namespace capsule::move

@@ -1,0 +1,38 @@
+// Writing a capsule as a Move Stream (format 4), in constant memory.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "capsule/base/byte_stream.h"
+#include "capsule/base/status.h"
+#include "move/stream/format.h"
+
+namespace capsule::move {
+
+struct PackOptions {
+  Phase phase = Phase::kCopy;
+  // The move id; a new one is made when absent. A switch must carry its copy's id.
+  std::optional<std::string> move_id;
+  // What the receiver holds: each file it holds the same is skipped.
+  HaveMap have;
+  // The epoch the stream offers; the capsule's current epoch when absent.
+  std::optional<uint64_t> epoch;
+};
+
+struct PackStats {
+  std::string move_id;
+  uint64_t files_sent = 0;
+  uint64_t files_skipped = 0;  // held the same by the receiver
+  uint64_t file_bytes_sent = 0;
+  uint64_t removed = 0;
+};
+
+// Writes the stream of the capsule at `dir` into `sink`, then closes the sink.
+Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink* sink, PackStats* stats);
+
+// What the capsule at `dir` holds, as a `have` for a sender: every stream file and its digest.
+Result<HaveMap> HaveOfCapsule(const std::string& dir);
+
+}  // namespace capsule::move
