@@ -77,13 +77,18 @@ class CapsuleFs {
   // Commits everything, verifies the capsule and holds writers until Thaw. Blobs hashed by
   // an earlier freeze or PreVerify and unchanged since are not read again, so a freeze after
   // a PreVerify reads what changed, not the whole capsule. Returns how many blobs it read.
-  Result<uint64_t> Freeze();
+  // `move`: the move out this freeze is for ("" for an admin's); the holder record keeps it,
+  // so that only that move thaws the mount (TransitionHolder).
+  Result<uint64_t> Freeze(const std::string& move = "");
   // Hashes the capsule's blobs while the agent runs, ahead of a freeze (a move's copy phase).
   // Returns how many blobs were read rather than remembered.
   Result<uint64_t> PreVerify();
   // Makes a PreVerify in progress stop soon (Unavailable): the mount is going away.
   void CancelPreVerify() { preverify_cancelled_ = true; }
-  Status Thaw();
+  // Refused when the holder record is retired (the mount retires then) or frozen for
+  // another move than `move`.
+  Status Thaw(const std::string& move = "");
+  // Records the capsule retired (when it is held here) and refuses every write from now on.
   Status Retire();
   // Retires the mount when the holder record no longer says this machine holds the agent
   // (retired, missing or unreadable): the sidecar may change the record without the socket.

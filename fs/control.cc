@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -15,6 +16,29 @@
 #include "fs/control_client.h"
 
 namespace capsule::fs {
+
+namespace {
+
+// One command line of at most kMaxCommand bytes, read before the socket's deadline. False
+// when the client stalls past it, hangs up first, or sends a longer line.
+bool ReadCommand(int fd, std::string* command) {
+  char buffer[ControlServer::kMaxCommand + 1];
+  size_t have = 0;
+  while (have < sizeof buffer) {
+    ssize_t n = ::read(fd, buffer + have, sizeof buffer - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    const char* end = static_cast<const char*>(std::memchr(buffer + have, '\n', static_cast<size_t>(n)));
+    have += static_cast<size_t>(n);
+    if (end != nullptr) {
+      command->assign(buffer, static_cast<size_t>(end - buffer));
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 Status ControlServer::Start(CapsuleFs* fs, const std::string& socket_path, uid_t owner) {
   fs_ = fs;
@@ -68,6 +92,11 @@ void ControlServer::Serve() {
     }
     UniqueFd conn(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!conn.valid()) continue;
+    // A client has kClientDeadline to send its command and take its reply; one that stalls is
+    // dropped, so it holds up neither the holder watch, nor status, nor the unmount.
+    timeval deadline{kClientDeadline.count(), 0};
+    ::setsockopt(conn.get(), SOL_SOCKET, SO_RCVTIMEO, &deadline, sizeof deadline);
+    ::setsockopt(conn.get(), SOL_SOCKET, SO_SNDTIMEO, &deadline, sizeof deadline);
     ucred cred{};
     socklen_t len = sizeof(cred);
     std::string reply;
@@ -76,8 +105,7 @@ void ControlServer::Serve() {
       reply = R"({"error":"control: only root or the mount's owner may use this socket","ok":false})";
     } else {
       std::string command;
-      char c;
-      while (command.size() < 256 && ::read(conn.get(), &c, 1) == 1 && c != '\n') command.push_back(c);
+      if (!ReadCommand(conn.get(), &command)) continue;  // stalled, cut or oversized: dropped
       if (command == "preverify") {
         // Reads the whole capsule: on its own thread, so that the holder record is still
         // watched and status answered meanwhile. One at a time.
@@ -104,16 +132,19 @@ void ControlServer::Serve() {
 std::string ControlServer::Handle(const std::string& command) {
   Status done;
   std::optional<uint64_t> blobs_read;
-  if (command == "freeze") {
-    Result<uint64_t> read = fs_->Freeze();
+  // "freeze MOVE" and "thaw MOVE": a move out's own freeze and thaw (see holder.h).
+  std::string verb = command.substr(0, command.find(' '));
+  std::string move = verb.size() < command.size() ? command.substr(verb.size() + 1) : "";
+  if (verb == "freeze") {
+    Result<uint64_t> read = fs_->Freeze(move);
     if (read.ok()) blobs_read = *read;
     done = read.status();
   } else if (command == "preverify") {
     Result<uint64_t> read = fs_->PreVerify();
     if (read.ok()) blobs_read = *read;
     done = read.status();
-  } else if (command == "thaw") {
-    done = fs_->Thaw();
+  } else if (verb == "thaw") {
+    done = fs_->Thaw(move);
   } else if (command == "retire") {
     done = fs_->Retire();
   } else if (command != "status") {

@@ -3,7 +3,8 @@
 // The mount shows its path in MNT/.capsulefs-control, so clients find it from the mountpoint.
 //
 // Protocol: the client sends one command line ("status", "freeze", "thaw", "retire" or
-// "preverify") and reads one canonical JSON line back: {"agent","epoch","ok":true,"state"}
+// "preverify"; a move out sends "freeze MOVE" and "thaw MOVE", see capsule/format/holder.h)
+// of at most kMaxCommand bytes, within kClientDeadline, and reads one canonical JSON line back: {"agent","epoch","ok":true,"state"}
 // (freeze and preverify add "blobs_read", the blobs they read rather than remembered) or
 // {"error":"...","ok":false}. One connection, one command.
 //
@@ -18,6 +19,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -34,6 +36,9 @@ class ControlServer {
   ~ControlServer() { Stop(); }
   ControlServer(const ControlServer&) = delete;
   ControlServer& operator=(const ControlServer&) = delete;
+
+  static constexpr size_t kMaxCommand = 256;
+  static constexpr std::chrono::seconds kClientDeadline{2};
 
   Status Start(CapsuleFs* fs, const std::string& socket_path, uid_t owner);
   void Stop();

@@ -66,9 +66,12 @@ Result<Json> SendControl(const std::string& socket_path, const std::string& comm
     reply.append(buffer, static_cast<size_t>(n));
   }
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(reply, socket_path, Code::kCorruption));
-  if (!json.is_object() || !json.value("ok", false)) {
-    std::string error = json.is_object() ? json.value("error", std::string("refused")) : "bad reply";
-    return Status::FailedPrecondition(command, error);
+  if (!json.is_object()) return Status::Corruption(socket_path, "a reply that is not a JSON object");
+  auto ok = json.find("ok");
+  if (ok == json.end() || !ok->is_boolean() || !ok->get<bool>()) {
+    auto error = json.find("error");
+    return Status::FailedPrecondition(command, error != json.end() && error->is_string() ? error->get<std::string>()
+                                                                                           : "refused");
   }
   return json;
 }

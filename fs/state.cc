@@ -19,7 +19,8 @@
 
 namespace capsule::fs {
 
-Result<uint64_t> CapsuleFs::Freeze() {
+Result<uint64_t> CapsuleFs::Freeze(const std::string& move) {
+  const HolderTransition freeze{{HolderState::kActive}, HolderState::kFrozen, move};
   uint64_t read_before = verified_blobs_.files_read();
   Status frozen = gate_.Freeze([&]() -> Status {
     CAPSULE_RETURN_IF_ERROR(CommitAll());
@@ -28,11 +29,14 @@ Result<uint64_t> CapsuleFs::Freeze() {
     verify.blob_digests = &verified_blobs_;
     CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifyFolder(options_.dir, verify));
     if (!report.ok()) return Status::Corruption(options_.dir, "does not verify: " + report.problems.front());
-    CAPSULE_ASSIGN_OR_RETURN(HolderRecord record, HolderRecord::Load(options_.dir));
-    record.state = HolderState::kFrozen;
-    return record.Save(options_.dir);
+    return TransitionHolder(options_.dir, freeze).status();
   });
   if (!frozen.ok()) return frozen;
+  // Frozen before this call (by an admin, or by this move asking again): the record says by
+  // whom, and a freeze for a move takes over an admin's.
+  CAPSULE_RETURN_IF_ERROR(TransitionHolder(options_.dir, {{HolderState::kActive, HolderState::kFrozen},
+                                                          HolderState::kFrozen, move})
+                              .status());
   return verified_blobs_.files_read() - read_before;
 }
 
@@ -61,23 +65,27 @@ Result<uint64_t> CapsuleFs::PreVerify() {
   return verified_blobs_.files_read() - read_before;
 }
 
-Status CapsuleFs::Thaw() {
+Status CapsuleFs::Thaw(const std::string& move) {
   if (gate_.state() != MountState::kFrozen) {
     return Status::FailedPrecondition("thaw", std::string("the mount is ") + MountStateName(gate_.state()));
   }
-  CAPSULE_ASSIGN_OR_RETURN(HolderRecord record, HolderRecord::Load(options_.dir));
-  record.state = HolderState::kActive;
-  CAPSULE_RETURN_IF_ERROR(record.Save(options_.dir));
+  Result<HolderRecord> thawed =
+      TransitionHolder(options_.dir, {{HolderState::kFrozen}, HolderState::kActive, move});
+  if (!thawed.ok()) {
+    // A record retired meanwhile (a mover's decision, its "retire" still on its way) retires
+    // the mount now: a thaw never revives it.
+    Result<HolderRecord> record = HolderRecord::Load(options_.dir);
+    if (!record.ok() || record->state == HolderState::kRetired) (void)Retire();
+    return thawed.status();
+  }
   gate_.Thaw();
   return Status::Ok();
 }
 
 Status CapsuleFs::Retire() {
-  Result<HolderRecord> record = HolderRecord::Load(options_.dir);
-  if (record.ok()) {
-    record->state = HolderState::kRetired;
-    CAPSULE_RETURN_IF_ERROR(record->Save(options_.dir));
-  }
+  Result<HolderRecord> retired =
+      TransitionHolder(options_.dir, {{HolderState::kActive, HolderState::kFrozen}, HolderState::kRetired, ""});
+  // Whatever the record says: a mount told to retire never takes a write again (fail safe).
   gate_.Retire();
   // Makes the mount read-only for the kernel too, so that statfs reports ST_RDONLY. The
   // kernel refuses while a file is open for writing there, so it is retried for a while.
@@ -88,6 +96,8 @@ Status CapsuleFs::Retire() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }).detach();
+  // No record at all is no error here: this machine does not hold the agent either way.
+  if (!retired.ok() && PathExists(JoinPath(options_.dir, local::kHolder))) return retired.status();
   return Status::Ok();
 }
 

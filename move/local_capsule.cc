@@ -6,21 +6,6 @@
 
 namespace capsule::move {
 
-namespace {
-
-Status SetState(const std::string& dir, HolderState from, HolderState to) {
-  CAPSULE_ASSIGN_OR_RETURN(HolderRecord record, HolderRecord::Load(dir));
-  if (record.state == to) return Status::Ok();
-  if (record.state != from) {
-    return Status::FailedPrecondition(dir, std::string("is ") + HolderStateName(record.state) + ", not " +
-                                               HolderStateName(from));
-  }
-  record.state = to;
-  return record.Save(dir);
-}
-
-}  // namespace
-
 Result<LocalCapsule> LocalCapsule::Open(const std::string& source) {
   LocalCapsule capsule;
   Result<std::string> socket = fs::FindControlSocket(source);
@@ -44,28 +29,25 @@ void LocalCapsule::PrepareFreeze() {
   if (socket_) (void)fs::SendControl(*socket_, "preverify");
 }
 
-Status LocalCapsule::Freeze() {
-  if (socket_) return fs::SendControl(*socket_, "freeze").status().WithContext("freeze " + dir_);
-  return SetState(dir_, HolderState::kActive, HolderState::kFrozen);
+Status LocalCapsule::Freeze(const std::string& move) {
+  if (socket_) return fs::SendControl(*socket_, "freeze " + move).status().WithContext("freeze " + dir_);
+  return TransitionHolder(dir_, {{HolderState::kActive}, HolderState::kFrozen, move}).status();
 }
 
-Status LocalCapsule::Thaw() {
+Status LocalCapsule::Thaw(const std::string& move) {
   if (socket_) {
-    Result<Json> thawed = fs::SendControl(*socket_, "thaw");
+    Result<Json> thawed = fs::SendControl(*socket_, "thaw " + move);
     if (thawed.ok()) return Status::Ok();
     // The mount is not frozen (it restarted, say): the record is what makes it writable.
   }
-  return SetState(dir_, HolderState::kFrozen, HolderState::kActive);
+  return TransitionHolder(dir_, {{HolderState::kFrozen}, HolderState::kActive, move}).status();
 }
 
 Status LocalCapsule::Retire() {
-  // The record first: it is the decision, and a mount that misses the command below still
-  // sees it within half a second.
-  CAPSULE_ASSIGN_OR_RETURN(HolderRecord record, HolderRecord::Load(dir_));
-  if (record.state != HolderState::kRetired) {
-    record.state = HolderState::kRetired;
-    CAPSULE_RETURN_IF_ERROR(record.Save(dir_));
-  }
+  // The record first: it is the decision (a thaw from now on is refused), and a mount that
+  // misses the command below still sees it within half a second.
+  CAPSULE_RETURN_IF_ERROR(
+      TransitionHolder(dir_, {{HolderState::kActive, HolderState::kFrozen}, HolderState::kRetired, ""}).status());
   if (socket_) (void)fs::SendControl(*socket_, "retire");
   return Status::Ok();
 }

@@ -25,9 +25,11 @@ class LocalCapsule {
   // A folder's freeze does not verify, so there is nothing to do.
   void PrepareFreeze();
   // Returns once every write is committed and the capsule verifies; writes wait from then on.
-  Status Freeze();
-  // Writes go on, at the epoch the record holds.
-  Status Thaw();
+  // The holder record names `move` as what froze it, so that only that move thaws it.
+  Status Freeze(const std::string& move);
+  // Writes go on, at the epoch the record holds: refused when the record is retired (the
+  // target took over) or frozen for another move.
+  Status Thaw(const std::string& move);
   // Records the capsule retired at its epoch; a mount refuses every write from then on.
   Status Retire();
 

@@ -188,7 +188,7 @@ Result<MoveReport> Mover::Run() {
   move.phase = "frozen";
   if (Status saved = SaveOutgoing(dir_, move); !saved.ok()) return Rollback(move, saved);
   Clock::time_point frozen_at = Clock::now();
-  Status frozen = local_.Freeze();
+  Status frozen = local_.Freeze(move.move);
   report.freeze_seconds = SecondsSince(frozen_at);
   Progress("freeze", 0, report.freeze_seconds);
   if (Crash("frozen")) return CrashStatus("frozen");
@@ -239,13 +239,13 @@ Status Mover::Rollback(const OutgoingMove& move, Status why) {
   }
   Result<HolderRecord> record = HolderRecord::Load(dir_);
   if (record.ok() && record->state == HolderState::kFrozen) {
-    Status thawed = local_.Thaw();
+    Status thawed = local_.Thaw(move.move);
     if (!thawed.ok()) {
       if (why.ok()) return thawed.WithContext("rollback");
       return why.WithContext("rolled back, but thawing failed (" + thawed.message() + ")");
     }
   } else if (local_.mounted()) {
-    (void)local_.Thaw();  // a freeze that failed half-way may have stopped the mount's writes
+    (void)local_.Thaw(move.move);  // a freeze that failed half-way may have stopped the mount's writes
   }
   CAPSULE_RETURN_IF_ERROR(RemoveOutgoing(dir_));
   return why;
@@ -270,7 +270,7 @@ Result<bool> Mover::Resolve(const OutgoingMove& move) {
     }
     // It holds another epoch (or none): the move never happened, and the query made sure it
     // never will.
-    CAPSULE_RETURN_IF_ERROR(local_.Thaw());
+    CAPSULE_RETURN_IF_ERROR(local_.Thaw(move.move));
     CAPSULE_RETURN_IF_ERROR(RemoveOutgoing(dir_));
     return false;
   }

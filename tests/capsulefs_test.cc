@@ -9,12 +9,15 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <set>
@@ -436,6 +439,94 @@ TEST_F(CapsulefsTest, AHolderRecordThatMovesOnRetiresTheMount) {
   }
   EXPECT_EQ(err, EROFS);
   EXPECT_NE(RunCapsule({"status", mnt_}).out.find("retired"), std::string::npos);
+}
+
+// The race a mover's retire leaves open: it records "retired" first and tells the mount
+// second. A thaw that reaches the mount in between (the move's own rollback, or an admin)
+// must not revive the capsule: the thaw is refused, the mount retires, the record stays
+// retired, and no write is taken.
+TEST_F(CapsulefsTest, AThawBetweenTheRecordsRetireAndTheMountsIsRefusedAndRetiresTheMount) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  Result<std::string> socket = fs::FindControlSocket(mnt_);
+  ASSERT_TRUE(socket.ok()) << socket.status().message();
+  ASSERT_TRUE(fs::SendControl(*socket, "freeze 0123456789abcdef0123456789abcdef").ok());
+  // The mover's decision, exactly as LocalCapsule::Retire writes it; its "retire" to the mount
+  // has not been sent yet. The mount checks the record every half second: the thaw below
+  // comes well within that.
+  Result<HolderRecord> decided =
+      TransitionHolder(dir_, {{HolderState::kActive, HolderState::kFrozen}, HolderState::kRetired, ""});
+  ASSERT_TRUE(decided.ok()) << decided.status().message();
+  Result<Json> thawed = fs::SendControl(*socket, "thaw 0123456789abcdef0123456789abcdef");
+  EXPECT_FALSE(thawed.ok());
+  EXPECT_NE(thawed.status().message().find("retired"), std::string::npos) << thawed.status().message();
+  auto thawed_by_admin = RunCapsule({"thaw", mnt_});
+  EXPECT_EQ(thawed_by_admin.exit_code, 1);
+  EXPECT_EQ(Put(F("after.txt"), "never"), EROFS);
+  EXPECT_NE(RunCapsule({"status", mnt_, "--json"}).out.find("\"retired\""), std::string::npos);
+  Result<HolderRecord> record = HolderRecord::Load(dir_);
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->state, HolderState::kRetired);
+}
+
+// A mount frozen for a move is thawed only by that move (its rollback); an admin's thaw, or
+// another move's, is refused and names the move, which `capsule move --recover` resolves.
+TEST_F(CapsulefsTest, AMountFrozenForAMoveIsThawedOnlyByThatMove) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  Result<std::string> socket = fs::FindControlSocket(mnt_);
+  ASSERT_TRUE(socket.ok()) << socket.status().message();
+  const std::string move = "00112233445566778899aabbccddeeff";
+  ASSERT_TRUE(fs::SendControl(*socket, "freeze " + move).ok());
+  EXPECT_EQ(HolderRecord::Load(dir_)->move, move);
+  auto admin = RunCapsule({"thaw", mnt_});
+  EXPECT_EQ(admin.exit_code, 1);
+  EXPECT_NE(admin.err.find(move), std::string::npos) << admin.err;
+  EXPECT_NE(admin.err.find("--recover"), std::string::npos) << admin.err;
+  EXPECT_FALSE(fs::SendControl(*socket, "thaw ffffffffffffffffffffffffffffffff").ok());
+  EXPECT_FALSE(fs::SendControl(*socket, "freeze ffffffffffffffffffffffffffffffff").ok());
+  EXPECT_NE(RunCapsule({"status", mnt_}).out.find("frozen"), std::string::npos);
+  ASSERT_TRUE(fs::SendControl(*socket, "thaw " + move).ok());
+  EXPECT_EQ(Put(F("after.txt"), "yes"), 0);
+  Result<HolderRecord> record = HolderRecord::Load(dir_);
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->state, HolderState::kActive);
+  EXPECT_EQ(record->move, "");
+}
+
+// A client that connects to the control socket and says nothing is dropped after the
+// deadline: status is answered meanwhile and the unmount is not held up.
+TEST_F(CapsulefsTest, AStalledControlClientDelaysNeitherStatusNorUnmount) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  Result<std::string> socket = fs::FindControlSocket(mnt_);
+  ASSERT_TRUE(socket.ok()) << socket.status().message();
+  std::vector<UniqueFd> stalled;
+  for (int i = 0; i < 3; ++i) {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    UniqueFd dir_fd;
+    Result<std::string> name = fs::SocketName(*socket, &dir_fd);
+    ASSERT_TRUE(name.ok());
+    std::memcpy(addr.sun_path, name->c_str(), name->size() + 1);
+    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    if (i == 2) {
+      ASSERT_EQ(::write(fd.get(), "stat", 4), 4);  // half a command, never ended
+    }
+    stalled.push_back(std::move(fd));
+  }
+  auto started = std::chrono::steady_clock::now();
+  auto status = RunCapsule({"status", mnt_});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("active"), std::string::npos);
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // Three stalled clients ahead of it, each dropped at the 2-second deadline.
+  EXPECT_LT(waited, 30.0);
+  // Each stalled client was dropped: its end reads the end of the stream, no reply.
+  char c;
+  EXPECT_EQ(::read(stalled[0].get(), &c, 1), 0);
+  EXPECT_EQ(mount.Unmount(), 0);
 }
 
 TEST_F(CapsulefsTest, ACapsuleNotHeldHereMountsReadOnly) {

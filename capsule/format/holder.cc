@@ -1,8 +1,10 @@
 #include "capsule/format/holder.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <random>
 
 #include "capsule/base/canonical_json.h"
@@ -39,13 +41,14 @@ Result<HolderRecord> HolderRecord::Load(const std::string& capsule_dir) {
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(*text, path, Code::kCorruption));
   if (!json.is_object() || !json.value("agent", Json()).is_string() ||
       !json.value("machine", Json()).is_string() || !json.value("epoch", Json()).is_number_unsigned() ||
-      !json.value("state", Json()).is_string()) {
-    return Status::Corruption(path, "needs agent, machine, epoch and state");
+      !json.value("state", Json()).is_string() || !json.value("move", Json("")).is_string()) {
+    return Status::Corruption(path, "needs agent, machine, epoch and state (and move, when there, a string)");
   }
   HolderRecord record;
   record.agent = json["agent"];
   record.machine = json["machine"];
   record.epoch = json["epoch"];
+  record.move = json.value("move", "");
   std::string state = json["state"];
   if (state == "active") {
     record.state = HolderState::kActive;
@@ -62,8 +65,55 @@ Result<HolderRecord> HolderRecord::Load(const std::string& capsule_dir) {
 Status HolderRecord::Save(const std::string& capsule_dir) const {
   CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
   Json json = {{"agent", agent}, {"machine", machine}, {"epoch", epoch}, {"state", HolderStateName(state)}};
+  if (!move.empty()) json["move"] = move;
   CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(json, local::kHolder));
   return WriteFileAtomic(JoinPath(capsule_dir, local::kHolder), text + "\n");
+}
+
+namespace {
+
+// What a record says, for messages: "frozen at epoch 3 for move 0a1b...".
+std::string Describe(const HolderRecord& record) {
+  std::string text = std::string(HolderStateName(record.state)) + " at epoch " + std::to_string(record.epoch);
+  if (!record.move.empty()) text += " for move " + record.move;
+  return text;
+}
+
+}  // namespace
+
+Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const HolderTransition& transition) {
+  const std::string lock_path = JoinPath(capsule_dir, local::kHolderLock);
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock, OpenFile(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  while (::flock(lock.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return Status::IOError(lock_path + ": flock", errno);
+  }
+  Result<HolderRecord> loaded = HolderRecord::Load(capsule_dir);
+  if (!loaded.ok()) {
+    return Status::FailedPrecondition(capsule_dir, std::string("cannot become ") + HolderStateName(transition.to) +
+                                                       ": " + loaded.status().message());
+  }
+  HolderRecord record = *loaded;
+  auto refuse = [&](const std::string& why) {
+    return Status::FailedPrecondition(capsule_dir, std::string("cannot become ") + HolderStateName(transition.to) +
+                                                       ": the holder record says " + Describe(record) + why);
+  };
+  bool frozen_for_move = record.state == HolderState::kFrozen && !record.move.empty();
+  if (transition.to == HolderState::kFrozen && record.state == HolderState::kFrozen) {
+    if (record.move == transition.move) return record;  // already so
+    return refuse("");
+  }
+  if (transition.to == HolderState::kActive && frozen_for_move && record.move != transition.move) {
+    return refuse("; only that move thaws it: capsule move --recover resolves it");
+  }
+  if (record.state == transition.to) return record;  // already so: a retried transition
+  bool expected = false;
+  for (HolderState from : transition.from) expected = expected || record.state == from;
+  if (!expected) return refuse("");
+  record.state = transition.to;
+  record.move = transition.to == HolderState::kFrozen ? transition.move : "";
+  CAPSULE_RETURN_IF_ERROR(record.Save(capsule_dir));
+  return record;
 }
 
 Result<std::string> LoadOrCreateMachineId(const std::string& capsule_dir) {

@@ -2,13 +2,22 @@
 // the capsule's local folder .capsule/ (never exported, never sent).
 //
 // .capsule/machine       this machine's id for the capsule: "m-" and 16 hex digits, made once
-// .capsule/holder.json   {"agent","epoch","machine","state"}, state active, frozen or retired
+// .capsule/holder.json   {"agent","epoch","machine","move"?,"state"}, state active, frozen or
+//                        retired; "move" names the move out that froze it, when one did
+// .capsule/holder.lock   flock(2)ed by every change of holder.json (TransitionHolder)
 //
 // A capsule with no holder record is not held here: reading it is fine, changing it is not.
 // Fail safe: when the record is missing or unreadable, this machine does not run the agent.
+//
+// A held record changes only through TransitionHolder: a compare-and-set from the states the
+// caller expects, under the record's lock, so that the mount, the mover, the command line and
+// the sidecar never overwrite each other's decision (a thaw can never revive a record a
+// mover retired). HolderRecord::Save writes a new record into a folder no one else uses yet
+// (a capsule being created, imported or staged).
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "capsule/base/status.h"
@@ -24,11 +33,30 @@ struct HolderRecord {
   std::string machine;
   uint64_t epoch = 0;
   HolderState state = HolderState::kRetired;
+  // When frozen for a move out: that move's id. Only that move may thaw it (its rollback);
+  // anyone else is told to resolve the move (capsule move --recover).
+  std::string move;
 
   static Result<HolderRecord> Load(const std::string& capsule_dir);
-  // Written atomically through the durable-write path.
+  // A new record, written atomically through the durable-write path. Not for a record in
+  // use: that changes through TransitionHolder.
   Status Save(const std::string& capsule_dir) const;
 };
+
+struct HolderTransition {
+  std::initializer_list<HolderState> from;  // the states the record may be in
+  HolderState to;
+  // Freezing for a move: the move's id, written into the record. Thawing: the move the
+  // caller speaks for ("" for none), which must be the move the record names, if any.
+  std::string move;
+};
+
+// Changes the holder record of the capsule at `capsule_dir` under flock(LOCK_EX) on
+// .capsule/holder.lock, held across the read and the write. A record already in `to` is left
+// as it is (a transition may be retried); one in a state of `from` gets `to`; any other, a
+// missing one included, is refused with FailedPrecondition saying what the record says.
+// Returns the record as it is afterwards.
+Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const HolderTransition& transition);
 
 // This machine's id for the capsule, made and stored on first use.
 Result<std::string> LoadOrCreateMachineId(const std::string& capsule_dir);
