@@ -20,9 +20,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "capsule/base/status.h"
 #include "capsule/format/digest_cache.h"
 #include "capsule/format/manifest.h"
-#include "capsule/base/status.h"
 #include "capsule/format/workspace.h"
 #include "fs/change_log.h"
 #include "fs/journal_sink.h"

@@ -15,11 +15,11 @@
 #include <mutex>
 #include <thread>
 
+#include "capsule/base/parallel.h"
+#include "capsule/base/sha256.h"
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
-#include "capsule/base/parallel.h"
-#include "capsule/base/sha256.h"
 #include "capsule/format/verify.h"
 #include "fs/capsule_fs.h"
 #include "fs/errno_map.h"

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/version.h"
 #include "capsule/format/local_files.h"
 #include "capsule/format/mount_lock.h"
-#include "capsule/base/version.h"
 #include "fs/capsule_fs.h"
 #include "fs/control.h"
 #include "fs/fuse_table.h"

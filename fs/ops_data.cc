@@ -6,8 +6,8 @@
 
 #include <cerrno>
 
-#include "capsule/format/layout.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
 #include "fs/errno_map.h"
 

@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "capsule/base/sha256.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
-#include "capsule/base/sha256.h"
 #include "fs/capsule_fs.h"
 #include "fs/errno_map.h"
 

@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <unordered_map>
 
+#include "capsule/base/sha256.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
-#include "capsule/base/sha256.h"
 #include "journal/journal_file.h"
 #include "journal/merge_text.h"
 

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "capsule/format/create.h"
 #include "capsule/base/file_io.h"
+#include "capsule/format/create.h"
 #include "capsule/format/layout.h"
 
 namespace capsule::journal::testing {

@@ -31,7 +31,7 @@ void LocalCapsule::PrepareFreeze() {
 
 Status LocalCapsule::Freeze(const std::string& move) {
   if (socket_) return fs::SendControl(*socket_, "freeze " + move).status().WithContext("freeze " + dir_);
-  return TransitionHolder(dir_, {{HolderState::kActive}, HolderState::kFrozen, move}).status();
+  return TransitionHolder(dir_, {{HolderState::kActive, HolderState::kFrozen}, HolderState::kFrozen, move}).status();
 }
 
 Status LocalCapsule::Thaw(const std::string& move) {

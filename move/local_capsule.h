@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "capsule/format/holder.h"
 #include "capsule/base/status.h"
+#include "capsule/format/holder.h"
 
 namespace capsule::move {
 

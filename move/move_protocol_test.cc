@@ -12,12 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "capsule/base/file_io.h"
+#include "capsule/base/temp_dir.h"
 #include "capsule/format/create.h"
 #include "capsule/format/export.h"
-#include "capsule/format/import.h"
-#include "capsule/base/temp_dir.h"
-#include "capsule/base/file_io.h"
 #include "capsule/format/holder.h"
+#include "capsule/format/import.h"
 #include "capsule/format/keys.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/verify.h"

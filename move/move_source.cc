@@ -7,13 +7,13 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
-#include "capsule/base/sha256.h"
 #include "move/byte_pipe.h"
-#include "move/seal/envelope.h"
 #include "move/local_capsule.h"
+#include "move/seal/envelope.h"
 #include "move/stream/writer.h"
 
 namespace capsule::move {

@@ -9,13 +9,13 @@
 #include <thread>
 
 #include "capsule/base/canonical_json.h"
-#include "capsule/format/copy.h"
-#include "capsule/format/local_files.h"
-#include "capsule/format/environment_spec.h"
 #include "capsule/base/file_io.h"
+#include "capsule/format/copy.h"
+#include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/keys.h"
 #include "capsule/format/layout.h"
+#include "capsule/format/local_files.h"
 #include "capsule/format/manifest.h"
 #include "capsule/format/mount_lock.h"
 #include "fs/control_client.h"

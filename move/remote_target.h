@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "move/target_api.h"
 #include "move/net/wire.h"
+#include "move/target_api.h"
 
 namespace capsule::move {
 

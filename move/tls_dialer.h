@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "move/remote_target.h"
 #include "move/net/tls_channel.h"
+#include "move/remote_target.h"
 
 namespace capsule::move {
 

@@ -24,9 +24,9 @@
 #include <thread>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
-#include "capsule/base/sha256.h"
 #include "fs/control_client.h"
 #include "tests/cli_runner.h"
 #include "tests/mount_runner.h"

@@ -17,8 +17,8 @@
 #include "capsule/base/file_io.h"
 #include "capsule/format/holder.h"
 #include "tests/cli_runner.h"
-#include "tests/mount_runner.h"
 #include "tests/cut_proxy.h"
+#include "tests/mount_runner.h"
 
 namespace capsule {
 namespace {

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "capsule/format/create.h"
 #include "capsule/base/file_io.h"
+#include "capsule/format/create.h"
 #include "capsule/format/manifest.h"
 #include "capsule/format/workspace.h"
 #include "tests/cli_runner.h"

@@ -3,8 +3,8 @@
 
 #include <iostream>
 
-#include "capsule/cli/cli.h"
 #include "capsule/base/version.h"
+#include "capsule/cli/cli.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"capsule: an AI agent's state as a folder of plain files", "capsule"};

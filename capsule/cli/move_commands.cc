@@ -23,9 +23,9 @@
 #include "capsule/format/mount_lock.h"
 #include "fs/control_client.h"
 #include "move/move_source.h"
+#include "move/net/tls_channel.h"
 #include "move/remote_target.h"
 #include "move/sidecar.h"
-#include "move/net/tls_channel.h"
 #include "move/tls_dialer.h"
 
 namespace capsule::cli {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "capsule/base/byte_stream.h"
-#include "capsule/format/keys.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/keys.h"
 #include "move/seal/envelope.h"
 #include "move/seal/envelope_format.h"
 

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "capsule/base/file_io.h"
-#include "capsule/format/keys.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/keys.h"
 #include "move/seal/envelope.h"
 #include "move/seal/envelope_format.h"
 #include "move/stream/unpack.h"

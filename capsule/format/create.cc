@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "capsule/format/environment_spec.h"
 #include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
+#include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
-#include "capsule/base/sha256.h"
 #include "capsule/format/workspace.h"
 
 namespace capsule {

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "capsule/format/manifest.h"
 #include "capsule/base/status.h"
+#include "capsule/format/manifest.h"
 
 namespace capsule {
 

@@ -6,14 +6,14 @@
 #include <set>
 
 #include "capsule/base/canonical_json.h"
-#include "capsule/format/create.h"
 #include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
+#include "capsule/base/tar.h"
+#include "capsule/format/create.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/keys.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
-#include "capsule/base/sha256.h"
-#include "capsule/base/tar.h"
 #include "capsule/format/verify.h"
 
 namespace capsule {

@@ -5,15 +5,17 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
+#include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 #include "capsule/format/create.h"
 #include "capsule/format/digest_cache.h"
-#include "capsule/base/sha256.h"
 #include "capsule/format/environment_spec.h"
-#include "capsule/base/file_io.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/verify.h"
@@ -94,6 +96,59 @@ TEST(HolderTest, NewCapsuleIsHeldAndStatesRefuseWrites) {
   EXPECT_NE(CheckHeldForWrite(cap).message().find("no holder record"), std::string::npos);
   ASSERT_TRUE(WriteFileAtomic(cap + "/.capsule/holder.json", "{garbage").ok());
   EXPECT_EQ(CheckHeldForWrite(cap).code(), Code::kFailedPrecondition);  // fail safe
+}
+
+// Every change of the holder record is a compare-and-set from the states the caller expects.
+TEST(HolderTest, TransitionsAreCompareAndSetAndAMovesFreezeIsThawedOnlyByThatMove) {
+  std::string cap = NewCapsule();
+  using S = HolderState;
+  auto state = [&] { return HolderRecord::Load(cap)->state; };
+  // An admin's freeze, taken over by a move's; another move cannot take it over.
+  ASSERT_TRUE(TransitionHolder(cap, {{S::kActive}, S::kFrozen, ""}).ok());
+  ASSERT_TRUE(TransitionHolder(cap, {{S::kActive, S::kFrozen}, S::kFrozen, "m1"}).ok());
+  EXPECT_EQ(HolderRecord::Load(cap)->move, "m1");
+  EXPECT_TRUE(TransitionHolder(cap, {{S::kActive, S::kFrozen}, S::kFrozen, "m1"}).ok());  // retried
+  Result<HolderRecord> other = TransitionHolder(cap, {{S::kActive, S::kFrozen}, S::kFrozen, "m2"});
+  EXPECT_EQ(other.status().code(), Code::kFailedPrecondition);
+  // Only m1 thaws it; the refusal says what the record says and what to run.
+  Result<HolderRecord> admin = TransitionHolder(cap, {{S::kFrozen}, S::kActive, ""});
+  EXPECT_EQ(admin.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(admin.status().message().find("frozen at epoch 1 for move m1"), std::string::npos)
+      << admin.status().message();
+  EXPECT_NE(admin.status().message().find("--recover"), std::string::npos);
+  EXPECT_FALSE(TransitionHolder(cap, {{S::kFrozen}, S::kActive, "m2"}).ok());
+  EXPECT_EQ(state(), S::kFrozen);
+  Result<HolderRecord> thawed = TransitionHolder(cap, {{S::kFrozen}, S::kActive, "m1"});
+  ASSERT_TRUE(thawed.ok()) << thawed.status().message();
+  EXPECT_EQ(thawed->move, "");
+  EXPECT_EQ(HolderRecord::Load(cap)->move, "");
+  // Retired is final: no thaw, no freeze revives it.
+  ASSERT_TRUE(TransitionHolder(cap, {{S::kActive, S::kFrozen}, S::kRetired, ""}).ok());
+  EXPECT_FALSE(TransitionHolder(cap, {{S::kFrozen}, S::kActive, ""}).ok());
+  EXPECT_FALSE(TransitionHolder(cap, {{S::kActive, S::kFrozen}, S::kFrozen, "m3"}).ok());
+  EXPECT_EQ(state(), S::kRetired);
+  EXPECT_EQ(HolderRecord::Load(cap)->epoch, 1u);
+  // No record: nothing to change, and nothing made.
+  ASSERT_EQ(::unlink((cap + "/.capsule/holder.json").c_str()), 0);
+  EXPECT_EQ(TransitionHolder(cap, {{S::kRetired}, S::kActive, ""}).status().code(), Code::kFailedPrecondition);
+  EXPECT_FALSE(PathExists(cap + "/.capsule/holder.json"));
+}
+
+// Racing freezes for different moves: the lock makes exactly one of them win.
+TEST(HolderTest, ConcurrentTransitionsNeverBothWin) {
+  for (int round = 0; round < 20; ++round) {
+    std::string cap = NewCapsule();
+    std::atomic<int> won{0};
+    std::vector<std::thread> racers;
+    for (int i = 0; i < 8; ++i) {
+      racers.emplace_back([&, i] {
+        HolderTransition freeze{{HolderState::kActive}, HolderState::kFrozen, "move-" + std::to_string(i)};
+        if (TransitionHolder(cap, freeze).ok()) ++won;
+      });
+    }
+    for (std::thread& racer : racers) racer.join();
+    EXPECT_EQ(won.load(), 1) << "round " << round;
+  }
 }
 
 TEST(LayoutTest, PlainRelativePaths) {

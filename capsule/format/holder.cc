@@ -9,9 +9,9 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/local_files.h"
-#include "capsule/base/sha256.h"
 
 namespace capsule {
 
@@ -99,17 +99,25 @@ Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const Hold
                                                        ": the holder record says " + Describe(record) + why);
   };
   bool frozen_for_move = record.state == HolderState::kFrozen && !record.move.empty();
+  auto expects = [&](HolderState state) {
+    for (HolderState from : transition.from) {
+      if (from == state) return true;
+    }
+    return false;
+  };
   if (transition.to == HolderState::kFrozen && record.state == HolderState::kFrozen) {
     if (record.move == transition.move) return record;  // already so
-    return refuse("");
+    // A move takes over an admin's freeze (one that names no move); never another move's.
+    if (!record.move.empty() || !expects(HolderState::kFrozen)) return refuse("");
+    record.move = transition.move;
+    CAPSULE_RETURN_IF_ERROR(record.Save(capsule_dir));
+    return record;
   }
   if (transition.to == HolderState::kActive && frozen_for_move && record.move != transition.move) {
     return refuse("; only that move thaws it: capsule move --recover resolves it");
   }
   if (record.state == transition.to) return record;  // already so: a retried transition
-  bool expected = false;
-  for (HolderState from : transition.from) expected = expected || record.state == from;
-  if (!expected) return refuse("");
+  if (!expects(record.state)) return refuse("");
   record.state = transition.to;
   record.move = transition.to == HolderState::kFrozen ? transition.move : "";
   CAPSULE_RETURN_IF_ERROR(record.Save(capsule_dir));

@@ -1,8 +1,8 @@
 #include "capsule/format/manifest.h"
 
 #include "capsule/base/file_io.h"
-#include "capsule/format/layout.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/layout.h"
 
 namespace capsule {
 

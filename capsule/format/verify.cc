@@ -5,13 +5,13 @@
 #include <algorithm>
 
 #include "capsule/base/canonical_json.h"
-#include "capsule/format/environment_spec.h"
 #include "capsule/base/file_io.h"
-#include "capsule/format/keys.h"
-#include "capsule/format/layout.h"
 #include "capsule/base/parallel.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
+#include "capsule/format/environment_spec.h"
+#include "capsule/format/keys.h"
+#include "capsule/format/layout.h"
 #include "capsule/format/workspace.h"
 
 namespace capsule {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "capsule/base/status.h"
 #include "capsule/format/digest_cache.h"
 #include "capsule/format/manifest.h"
-#include "capsule/base/status.h"
 
 namespace capsule {
 

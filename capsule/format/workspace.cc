@@ -9,8 +9,8 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
-#include "capsule/format/layout.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/layout.h"
 
 namespace capsule {
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "capsule/base/file_io.h"
-#include "capsule/format/layout.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/layout.h"
 
 namespace capsule::move {
 

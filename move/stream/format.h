@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
-#include "capsule/format/manifest.h"
 #include "capsule/base/status.h"
+#include "capsule/format/manifest.h"
 
 namespace capsule::move {
 

@@ -15,9 +15,9 @@
 #include <string>
 
 #include "capsule/base/byte_stream.h"
-#include "capsule/format/create.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/create.h"
 #include "move/stream/reader.h"
 #include "move/stream/writer.h"
 

@@ -8,13 +8,13 @@
 #include <cstdio>
 #include <functional>
 
-#include "capsule/format/create.h"
-#include "capsule/base/temp_dir.h"
 #include "capsule/base/file_io.h"
-#include "capsule/format/holder.h"
-#include "capsule/format/layout.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
+#include "capsule/base/temp_dir.h"
+#include "capsule/format/create.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
 #include "capsule/format/verify.h"
 #include "capsule/format/workspace.h"
 #include "journal/journal.h"

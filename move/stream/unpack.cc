@@ -7,14 +7,14 @@
 #include <cerrno>
 #include <set>
 
+#include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 #include "capsule/format/copy.h"
 #include "capsule/format/create.h"
-#include "capsule/base/file_io.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/local_files.h"
 #include "capsule/format/manifest.h"
-#include "capsule/base/sha256.h"
 #include "capsule/format/verify.h"
 #include "capsule/format/workspace.h"
 #include "journal/check.h"

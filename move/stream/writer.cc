@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "capsule/base/file_io.h"
-#include "capsule/format/holder.h"
-#include "capsule/format/layout.h"
-#include "capsule/format/manifest.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
 #include "capsule/base/version.h"
+#include "capsule/format/holder.h"
+#include "capsule/format/layout.h"
+#include "capsule/format/manifest.h"
 #include "capsule/format/workspace.h"
 
 namespace capsule::move {
