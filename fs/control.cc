@@ -133,22 +133,23 @@ std::string ControlServer::Handle(const std::string& command) {
   Status done;
   std::optional<uint64_t> blobs_read;
   // "freeze MOVE" and "thaw MOVE": a move out's own freeze and thaw (see holder.h).
-  std::string verb = command.substr(0, command.find(' '));
-  std::string move = verb.size() < command.size() ? command.substr(verb.size() + 1) : "";
-  if (verb == "freeze") {
+  Result<ControlCommand> parsed = ParseControlCommand(command);
+  const std::string verb = parsed.ok() ? parsed->verb : "";
+  const std::string move = parsed.ok() ? parsed->move : "";
+  if (!parsed.ok()) {
+    done = parsed.status();
+  } else if (verb == "freeze") {
     Result<uint64_t> read = fs_->Freeze(move);
     if (read.ok()) blobs_read = *read;
     done = read.status();
-  } else if (command == "preverify") {
+  } else if (verb == "preverify") {
     Result<uint64_t> read = fs_->PreVerify();
     if (read.ok()) blobs_read = *read;
     done = read.status();
   } else if (verb == "thaw") {
     done = fs_->Thaw(move);
-  } else if (command == "retire") {
+  } else if (verb == "retire") {
     done = fs_->Retire();
-  } else if (command != "status") {
-    done = Status::InvalidArgument("control", "unknown command '" + command + "'");
   }
   Result<std::string> status = fs_->StatusJson();
   if (done.ok() && !status.ok()) done = status.status();
@@ -156,7 +157,9 @@ std::string ControlServer::Handle(const std::string& command) {
     Result<std::string> text = CanonicalJson(Json{{"ok", false}, {"error", done.message()}});
     return text.ok() ? *text : R"({"ok":false})";
   }
-  Json json = Json::parse(*status);
+  Result<Json> parsed_status = ParseJson(*status, "status");
+  if (!parsed_status.ok()) return R"({"ok":false})";
+  Json json = std::move(*parsed_status);
   json["ok"] = true;
   if (blobs_read) json["blobs_read"] = *blobs_read;
   Result<std::string> text = CanonicalJson(json);

@@ -65,6 +65,10 @@ Result<Json> SendControl(const std::string& socket_path, const std::string& comm
     if (n == 0) break;
     reply.append(buffer, static_cast<size_t>(n));
   }
+  return ParseControlReply(reply, command, socket_path);
+}
+
+Result<Json> ParseControlReply(std::string_view reply, const std::string& command, const std::string& socket_path) {
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(reply, socket_path, Code::kCorruption));
   if (!json.is_object()) return Status::Corruption(socket_path, "a reply that is not a JSON object");
   auto ok = json.find("ok");
@@ -74,6 +78,27 @@ Result<Json> SendControl(const std::string& socket_path, const std::string& comm
                                                                                            : "refused");
   }
   return json;
+}
+
+Result<ControlCommand> ParseControlCommand(std::string_view line) {
+  ControlCommand command;
+  size_t space = line.find(' ');
+  command.verb = std::string(line.substr(0, space));
+  if (space != std::string_view::npos) command.move = std::string(line.substr(space + 1));
+  const bool takes_move = command.verb == "freeze" || command.verb == "thaw";
+  if (command.verb != "status" && command.verb != "retire" && command.verb != "preverify" && !takes_move) {
+    std::string shown(line.substr(0, 64));
+    for (char& c : shown) {
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    }
+    return Status::InvalidArgument("control", "unknown command '" + shown + "'");
+  }
+  if (space == std::string_view::npos) return command;
+  if (!takes_move) return Status::InvalidArgument("control", command.verb + " takes no argument");
+  bool hex = !command.move.empty() && command.move.size() <= 64;
+  for (char c : command.move) hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  if (!hex) return Status::InvalidArgument("control", command.verb + ": a move id is 1 to 64 lower-case hex digits");
+  return command;
 }
 
 }  // namespace capsule::fs

@@ -1,8 +1,9 @@
 // The client side of the control channel (see control.h), for `capsule status|freeze|thaw`
-// and the sidecar.
+// and the sidecar, and the channel's two parsers, which the server uses too.
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
@@ -23,5 +24,18 @@ Result<std::string> SocketName(const std::string& path, UniqueFd* dir_fd);
 
 // Sends one command and returns the reply's JSON; a reply with "ok": false is an error.
 Result<Json> SendControl(const std::string& socket_path, const std::string& command);
+
+// One command as the server reads it: a verb (status, freeze, thaw, retire, preverify) and,
+// for a move's freeze or thaw, the move's id (1 to 64 lower-case hex digits).
+struct ControlCommand {
+  std::string verb;
+  std::string move;
+};
+// Parses a command line (without its newline); InvalidArgument naming what is wrong.
+Result<ControlCommand> ParseControlCommand(std::string_view line);
+
+// Parses a reply: the JSON object when its "ok" is true; FailedPrecondition with the reply's
+// "error" when it is false; Corruption for anything else. Never throws.
+Result<Json> ParseControlReply(std::string_view reply, const std::string& command, const std::string& socket_path);
 
 }  // namespace capsule::fs

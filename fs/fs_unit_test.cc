@@ -60,11 +60,14 @@ TEST(ErrnoMap, OneTable) {
   EXPECT_EQ(ToErrno(Status::FailedPrecondition("x", "y")), EROFS);
 }
 
+// The sink stands for the journal: it takes a write's lines all or none.
 TEST(LineAssembler, TakesALineWhenItsNewlineArrives) {
   std::vector<std::string> lines;
-  LineAssembler journal([&](std::string_view line) {
-    if (line == "bad") return Status::InvalidArgument("journal", "bad line");
-    lines.emplace_back(line);
+  LineAssembler journal([&](const std::vector<std::string>& taken) {
+    for (const std::string& line : taken) {
+      if (line == "bad") return Status::InvalidArgument("journal", "bad line");
+    }
+    lines.insert(lines.end(), taken.begin(), taken.end());
     return Status::Ok();
   }, 10);
   EXPECT_EQ(ToErrno(journal.Write(3, "x\n")), EPERM);
@@ -76,10 +79,29 @@ TEST(LineAssembler, TakesALineWhenItsNewlineArrives) {
   EXPECT_EQ(ToErrno(journal.Write(28, "bad\n")), EINVAL);
 }
 
+// One write holding a good line and a bad one keeps neither, so that a writer that retries
+// never records the good one twice; the next write is expected where the refused one began.
+TEST(LineAssembler, AWriteIsTakenWholeOrNotAtAll) {
+  std::vector<std::string> lines;
+  LineAssembler journal([&](const std::vector<std::string>& taken) {
+    for (const std::string& line : taken) {
+      if (line == "BAD") return Status::InvalidArgument("journal", "bad line");
+    }
+    lines.insert(lines.end(), taken.begin(), taken.end());
+    return Status::Ok();
+  }, 0);
+  ASSERT_TRUE(journal.Write(0, "par").ok());
+  EXPECT_EQ(ToErrno(journal.Write(3, "tial\ngood\nBAD\nrest")), EINVAL);
+  EXPECT_TRUE(lines.empty());
+  EXPECT_TRUE(journal.pending());  // "par", taken by the write before, still waits
+  ASSERT_TRUE(journal.Write(3, "tial\ngood\n").ok());  // the refused write took no bytes
+  EXPECT_EQ(lines, (std::vector<std::string>{"partial", "good"}));
+}
+
 TEST(LineAssembler, AnAppendHandleWritesAtTheEndWhateverTheOffset) {
   std::vector<std::string> lines;
-  LineAssembler journal([&](std::string_view line) {
-    lines.emplace_back(line);
+  LineAssembler journal([&](const std::vector<std::string>& taken) {
+    lines.insert(lines.end(), taken.begin(), taken.end());
     return Status::Ok();
   }, 100, /*append=*/true);
   ASSERT_TRUE(journal.Write(40, "one\n").ok());  // the kernel's size lags the canonical lines

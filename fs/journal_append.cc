@@ -28,20 +28,28 @@ Status Refuse(const std::string& why) { return Status::InvalidArgument(kJournalP
 Result<JournalSink> MakeJournalAppender(const std::string& capsule_dir) {
   CAPSULE_ASSIGN_OR_RETURN(journal::Journal opened, journal::Journal::OpenForWrite(capsule_dir));
   auto appender = std::make_shared<Appender>(std::move(opened));
-  return JournalSink([appender](std::string_view line) -> Status {
-    Result<Json> parsed = ParseJson(line, kJournalPath);
-    if (!parsed.ok()) return Refuse(parsed.status().message());
-    const Json& event = *parsed;
-    if (!event.is_object()) return Refuse("a line must be a JSON object");
-    if (!event.contains("type") || !event["type"].is_string()) return Refuse("a line needs a string \"type\"");
-    Json data = event.value("data", Json::object());
-    if (!data.is_object()) return Refuse("\"data\" must be a JSON object");
-    std::lock_guard lock(appender->mu);
-    if (event.contains("machine") && event["machine"] != appender->journal.machine()) {
-      return Refuse("the line names machine " + event["machine"].dump() + ", not this one (" +
-                    appender->journal.machine() + "): another machine's chain is never written here");
+  return JournalSink([appender](const std::vector<std::string>& lines) -> Status {
+    // Every line checked before any is appended: a write is taken whole or not at all.
+    std::vector<journal::Journal::NewEvent> events;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::string which = lines.size() == 1 ? "" : "line " + std::to_string(i + 1) + " of the write: ";
+      Result<Json> parsed = ParseJson(lines[i], kJournalPath);
+      if (!parsed.ok()) return Refuse(which + parsed.status().message());
+      const Json& event = *parsed;
+      if (!event.is_object()) return Refuse(which + "a line must be a JSON object");
+      auto type = event.find("type");
+      if (type == event.end() || !type->is_string()) return Refuse(which + "a line needs a string \"type\"");
+      auto data = event.find("data");
+      if (data != event.end() && !data->is_object()) return Refuse(which + "\"data\" must be a JSON object");
+      auto machine = event.find("machine");
+      if (machine != event.end() && *machine != appender->journal.machine()) {
+        return Refuse(which + "the line names machine " + machine->dump() + ", not this one (" +
+                      appender->journal.machine() + "): another machine's chain is never written here");
+      }
+      events.push_back({type->get<std::string>(), data != event.end() ? *data : Json::object()});
     }
-    Result<journal::Event> appended = appender->journal.Append(event["type"], data);
+    std::lock_guard lock(appender->mu);
+    Result<std::vector<journal::Event>> appended = appender->journal.AppendAll(events);
     if (!appended.ok()) {
       if (appended.status().code() == Code::kInvalidArgument) return Refuse(appended.status().message());
       return appended.status();

@@ -8,20 +8,22 @@ namespace capsule::fs {
 
 Status LineAssembler::Write(uint64_t offset, std::string_view data) {
   if (!append_ && offset != end_) return FsError(EPERM, "memory/timeline_events.jsonl: only appends at the end");
-  end_ += data.size();
-  while (!data.empty()) {
-    size_t newline = data.find('\n');
-    if (newline == std::string_view::npos) {
-      partial_.append(data);
-      break;
-    }
-    partial_.append(data.substr(0, newline));
-    data.remove_prefix(newline + 1);
-    std::string line = std::move(partial_);
-    partial_.clear();
-    Status taken = sink_(line);
-    if (!taken.ok()) return taken;
+  std::vector<std::string> lines;
+  std::string partial = partial_;
+  std::string_view rest = data;
+  for (size_t newline; (newline = rest.find('\n')) != std::string_view::npos;) {
+    partial.append(rest.substr(0, newline));
+    lines.push_back(std::move(partial));
+    partial.clear();
+    rest.remove_prefix(newline + 1);
   }
+  partial.append(rest);
+  if (!lines.empty()) {
+    Status taken = sink_(lines);
+    if (!taken.ok()) return taken;  // nothing of this write kept: as if it never came
+  }
+  partial_ = std::move(partial);
+  end_ += data.size();
   return Status::Ok();
 }
 

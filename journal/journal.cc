@@ -62,7 +62,19 @@ Result<std::vector<Event>> Journal::Read(const std::string& capsule_dir) {
 Status Journal::Verify(const std::string& capsule_dir) { return Read(capsule_dir).status(); }
 
 Result<Event> Journal::Append(const std::string& type, const Json& data) {
-  CAPSULE_RETURN_IF_ERROR(CheckEventData(type, data));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<Event> appended, AppendAll({NewEvent{type, data}}));
+  return std::move(appended.front());
+}
+
+Result<std::vector<Event>> Journal::AppendAll(const std::vector<NewEvent>& events) {
+  if (events.empty()) return std::vector<Event>();
+  for (size_t i = 0; i < events.size(); ++i) {
+    Status checked = CheckEventData(events[i].type, events[i].data);
+    if (!checked.ok()) {
+      return events.size() == 1 ? checked : checked.WithContext("event " + std::to_string(i + 1) + " of " +
+                                                                std::to_string(events.size()));
+    }
+  }
   CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
   // Checked under the lock each time: a move may have frozen or retired the capsule since.
   CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(dir_));
@@ -71,23 +83,30 @@ Result<Event> Journal::Append(const std::string& type, const Json& data) {
   CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
   CAPSULE_ASSIGN_OR_RETURN(JournalTail tail, LoadJournalTail(dir_, fd.get(), size));
 
-  Event event;
-  const MachineTail* mine = nullptr;
-  if (auto it = tail.machines.find(machine_); it != tail.machines.end()) mine = &it->second;
-  event.clock = tail.max_clock + 1;
-  event.data = data;
-  event.machine = machine_;
-  event.seq = mine ? mine->seq + 1 : 1;
-  if (mine) event.prev = mine->id;
-  event.ts = options_.now();
-  event.type = type;
-  CAPSULE_ASSIGN_OR_RETURN(event.id, event.ComputeId());
-  CAPSULE_ASSIGN_OR_RETURN(std::string line, event.CanonicalLine());
-  line += '\n';
+  std::vector<Event> appended;
+  std::string lines, line;
+  for (const NewEvent& next : events) {
+    Event event;
+    const MachineTail* mine = nullptr;
+    if (auto it = tail.machines.find(machine_); it != tail.machines.end()) mine = &it->second;
+    event.clock = tail.max_clock + 1;
+    event.data = next.data;
+    event.machine = machine_;
+    event.seq = mine ? mine->seq + 1 : 1;
+    if (mine) event.prev = mine->id;
+    event.ts = options_.now();
+    event.type = next.type;
+    CAPSULE_ASSIGN_OR_RETURN(event.id, event.ComputeId());
+    CAPSULE_ASSIGN_OR_RETURN(line, event.CanonicalLine());
+    line += '\n';
+    lines += line;
+    tail.Add(event);  // the next event chains to this one
+    appended.push_back(std::move(event));
+  }
 
-  // One write(2) of the whole line on the O_APPEND descriptor; a short write is undone.
-  ssize_t wrote = ::write(fd.get(), line.data(), line.size());
-  if (wrote != static_cast<ssize_t>(line.size())) {
+  // One write(2) of every line on the O_APPEND descriptor; a short write is undone.
+  ssize_t wrote = ::write(fd.get(), lines.data(), lines.size());
+  if (wrote != static_cast<ssize_t>(lines.size())) {
     int err = wrote < 0 ? errno : ENOSPC;
     if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
       return Status::IOError(path + ": undoing a short append (the next writer cuts it off)", errno);
@@ -95,11 +114,9 @@ Result<Event> Journal::Append(const std::string& type, const Json& data) {
     return Status::IOError(path + ": appending an event", err);
   }
   if (options_.sync && ::fdatasync(fd.get()) != 0) return Status::IOError(path + ": fdatasync", errno);
-
-  tail.Add(event);
   // The cache is an optimisation: failing to write it costs the next append a full read.
   (void)SaveJournalTail(dir_, fd.get(), line, tail);
-  return event;
+  return appended;
 }
 
 Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {

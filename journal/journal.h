@@ -61,6 +61,16 @@ class Journal {
   // seq, prev, clock, ts and id. Returns the event once it is durable (see the policy above).
   Result<Event> Append(const std::string& type, const Json& data);
 
+  // One event to append: its type and data.
+  struct NewEvent {
+    std::string type;
+    Json data;
+  };
+  // Appends every event of `events`, chained one after another, or none: each is checked
+  // before any is written, then all go in one write(2) and one fdatasync. A refusal names the
+  // event (by its position) and changes nothing.
+  Result<std::vector<Event>> AppendAll(const std::vector<NewEvent>& events);
+
   // Adds every event of `events` (another copy's journal, in any order) that this journal
   // lacks: both sides are checked first; the union by id is written in (clock, machine, seq)
   // order through the durable-write path, and the manifest's entry for the journal is

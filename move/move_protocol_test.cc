@@ -554,6 +554,41 @@ TEST_F(MoveProtocolTest, StaleEpochIsRefusedAndStagesNothing) {
   EXPECT_FALSE(PathExists(Staging()));
 }
 
+// Every call checks the agent id before it touches anything, and the target keeps no state
+// for an agent it refused or that no move of is in progress: a path in the id never reaches
+// the file system (Drop would have emptied ROOT/.staging/../../victim), and many ids sent
+// leave nothing behind.
+TEST_F(MoveProtocolTest, EveryCallChecksTheAgentIdAndKeepsNothingForARefusedOne) {
+  Result<EvpPkeyPtr> key = LoadPrivateKey(key_, KeyType::kX25519);
+  ASSERT_TRUE(key.ok());
+  Result<std::unique_ptr<MoveTarget>> opened = MoveTarget::Open(target_root_, std::move(*key));
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  MoveTarget& target = **opened;
+  std::string victim = root_ + "/victim";
+  ASSERT_TRUE(MakeDirectories(victim).ok());
+  ASSERT_TRUE(WriteFileAtomic(victim + "/keep.txt", "mine").ok());
+  const std::string move = "0123456789abcdef0123456789abcdef";
+  for (const std::string& agent : {std::string("../../victim"), std::string("a/b"), std::string(""),
+                                  std::string(".staging"), std::string(200, 'x')}) {
+    StringSource empty("");
+    EXPECT_EQ(target.Offer({agent, 2, move}).status().code(), Code::kInvalidArgument) << agent;
+    EXPECT_EQ(target.Copy(agent, move, &empty).status().code(), Code::kInvalidArgument) << agent;
+    EXPECT_EQ(target.Switch(agent, move, &empty).code(), Code::kInvalidArgument) << agent;
+    EXPECT_EQ(target.Activate(agent, move, 2).code(), Code::kInvalidArgument) << agent;
+    EXPECT_EQ(target.Query(agent, move).status().code(), Code::kInvalidArgument) << agent;
+    EXPECT_EQ(target.Abort(agent, move).code(), Code::kInvalidArgument) << agent;
+  }
+  EXPECT_EQ(*ReadFile(victim + "/keep.txt"), "mine");
+  // Well-formed ids with no move in progress: refused, and no lock kept for any of them.
+  for (int i = 0; i < 100; ++i) {
+    std::string agent = "stranger-" + std::to_string(i);
+    EXPECT_FALSE(target.Activate(agent, move, 2).ok());
+    EXPECT_TRUE(target.Query(agent, move).ok());
+  }
+  EXPECT_EQ(target.agent_locks_kept(), 0u);
+  EXPECT_FALSE(PathExists(target_root_ + "/stranger-0"));
+}
+
 TEST_F(MoveProtocolTest, TheAgentIsKeyedByTheManifestsIdOnBothEnds) {
   // The seed's bug: source and target keyed the agent differently. A holder record for
   // another agent is refused here rather than moved under the wrong key.

@@ -88,11 +88,27 @@ std::string MoveTarget::StagingDir(const std::string& agent) const {
   return JoinPath(JoinPath(root_, kStagingDir), agent);
 }
 
-std::shared_ptr<std::mutex> MoveTarget::AgentLock(const std::string& agent) {
-  std::lock_guard lock(mu_);
-  std::shared_ptr<std::mutex>& slot = locks_[agent];
-  if (!slot) slot = std::make_shared<std::mutex>();
-  return slot;
+MoveTarget::AgentCall::~AgentCall() {
+  if (target_ == nullptr) return;
+  lock_.unlock();
+  mutex_.reset();
+  std::lock_guard guard(target_->mu_);
+  auto it = target_->locks_.find(agent_);
+  // Only the map's reference left: no other call holds this lock or waits for it (each takes
+  // its reference under mu_ before it waits).
+  if (it != target_->locks_.end() && it->second.use_count() == 1) target_->locks_.erase(it);
+}
+
+Result<MoveTarget::AgentCall> MoveTarget::LockAgent(const std::string& agent) {
+  CAPSULE_RETURN_IF_ERROR(CheckAgentId(agent));
+  std::shared_ptr<std::mutex> mutex;
+  {
+    std::lock_guard guard(mu_);
+    std::shared_ptr<std::mutex>& slot = locks_[agent];
+    if (!slot) slot = std::make_shared<std::mutex>();
+    mutex = slot;
+  }
+  return AgentCall(this, agent, std::move(mutex));
 }
 
 Result<MoveTarget::Pending*> MoveTarget::Expect(const std::string& agent, const std::string& move, Phase phase,
@@ -121,9 +137,7 @@ Status MoveTarget::OrDrop(const std::string& agent, Status status) {
 }
 
 Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
-  CAPSULE_RETURN_IF_ERROR(CheckAgentId(request.agent));
-  std::shared_ptr<std::mutex> agent_lock = AgentLock(request.agent);
-  std::lock_guard guard(*agent_lock);
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(request.agent));
   const std::string what = "offer of agent " + request.agent + " at epoch " + std::to_string(request.epoch);
   std::string dir = CapsuleDir(request.agent);
   bool have_copy = PathExists(JoinPath(dir, kManifestPath));
@@ -181,8 +195,7 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
 }
 
 Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& move, ByteSource* stream) {
-  std::shared_ptr<std::mutex> agent_lock = AgentLock(agent);
-  std::lock_guard guard(*agent_lock);
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
   CAPSULE_ASSIGN_OR_RETURN(Pending * pending, Expect(agent, move, Phase::kOffered, "copy"));
   std::string staging = StagingDir(agent);
   uint64_t epoch = pending->epoch;
@@ -215,8 +228,7 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
 }
 
 Status MoveTarget::Switch(const std::string& agent, const std::string& move, ByteSource* stream) {
-  std::shared_ptr<std::mutex> agent_lock = AgentLock(agent);
-  std::lock_guard guard(*agent_lock);
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
   CAPSULE_ASSIGN_OR_RETURN(Pending * pending, Expect(agent, move, Phase::kCopied, "switch"));
   std::string staging = StagingDir(agent);
   uint64_t epoch = pending->epoch;
@@ -244,8 +256,7 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
 }
 
 Status MoveTarget::Activate(const std::string& agent, const std::string& move, uint64_t epoch) {
-  std::shared_ptr<std::mutex> agent_lock = AgentLock(agent);
-  std::lock_guard guard(*agent_lock);
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
   std::string dir = CapsuleDir(agent);
   Result<HolderRecord> held = HolderRecord::Load(dir);
   if (held.ok() && held->epoch == epoch && held->state != HolderState::kRetired && MoveOf(dir) == move) {
@@ -296,9 +307,7 @@ Status MoveTarget::Activate(const std::string& agent, const std::string& move, u
 }
 
 Result<QueryReply> MoveTarget::Query(const std::string& agent, const std::string& move) {
-  CAPSULE_RETURN_IF_ERROR(CheckAgentId(agent));
-  std::shared_ptr<std::mutex> agent_lock = AgentLock(agent);
-  std::lock_guard guard(*agent_lock);
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
   {
     // The answer is final: a move not activated now never will be, so a late activate
     // (from a connection the source gave up on) cannot make two holders.
@@ -321,8 +330,7 @@ Result<QueryReply> MoveTarget::Query(const std::string& agent, const std::string
 }
 
 Status MoveTarget::Abort(const std::string& agent, const std::string& move) {
-  std::shared_ptr<std::mutex> agent_lock = AgentLock(agent);
-  std::lock_guard guard(*agent_lock);
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
   bool ours = false;
   {
     std::lock_guard lock(mu_);

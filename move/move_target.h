@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "capsule/base/openssl_handles.h"
@@ -70,7 +71,30 @@ class MoveTarget : public TargetApi {
   MoveTarget(std::string root, EvpPkeyPtr seal_key, std::string seal_key_hex)
       : root_(std::move(root)), seal_key_(std::move(seal_key)), seal_key_hex_(std::move(seal_key_hex)) {}
 
-  std::shared_ptr<std::mutex> AgentLock(const std::string& agent);
+  // One call's hold on one agent: its lock, taken for the whole call. The map keeps an
+  // agent's lock only while a call holds or waits for it, so a peer that sends many agent
+  // ids leaves nothing behind.
+  class AgentCall {
+   public:
+    AgentCall(MoveTarget* target, std::string agent, std::shared_ptr<std::mutex> mutex)
+        : target_(target), agent_(std::move(agent)), mutex_(std::move(mutex)), lock_(*mutex_) {}
+    AgentCall(AgentCall&& other) noexcept
+        : target_(std::exchange(other.target_, nullptr)),
+          agent_(std::move(other.agent_)),
+          mutex_(std::move(other.mutex_)),
+          lock_(std::move(other.lock_)) {}
+    AgentCall& operator=(AgentCall&&) = delete;
+    ~AgentCall();
+
+   private:
+    MoveTarget* target_;
+    std::string agent_;
+    std::shared_ptr<std::mutex> mutex_;
+    std::unique_lock<std::mutex> lock_;
+  };
+  // Refuses an agent id that is not one (CheckAgentId) before anything is kept or touched for
+  // it, then takes its lock.
+  Result<AgentCall> LockAgent(const std::string& agent);
   // The pending move of `agent` when it is `move` in `phase`; FailedPrecondition otherwise.
   Result<Pending*> Expect(const std::string& agent, const std::string& move, Phase phase, const char* call);
   // Empties the agent's staging area and forgets its pending move.
@@ -83,8 +107,15 @@ class MoveTarget : public TargetApi {
   std::string seal_key_hex_;
   std::function<void(const std::string&, const std::string&)> on_activated_;
   std::function<Status(const std::string&, const std::string&)> release_retired_;
-  std::mutex mu_;  // guards locks_ and pending_
-  std::map<std::string, std::shared_ptr<std::mutex>> locks_;
+  std::mutex mu_;  // guards locks_ and pending_; never held while an agent's lock is taken
+  std::map<std::string, std::shared_ptr<std::mutex>> locks_;  // only agents a call holds or awaits
+
+ public:
+  // For tests: how many agents' locks the target keeps now.
+  size_t agent_locks_kept() {
+    std::lock_guard guard(mu_);
+    return locks_.size();
+  }
   std::map<std::string, Pending> pending_;
 };
 

@@ -258,6 +258,26 @@ TEST_F(CapsulefsTest, TheJournalTakesWholeLinesAppendedAndRefusesTheRest) {
       EXPECT_EQ(Put(journal, bad, O_WRONLY | O_APPEND), EINVAL) << bad;
     }
     EXPECT_EQ(Slurp(journal), after_good);
+    // Hostile lines are refused and the driver lives on: a number out of range, an integer
+    // wider than 64 bits, nesting 100,000 deep.
+    for (const std::string& hostile :
+         {std::string("{\"type\":\"user_message\",\"data\":{\"text\":\"x\",\"n\":1e999}}\n"),
+          std::string("{\"type\":\"user_message\",\"data\":{\"text\":\"x\",\"n\":123456789012345678901234567890}}\n"),
+          "{\"type\":\"user_message\",\"data\":{\"text\":\"x\",\"deep\":" + std::string(100000, '[') +
+              std::string(100000, ']') + "}}\n"}) {
+      EXPECT_EQ(Put(journal, hostile, O_WRONLY | O_APPEND), EINVAL);
+    }
+    EXPECT_EQ(Slurp(journal), after_good);
+    // One write holding a good line and a bad one keeps neither: a writer that retries the
+    // good line alone records it once.
+    std::string good_line = "{\"type\":\"user_message\",\"data\":{\"text\":\"exactly once\"}}\n";
+    EXPECT_EQ(Put(journal, good_line + "BAD\n", O_WRONLY | O_APPEND), EINVAL);
+    EXPECT_EQ(Slurp(journal), after_good);
+    EXPECT_EQ(Put(journal, good_line, O_WRONLY | O_APPEND), 0);
+    std::string after_retry = Slurp(journal);
+    EXPECT_EQ(after_retry.find("exactly once"), after_retry.rfind("exactly once"));
+    EXPECT_NE(after_retry.find("exactly once"), std::string::npos);
+    after_good = after_retry;
     // A write anywhere but the end, and a truncate, are refused with EPERM.
     fd = ::open(journal.c_str(), O_WRONLY);
     EXPECT_GE(fd, 0);

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# A short libFuzzer run of each fuzz target, as part of the test suite: the envelope opener
-# and the Move Stream reader, FUZZ_SECONDS each (default 10). The longer runs are the scripts
-# themselves (tests/fuzz_envelope.sh, tests/fuzz_stream.sh). A crash fails the test.
+# A short libFuzzer run of each fuzz target, as part of the test suite: every reader of
+# outside bytes (the envelope, the Move Stream, the wire, the control channel), FUZZ_SECONDS
+# each (default 10). Longer runs: tests/fuzz.sh TARGET SECONDS. A crash fails the test.
 set -euo pipefail
 seconds=${FUZZ_SECONDS:-10}
 here=$(cd "$(dirname "$0")" && pwd)
 base=${TEST_TMPDIR:-$(mktemp -d)}
-FUZZ_DIR="$base/envelope" bash "$here/fuzz_envelope.sh" "$seconds"
-FUZZ_DIR="$base/stream" bash "$here/fuzz_stream.sh" "$seconds"
+for target in envelope stream wire control; do
+  FUZZ_DIR="$base/$target" bash "$here/fuzz.sh" "$target" "$seconds"
+done
 echo "fuzz smoke: no crash in ${seconds}s per target"

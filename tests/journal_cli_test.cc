@@ -87,6 +87,25 @@ TEST_F(JournalCliTest, AppendGoodBadAndNotHeld) {
   EXPECT_EQ(Append(cap_, "user_message", R"({"text":"late"})").code, 1);
 }
 
+// Hostile data is refused with a message naming what and why; the journal is untouched and
+// the program never aborts.
+TEST_F(JournalCliTest, HostileNumbersAndNestingAreRefusedNeverACrash) {
+  std::string before = Slurp(cap_ + "/memory/timeline_events.jsonl");
+  Outcome huge = Append(cap_, "user_message", R"({"text":"x","n":1e999})");
+  EXPECT_EQ(huge.code, 1);
+  EXPECT_NE(huge.err.find("the number 1e999 is too large for a double"), std::string::npos) << huge.err;
+  Outcome wide = Append(cap_, "user_message", R"({"text":"x","n":123456789012345678901234567890})");
+  EXPECT_EQ(wide.code, 1);
+  EXPECT_NE(wide.err.find("does not fit in 64 bits"), std::string::npos) << wide.err;
+  ASSERT_EQ(Sh("python3 -c 'print(\"{\\\"text\\\":\\\"x\\\",\\\"deep\\\":\" + \"[\" * 100000 + \"]\" * 100000 + "
+               "\"}\")' > " + dir_ + "/deep.json").code, 0);
+  Outcome deep = Sh("./capsule log append " + cap_ + " --type user_message < " + dir_ + "/deep.json");
+  EXPECT_EQ(deep.code, 1);
+  EXPECT_NE(deep.err.find("nested deeper than 256 levels"), std::string::npos) << deep.err;
+  EXPECT_EQ(Slurp(cap_ + "/memory/timeline_events.jsonl"), before);
+  EXPECT_EQ(Sh("./capsule verify " + cap_).code, 0);
+}
+
 TEST_F(JournalCliTest, LogHumanAndJson) {
   std::string first = Trim(Append(cap_, "user_message", R"({"text":"hello there"})").out);
   ASSERT_EQ(Append(cap_, "tool_call", R"({"call_id":"c1","name":"ls","arguments":{"path":"/"}})").code, 0);

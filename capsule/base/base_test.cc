@@ -28,6 +28,11 @@ TEST(StatusTest, CarriesCodeMessageAndErrno) {
   EXPECT_EQ(status.message(), "some/file: No space left on device");
   EXPECT_EQ(status.WithContext("export").message(), "export: some/file: No space left on device");
   EXPECT_NE(Status::Corruption("a", "b").code(), Status::IOError("a", "b").code());
+  // The code says what happened; the errno stays for the FUSE edge.
+  EXPECT_EQ(Status::IOError("gone", ENOENT).code(), Code::kNotFound);
+  EXPECT_EQ(Status::IOError("gone", ENOENT).sys_errno(), ENOENT);
+  EXPECT_EQ(Status::IOError("there", EEXIST).code(), Code::kAlreadyExists);
+  EXPECT_EQ(ReadFile(TempDir() + "/missing").status().code(), Code::kNotFound);
 }
 
 TEST(StatusTest, ResultHoldsValueOrError) {
@@ -209,6 +214,31 @@ TEST(ParallelForTest, CallsEveryIndexOnceWhateverTheThreads) {
       }
     }
   }
+}
+
+// The one JSON reader refuses what canonical JSON cannot keep, and bounds its work.
+TEST(ParseJsonTest, RefusesHostileNumbersAndNestingWithoutThrowing) {
+  auto refused = [](const std::string& text) {
+    Result<Json> parsed = ParseJson(text, "data");
+    return parsed.ok() ? std::string("accepted") : parsed.status().message();
+  };
+  EXPECT_EQ(refused(R"({"n":1e999})"), "data: the number 1e999 is too large for a double");
+  EXPECT_EQ(refused(R"([-1e400])"), "data: the number -1e400 is too large for a double");
+  EXPECT_EQ(refused(R"({"n":123456789012345678901234567890})"),
+            "data: the integer 123456789012345678901234567890 does not fit in 64 bits (JSON numbers here are kept "
+            "exactly)");
+  EXPECT_EQ(refused("-9223372036854775809"), "data: the integer -9223372036854775809 does not fit in 64 bits (JSON "
+                                             "numbers here are kept exactly)");
+  EXPECT_EQ(refused(std::string(100000, '[') + std::string(100000, ']')), "data: nested deeper than 256 levels");
+  EXPECT_EQ(refused(std::string(100000, '{')), "data: nested deeper than 256 levels");
+  // What fits is kept exactly, and look-alikes inside strings are only text.
+  EXPECT_EQ(refused("18446744073709551615"), "accepted");
+  EXPECT_EQ(*CanonicalJson(*ParseJson("18446744073709551615", "n")), "18446744073709551615");
+  EXPECT_EQ(*CanonicalJson(*ParseJson("-9223372036854775808", "n")), "-9223372036854775808");
+  EXPECT_EQ(refused(R"({"text":"1e999 [[[[ \" 123456789012345678901234567890"})"), "accepted");
+  EXPECT_EQ(refused(std::string(256, '[') + std::string(256, ']')), "accepted");
+  EXPECT_EQ(refused("0.1e-999"), "accepted");  // underflows to 0: a double all the same
+  EXPECT_NE(refused("{\"a\":}").find("not valid JSON"), std::string::npos);
 }
 
 }  // namespace

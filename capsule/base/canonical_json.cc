@@ -1,6 +1,9 @@
 #include "capsule/base/canonical_json.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 
 namespace capsule {
 
@@ -30,16 +33,75 @@ bool Normalize(Json& value) {
   }
 }
 
+// One pass over the bytes before nlohmann sees them: nesting depth, and each number
+// outside strings. Nothing here needs the text to be valid JSON; the parse that follows says
+// what else is wrong.
+Status CheckJsonLimits(std::string_view text, const std::string& what, Code code) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        return Status::Make(code, what, "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      }
+    } else if (c == ']' || c == '}') {
+      if (depth > 0) --depth;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      size_t end = i + 1;
+      bool fraction = false;
+      while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.' ||
+                                   text[end] == 'e' || text[end] == 'E' || text[end] == '+' || text[end] == '-')) {
+        fraction = fraction || text[end] == '.' || text[end] == 'e' || text[end] == 'E';
+        ++end;
+      }
+      std::string number(text.substr(i, end - i));
+      std::string shown = number.size() > 40 ? number.substr(0, 40) + "..." : number;
+      errno = 0;
+      char* parsed_end = nullptr;
+      if (!fraction) {
+        if (number[0] == '-') {
+          (void)std::strtoll(number.c_str(), &parsed_end, 10);
+        } else {
+          (void)std::strtoull(number.c_str(), &parsed_end, 10);
+        }
+        if (errno == ERANGE) {
+          return Status::Make(code, what,
+                              "the integer " + shown + " does not fit in 64 bits (JSON numbers here are kept exactly)");
+        }
+      } else {
+        double value = std::strtod(number.c_str(), &parsed_end);
+        if (errno == ERANGE && std::isinf(value)) {
+          return Status::Make(code, what, "the number " + shown + " is too large for a double");
+        }
+      }
+      i = end - 1;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Json> ParseJson(std::string_view text, const std::string& what, Code code) {
+  CAPSULE_RETURN_IF_ERROR(CheckJsonLimits(text, what, code));
   Json value = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     // Parse again with exceptions for the position and reason of the first fault.
     try {
       Json again = Json::parse(text.begin(), text.end());
       (void)again;
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {
       std::string why = e.what();
       // nlohmann prefixes "[json.exception.parse_error.101] "; keep the readable part.
       size_t bracket = why.find("] ");

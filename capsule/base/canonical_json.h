@@ -22,8 +22,15 @@ namespace capsule {
 
 using Json = nlohmann::json;
 
-// Parses `text` as one JSON document. A failure names `what` and says where; its code is
-// `code` (InvalidArgument for input from a caller, Corruption for stored data).
+// What ParseJson accepts: every document a user or a peer hands us is read within these.
+inline constexpr size_t kMaxJsonDepth = 256;  // arrays and objects nested at most this deep
+
+// Parses `text` as one JSON document: the one reader of JSON from outside (a user, a peer, a
+// file on disk). It never throws and never recurses without bound. Refused, naming `what`
+// and why: text that is not JSON (with where), nesting deeper than kMaxJsonDepth, an integer
+// that does not fit in 64 bits (canonical JSON keeps integers exactly, so it is never turned
+// into a float), a number too large for a double (1e999). Its code is `code`
+// (InvalidArgument for input from a caller, Corruption for stored data).
 Result<Json> ParseJson(std::string_view text, const std::string& what,
                        Code code = Code::kInvalidArgument);
 

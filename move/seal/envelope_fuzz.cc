@@ -1,8 +1,8 @@
 // libFuzzer target: arbitrary bytes into EnvelopeReader with a fixed recipient key. The reader
 // must refuse, never crash, hang or read out of bounds, and never end cleanly on bytes that
-// are not an envelope sealed to that key. Built and run by tests/fuzz_envelope.sh.
+// are not an envelope sealed to that key. Built and run by tests/fuzz.sh envelope.
 //
-// With ENVELOPE_FUZZ_SEED_DIR set, it first writes valid envelopes (0, 1, 300 and 70000
+// With FUZZ_SEED_DIR set, it first writes valid envelopes (0, 1, 300 and 70000
 // bytes, sealed to the fixed key) into that folder as seeds, so that mutations start from real
 // envelopes: a cut, a changed length, bytes after the end.
 #include <cstddef>
@@ -38,7 +38,7 @@ void WriteSeeds(const std::string& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("ENVELOPE_FUZZ_SEED_DIR")) WriteSeeds(dir);
+  if (const char* dir = std::getenv("FUZZ_SEED_DIR")) WriteSeeds(dir);
   return 0;
 }
 

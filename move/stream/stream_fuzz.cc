@@ -1,9 +1,9 @@
 // libFuzzer target: arbitrary bytes into ReadStream, written into a fresh folder that is removed
 // afterwards. The reader must refuse, never crash, hang, read out of bounds or write outside
 // its folder; when it accepts, every entry must have a path its phase allows and every file
-// must be where it says, with its digest. Built and run by tests/fuzz_stream.sh.
+// must be where it says, with its digest. Built and run by tests/fuzz.sh stream.
 //
-// With STREAM_FUZZ_SEED_DIR set, it first packs a small real capsule (copy, files and a
+// With FUZZ_SEED_DIR set, it first packs a small real capsule (copy, files and a
 // switch with removed paths) into that folder as seeds, so that mutations start from real
 // streams.
 #include <stdlib.h>
@@ -58,7 +58,7 @@ void WriteSeeds(const std::string& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("STREAM_FUZZ_SEED_DIR")) WriteSeeds(dir);
+  if (const char* dir = std::getenv("FUZZ_SEED_DIR")) WriteSeeds(dir);
   return 0;
 }
 
