@@ -152,6 +152,9 @@ class CapsuleFs {
 
   // commit.cc: working copies, commits, checkpoints.
   Status EnsureWorkingCopy(Node* node, Handle* h, bool empty);  // needs node->wc_mu
+  // environment/spec.json is checked as soon as its copy is whole JSON, so that a shell's
+  // redirection fails visibly at its write, not only at close.
+  Status CheckSpecAsWritten(Node* node, const WorkingCopy& wc);  // needs node->wc_mu
   // Durable: the blob and the log line reach the disk before it returns (fsync).
   Status CommitWorkingCopy(Node* node, Handle* h, bool durable = false);  // needs node->wc_mu
   Status CommitRealFile(Node* node, Handle* h);                 // needs node->wc_mu

@@ -3,6 +3,8 @@
 #undef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 312
 #include <fuse3/fuse_lowlevel.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -17,6 +19,7 @@
 #include "capsule/format/mount_lock.h"
 #include "fs/capsule_fs.h"
 #include "fs/control.h"
+#include "fs/control_client.h"
 #include "fs/fuse_table.h"
 #include "fs/journal_append.h"
 
@@ -73,7 +76,37 @@ int Parse(int argc, char** argv, Args* args) {
   return 0;
 }
 
+// A mountpoint must be an empty directory that is not a mountpoint already: mounting over a
+// file answers EIO for ever, over a mount hides it (another agent), over files hides them.
+capsule::Status CheckMountpoint(const std::string& mountpoint) {
+  struct stat st {};
+  if (::stat(mountpoint.c_str(), &st) != 0) return capsule::Status::IOError(mountpoint, errno);
+  if (!S_ISDIR(st.st_mode)) {
+    return capsule::Status::InvalidArgument(mountpoint, "not a directory; a mountpoint must be an empty directory");
+  }
+  struct stat parent {};
+  if (capsule::fs::IsFuseMount(mountpoint) ||
+      (::stat((mountpoint + "/..").c_str(), &parent) == 0 && (parent.st_dev != st.st_dev || parent.st_ino == st.st_ino))) {
+    return capsule::Status::FailedPrecondition(mountpoint, "already a mountpoint; unmount it first (fusermount3 -u " +
+                                                               mountpoint + ")");
+  }
+  DIR* dir = ::opendir(mountpoint.c_str());
+  if (dir == nullptr) return capsule::Status::IOError(mountpoint, errno);
+  bool empty = true;
+  while (dirent* entry = ::readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name != "." && name != "..") empty = false;
+  }
+  ::closedir(dir);
+  if (!empty) return capsule::Status::InvalidArgument(mountpoint, "not empty; a mountpoint must be an empty directory");
+  return capsule::Status::Ok();
+}
+
 int Run(const Args& args) {
+  if (capsule::Status checked = CheckMountpoint(args.mount.mountpoint); !checked.ok()) {
+    std::cerr << "capsulefs: " << checked.message() << "\n";
+    return 1;
+  }
   // Held until the last checkpoint is on disk, also in the daemon (fork keeps the lock).
   auto mount_lock = capsule::LockForMount(args.mount.dir);
   if (!mount_lock.ok()) {

@@ -5,8 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <shared_mutex>
 
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/environment_spec.h"
 #include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
 #include "fs/errno_map.h"
@@ -209,7 +213,24 @@ Result<size_t> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, off_
   if (end > wc.size) wc.size = end;
   wc.dirty = true;
   clock_gettime(CLOCK_REALTIME, &wc.mtime);
+  CAPSULE_RETURN_IF_ERROR(CheckSpecAsWritten(node, wc));
   return size;
+}
+
+Status CapsuleFs::CheckSpecAsWritten(Node* node, const WorkingCopy& wc) {
+  constexpr uint64_t kLargestChecked = 1 << 20;  // a larger spec is checked at close only
+  if (node->kind != NodeKind::kRealFile || wc.size > kLargestChecked) return Status::Ok();
+  {
+    std::shared_lock lock(tree_mu_);
+    if (node->parent == nullptr || RelPath(node) != kEnvironmentSpecPath) return Status::Ok();
+  }
+  Result<std::string> text = ReadFile(wc.path);
+  if (!text.ok() || !ParseJson(*text, kEnvironmentSpecPath).ok()) return Status::Ok();  // not whole yet
+  Status checked = CheckEnvironmentSpec(*text);
+  // The write is refused; its bytes stay in this handle's copy only, and the close that
+  // follows refuses the copy too: the file keeps its old content.
+  if (!checked.ok()) return FsError(EINVAL, checked.message());
+  return Status::Ok();
 }
 
 Status CapsuleFs::do_flush(Handle* h) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/process_lock.h"
 #include "capsule/base/temp_dir.h"
 #include "capsule/format/create.h"
 #include "capsule/format/export.h"
@@ -587,6 +588,26 @@ TEST_F(MoveProtocolTest, EveryCallChecksTheAgentIdAndKeepsNothingForARefusedOne)
   }
   EXPECT_EQ(target.agent_locks_kept(), 0u);
   EXPECT_FALSE(PathExists(target_root_ + "/stranger-0"));
+}
+
+// One move out of a capsule at a time: a second, or a --recover, while one runs is refused
+// and says so (it used to be told to --recover, which aborted the first).
+TEST_F(MoveProtocolTest, ASecondMoveOrRecoverWhileOneRunsIsRefusedAndSaysSo) {
+  Result<ProcessLock> running = ProcessLock::Acquire(src_ + "/.capsule/move-out.lock", "a move in another process");
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  Result<MoveReport> second = RunMove(src_, target_.get(), options_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("a move of this agent is running here"), std::string::npos)
+      << second.status().ToString();
+  EXPECT_NE(second.status().message().find("held by pid " + std::to_string(::getpid())), std::string::npos)
+      << second.status().ToString();
+  Status recover = RecoverMove(src_, target_.get(), options_);
+  EXPECT_NE(recover.message().find("a move of this agent is running here"), std::string::npos) << recover.ToString();
+  EXPECT_EQ(StateOf(src_), "active@1");
+  // Once it ends, moves go on.
+  running = Status::Unavailable("test", "released");
+  ASSERT_TRUE(RunMove(src_, target_.get(), options_).ok());
+  ExpectMoved();
 }
 
 TEST_F(MoveProtocolTest, TheAgentIsKeyedByTheManifestsIdOnBothEnds) {

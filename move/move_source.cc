@@ -7,6 +7,7 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
+#include "capsule/base/process_lock.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
@@ -302,8 +303,15 @@ Result<std::optional<OutgoingMove>> LoadOutgoingMove(const std::string& capsule_
   return std::optional<OutgoingMove>(move);
 }
 
+Result<ProcessLock> LockMovesOf(const std::string& dir) {
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kLocalDir)));
+  return ProcessLock::Acquire(JoinPath(dir, local::kMoveLock),
+                              dir + ": a move of this agent is running here (it resolves itself)");
+}
+
 Result<MoveReport> RunMove(const std::string& source, TargetApi* target, const MoveOptions& options) {
   CAPSULE_ASSIGN_OR_RETURN(LocalCapsule local, LocalCapsule::Open(source));
+  CAPSULE_ASSIGN_OR_RETURN(ProcessLock moving, LockMovesOf(local.dir()));
   CAPSULE_ASSIGN_OR_RETURN(std::optional<OutgoingMove> left, LoadOutgoingMove(local.dir()));
   if (left) {
     return Status::FailedPrecondition(local.dir(), "a move to " + left->to + " (" + left->move + ") is unresolved (" +
@@ -316,6 +324,7 @@ Result<MoveReport> RunMove(const std::string& source, TargetApi* target, const M
 Status RecoverMove(const std::string& source, TargetApi* target, const MoveOptions& options) {
   CAPSULE_ASSIGN_OR_RETURN(LocalCapsule local, LocalCapsule::Open(source));
   std::string dir = local.dir();
+  CAPSULE_ASSIGN_OR_RETURN(ProcessLock moving, LockMovesOf(dir));
   CAPSULE_ASSIGN_OR_RETURN(std::optional<OutgoingMove> left, LoadOutgoingMove(dir));
   if (!left) return Status::Ok();
   Mover mover(std::move(local), target, options);

@@ -54,11 +54,14 @@ struct MoveReport {
 // The error of a test's simulated crash (MoveOptions::crash_after).
 bool IsSimulatedCrash(const Status& status);
 
-// Moves the agent at `source` (a capsule folder or a mountpoint) to `target`. Ok only when
+// Moves the agent at `source` (a capsule folder or a mountpoint) to `target`, holding
+// .capsule/move-out.lock for the whole move: a second move of the agent meanwhile, or a
+// RecoverMove, is refused and says a move is running, with its pid. Ok only when
 // the target holds the new epoch and the source is retired. A refused or failed move before
 // the point of no return leaves the source active at its old epoch. Unavailable when the
 // target could not say whether it activated: the source stays frozen, and RecoverMove
-// resolves it later.
+// resolves it later. A move left unresolved by a process that died is refused until
+// RecoverMove resolves it.
 Result<MoveReport> RunMove(const std::string& source, TargetApi* target, const MoveOptions& options);
 
 // What a move left recorded at `source`, if any: its target address and its phase.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/process_lock.h"
 #include "capsule/format/keys.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/local_files.h"
@@ -65,14 +66,6 @@ Status MountCapsule(const std::string& dir, const std::string& mountpoint) {
   return Status::Ok();
 }
 
-std::string RealPathOf(const std::string& path) {
-  char* real = ::realpath(path.c_str(), nullptr);
-  if (real == nullptr) return path;
-  std::string result(real);
-  std::free(real);
-  return result;
-}
-
 // An offer for an agent whose retired copy this sidecar mounted at `mountpoint` (on an
 // earlier activation): the mount takes no write any more, so it is unmounted and the offer
 // goes on. A copy mounted anywhere else, or not retired, is left alone and the offer refused.
@@ -83,8 +76,9 @@ Status UnmountRetired(const std::string& dir, const std::string& mountpoint) {
   }
   Result<std::string> socket = fs::FindControlSocket(mountpoint);
   Result<Json> status = socket.ok() ? fs::SendControl(*socket, "status") : Result<Json>(socket.status());
-  if (!status.ok() || status->value("state", "") != "retired" ||
-      RealPathOf(status->value("dir", "")) != RealPathOf(dir)) {
+  std::string served = status.ok() ? RealPath(StringField(*status, "dir").value_or("")) : "";
+  if (!status.ok() || StringField(*status, "state").value_or("") != "retired" || served.empty() ||
+      served != RealPath(dir)) {
     return Status::FailedPrecondition(dir, "its retired copy is mounted, not by this sidecar at " + mountpoint +
                                                "; unmount it first");
   }
@@ -144,6 +138,11 @@ Status RunSidecar(const SidecarOptions& args) {
   if (!seal_key.ok()) return seal_key.status().WithContext("--seal-key");
   Result<std::string> seal_hex = PublicKeyHex(seal_key->get());
   if (!seal_hex.ok()) return seal_hex.status();
+  // One sidecar per root: a second would empty the staging area under the first's moves.
+  if (Status made = MakeDirectories(args.root); !made.ok()) return made.WithContext("--root");
+  Result<ProcessLock> serving_root =
+      ProcessLock::Acquire(JoinPath(args.root, kSidecarLock), "--root " + args.root + ": another capsule serve serves it");
+  if (!serving_root.ok()) return serving_root.status();
   Result<std::unique_ptr<MoveTarget>> target = MoveTarget::Open(args.root, std::move(*seal_key));
   if (!target.ok()) return target.status().WithContext("--root");
   if (!args.mount_to.empty()) {

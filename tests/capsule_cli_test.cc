@@ -2,6 +2,7 @@
 // real binary: what a user sees, exit codes included.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <functional>
 
@@ -64,6 +65,21 @@ TEST_F(CapsuleCliTest, InitRefusesNonEmptyFolderAndBadId) {
   EXPECT_EQ(usage.exit_code, 2);
 }
 
+// A capsule made inside its own workspace (capsule init ./.agent --workspace .) never
+// captures itself: neither its temporary folder nor its final one is in its snapshot.
+TEST_F(CapsuleCliTest, InitInsideItsOwnWorkspaceNeverCapturesItself) {
+  std::string project = root_ + "/project";
+  ASSERT_TRUE(MakeDirectories(project).ok());
+  ASSERT_TRUE(WriteFileAtomic(project + "/main.c", "int main(void) { return 0; }\n").ok());
+  auto r = RunCapsule({"init", project + "/.agent", "--id", "agent-8", "--name", "Inside", "--workspace", project});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string snapshot = *ReadFile(project + "/.agent/artifacts/snapshot.json");
+  EXPECT_TRUE(Contains(snapshot, "\"main.c\"")) << snapshot;
+  EXPECT_FALSE(Contains(snapshot, ".agent")) << snapshot;
+  EXPECT_FALSE(Contains(snapshot, ".tmp-")) << snapshot;
+  EXPECT_EQ(RunCapsule({"verify", project + "/.agent"}).exit_code, 0);
+}
+
 TEST_F(CapsuleCliTest, VerifyNamesEveryKindOfDamage) {
   std::string blob = ManifestPathOfBlob();
   // Flip one byte of a blob, truncate the notes, add a file, remove the vector index.
@@ -110,6 +126,55 @@ TEST_F(CapsuleCliTest, ExportIsDeterministicAndReadableByGnuTarAndBsdtar) {
   auto bsd = testing::RunProgram("bsdtar", {"-xf", root_ + "/a.tar", "-C", MakeTempDir("bsd")});
   EXPECT_EQ(bsd.exit_code, 0) << bsd.err;
   EXPECT_EQ(RunCapsule({"verify", root_ + "/a.tar"}).out, "ok: 7 files\n");
+}
+
+// -o - is standard output; a FIFO or a device is written in place, never renamed over; a
+// symbolic link, a directory and a path inside the capsule are refused and left as they were.
+TEST_F(CapsuleCliTest, ExportWritesToStandardOutputAFifoOrADeviceAndRefusesLinksAndItsOwnFolder) {
+  std::string file = root_ + "/file.tar";
+  ASSERT_EQ(RunCapsule({"export", cap_, "-o", file}).exit_code, 0);
+  std::string expected = *ReadFile(file);
+
+  auto piped = RunCapsule({"export", cap_, "-o", "-"});
+  EXPECT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(piped.out, expected);
+  EXPECT_TRUE(Contains(piped.err, "exported " + cap_ + " to standard output")) << piped.err;
+
+  std::string fifo = root_ + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  ASSERT_EQ(Shell("cat " + fifo + " > " + root_ + "/from-fifo.tar & ./capsule export " + cap_ + " -o " + fifo +
+                  " >/dev/null && wait"),
+            0);
+  EXPECT_EQ(*ReadFile(root_ + "/from-fifo.tar"), expected);
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO must be written in place, not replaced";
+  EXPECT_EQ(RunCapsule({"export", cap_, "-o", "/dev/null"}).exit_code, 0);
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+
+  std::string link = root_ + "/link.tar";
+  ASSERT_EQ(::symlink(file.c_str(), link.c_str()), 0);
+  auto through_link = RunCapsule({"export", cap_, "-o", link});
+  EXPECT_EQ(through_link.exit_code, 1);
+  EXPECT_TRUE(Contains(through_link.err, link + ": is a symbolic link")) << through_link.err;
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  auto into_dir = RunCapsule({"export", cap_, "-o", root_});
+  EXPECT_EQ(into_dir.exit_code, 1);
+  EXPECT_TRUE(Contains(into_dir.err, "is a directory")) << into_dir.err;
+
+  auto inside = RunCapsule({"export", cap_, "-o", cap_ + "/memory/self.tar"});
+  EXPECT_EQ(inside.exit_code, 1);
+  EXPECT_TRUE(Contains(inside.err, "is inside the capsule")) << inside.err;
+  EXPECT_FALSE(PathExists(cap_ + "/memory/self.tar"));
+  EXPECT_EQ(RunCapsule({"verify", cap_}).exit_code, 0);
+
+  // stream pack takes - too.
+  auto packed = RunCapsule({"stream", "pack", cap_, "--phase", "copy", "-o", "-"});
+  EXPECT_EQ(packed.exit_code, 0) << packed.err;
+  EXPECT_TRUE(Contains(packed.out, "lnk-move-4.json"));
+  EXPECT_TRUE(Contains(packed.out, "lnk-move-4.end"));
 }
 
 TEST_F(CapsuleCliTest, ExportRefusesDamagedCapsuleAndWritesNothing) {

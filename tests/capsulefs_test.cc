@@ -304,7 +304,9 @@ TEST_F(CapsulefsTest, EnvironmentSpecWithASecretIsRefusedAtClose) {
   int fd = ::open(spec.c_str(), O_WRONLY | O_TRUNC);
   ASSERT_GE(fd, 0);
   std::string secret = R"({"env":{"GITHUB_TOKEN":"x"}})";
-  ASSERT_EQ(::write(fd, secret.data(), secret.size()), static_cast<ssize_t>(secret.size()));
+  // Refused at the write that makes it whole JSON, and again at fsync and close.
+  EXPECT_EQ(::write(fd, secret.data(), secret.size()), -1);
+  EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(::fsync(fd), -1);
   EXPECT_EQ(errno, EINVAL);
   ::close(fd);
@@ -314,7 +316,10 @@ TEST_F(CapsulefsTest, EnvironmentSpecWithASecretIsRefusedAtClose) {
   EXPECT_EQ(Slurp(spec), good);
   // A shell's redirection opens, dups and closes the first descriptor before writing: the
   // empty intermediate state is refused, the handle keeps its copy, the final close decides.
-  testing::Shell("echo '{\"env\":{\"DB_PASSWORD\":\"p\"}}' > " + spec);
+  // The write that completes the JSON is refused, so the shell sees it fail (not only close).
+  EXPECT_NE(testing::Shell("echo '{\"env\":{\"DB_PASSWORD\":\"p\"}}' > " + spec), 0);
+  EXPECT_EQ(Slurp(spec), good);
+  EXPECT_NE(testing::Shell("echo '{\"env\":{\"DB\":\"mysql://root:pw@db/x\"}}' > " + spec), 0);
   EXPECT_EQ(Slurp(spec), good);
   std::string other = "{\"env\":{\"LANG\":\"C.UTF-8\"}}\n";
   EXPECT_EQ(testing::Shell("echo '{\"env\":{\"LANG\":\"C.UTF-8\"}}' > " + spec), 0);
@@ -842,7 +847,8 @@ TEST_F(CapsulefsTest, VerifyRightAfterADaemonsUnmountWaitsForItsLastCheckpoint) 
     auto started = RunProgram("./capsulefs", {dir_, mnt_});
     ASSERT_EQ(started.exit_code, 0) << started.err;
     ASSERT_TRUE(IsMounted(mnt_));
-    auto second = RunProgram("./capsulefs", {dir_, root_ + "/ws", "-f"});
+    ASSERT_TRUE(MakeDirectories(root_ + "/mnt2").ok());
+    auto second = RunProgram("./capsulefs", {dir_, root_ + "/mnt2", "-f"});
     EXPECT_EQ(second.exit_code, 1);
     EXPECT_NE(second.err.find("is mounted by another capsulefs"), std::string::npos) << second.err;
     for (int i = 0; i < 300; ++i) {
@@ -860,6 +866,34 @@ TEST_F(CapsulefsTest, AMistypedFolderIsRefusedAndLeftUnmade) {
   EXPECT_EQ(typo.exit_code, 1);
   EXPECT_FALSE(typo.err.empty());
   EXPECT_FALSE(PathExists(root_ + "/no-such-capsule")) << "nothing is made at a path that holds no capsule";
+}
+
+// A mountpoint must be an empty directory that is not mounted already: capsulefs refuses a
+// file, a folder with files in it, and an active mount (which it would hide), and leaves
+// each as it was.
+TEST_F(CapsulefsTest, AMountpointThatIsNotAnEmptyUnmountedDirectoryIsRefused) {
+  std::string file = root_ + "/file", full = root_ + "/full";
+  ASSERT_TRUE(WriteFileAtomic(file, "x").ok());
+  ASSERT_TRUE(MakeDirectories(full).ok());
+  ASSERT_TRUE(WriteFileAtomic(full + "/kept.txt", "kept").ok());
+  auto on_file = RunProgram("./capsulefs", {dir_, file});
+  EXPECT_EQ(on_file.exit_code, 1);
+  EXPECT_NE(on_file.err.find("not a directory"), std::string::npos) << on_file.err;
+  auto on_full = RunProgram("./capsulefs", {dir_, full});
+  EXPECT_EQ(on_full.exit_code, 1);
+  EXPECT_NE(on_full.err.find("not empty"), std::string::npos) << on_full.err;
+  EXPECT_FALSE(IsMounted(full));
+  EXPECT_EQ(Slurp(full + "/kept.txt"), "kept");
+
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  std::string other = root_ + "/other";
+  auto init = RunCapsule({"init", other, "--id", "agent-2", "--name", "Other"});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  auto over = RunProgram("./capsulefs", {other, mnt_});
+  EXPECT_EQ(over.exit_code, 1);
+  EXPECT_NE(over.err.find("already a mountpoint"), std::string::npos) << over.err;
+  EXPECT_NE(RunCapsule({"status", mnt_}).out.find("agent-1"), std::string::npos);  // still the first agent
 }
 
 TEST_F(CapsulefsTest, TermCommitsWhatIsStillOpen) {

@@ -467,7 +467,7 @@ class Machine:
         self.proxy = Proxy(self.name, world)
         self.proc = None
         self.starts = 0
-        self.keep_unmounted = False
+        self.keep_unmounted = None  # the epoch at which the harness unmounted it on purpose
         self.unmountable = False  # capsulefs refused to mount it while its record was frozen
         os.makedirs(self.root)
         os.makedirs(self.mount_to)
@@ -537,34 +537,52 @@ class Machine:
         except FileNotFoundError:
             return []
 
-    def mount_state(self):
-        """('none' | 'dead' | 'live', status dict or None)."""
+    def mount_state(self, wait=2.0):
+        """('none' | 'dead' | 'live' | 'busy', status dict or None). Dead: the kernel says so
+        (ENOTCONN) or no driver runs; busy: a driver runs but its control channel does not answer
+        (it is starting, or serving a long command) within `wait` seconds."""
         if not is_mountpoint(self.mnt):
             return "none", None
-        try:
-            os.stat(self.mnt)
-        except OSError as e:
-            if e.errno == errno.ENOTCONN:
+        deadline = mono() + wait
+        while True:
+            try:
+                os.stat(self.mnt)
+            except OSError as e:
+                if e.errno == errno.ENOTCONN:
+                    return "dead", None
+            status = control(os.path.join(self.dir, ".capsule", "control.sock"), "status", timeout=max(0.2, wait))
+            if status is not None and status.get("ok"):
+                return "live", status
+            if not self.drivers():
                 return "dead", None
-            return "dead", None
-        status = control(os.path.join(self.dir, ".capsule", "control.sock"), "status")
-        if status is None or not status.get("ok"):
-            return "dead", None
-        return "live", status
+            if mono() >= deadline:
+                return "busy", None
+            time.sleep(0.05)
 
     def drivers(self):
         return pids_of(self.world.cfg.capsulefs, self.dir)
 
     def kill_driver(self):
-        pids = self.drivers()
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if pids:
-            self.world.log(f"capsulefs of {self.name} killed -9 (pid {pids})")
-        return bool(pids)
+        """kill -9 every capsulefs of this capsule, also a child it forks as it daemonises."""
+        killed = []
+        quiet = 0
+        while quiet < 2 and len(killed) < 20:
+            pids = self.drivers()
+            if not pids:
+                quiet += 1
+                time.sleep(0.01)
+                continue
+            quiet = 0
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.01)
+        if killed:
+            self.world.log(f"capsulefs of {self.name} killed -9 (pid {killed})")
+        return bool(killed)
 
     def describe(self):
         r = self.record()
@@ -730,6 +748,8 @@ class World:
         self.machines = []
         self.writers = []
         self.async_found = []
+        self.forced = []          # steps a scenario asks for next: ("move_back", machine, settle_until)
+        self.settle_until = 0.0
         self.move_seconds = 0.15  # the typical length of a clean move, learnt as moves run
         self.logfile = open(os.path.join(self.dir, "log.txt"), "w")
 
@@ -770,8 +790,21 @@ class World:
         self.log(f"{count} machines; agent {AGENT} at {a.name}; {self.world_line()}")
 
     def diagnose(self):
-        """What each sidecar said last, for a failure's report."""
+        """What each sidecar said last, and where each capsulefs driver waits, for a failure's report."""
         for m in self.machines:
+            for pid in m.drivers():
+                waits = collections.Counter()
+                try:
+                    for tid in os.listdir(f"/proc/{pid}/task"):
+                        try:
+                            with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                                waits[f.read().strip() or "running"] += 1
+                        except OSError:
+                            pass
+                except OSError:
+                    continue
+                self.log(f"capsulefs {pid} of {m.name} (mount {m.mount_state(wait=0.3)[0]}): threads waiting in "
+                         f"{dict(waits)}")
             if m.starts == 0:
                 continue
             path = os.path.join(self.dir, f"serve-{m.name}-{m.starts - 1}.err")
@@ -826,20 +859,26 @@ class World:
                     self.log(f"{m.name}: dead mount unmounted")
                     self.stats["dead mounts repaired"] += 1
                     state = "none"
-            if state == "live":
-                m.keep_unmounted = False
+            if state in ("live", "busy"):
+                if state == "busy":
+                    self.log(f"{m.name}: the mount's control channel does not answer; left alone")
                 continue
+            rec = m.record()
+            if m.keep_unmounted is not None and (not rec or rec.get("epoch") != m.keep_unmounted):
+                m.keep_unmounted = None
             if m.unmountable and m.state() != "frozen":
                 m.unmountable = False
-            if m.state() in ("active", "frozen") and not m.keep_unmounted and not m.unmountable:
+            if m.state() in ("active", "frozen") and m.keep_unmounted is None and not m.unmountable:
                 for _ in range(30):  # a sidecar may be mounting it right now
                     if not m.drivers():
                         break
                     time.sleep(0.1)
                 if m.mount_state()[0] == "live":
                     continue
-                if m.drivers():
-                    raise HarnessError(f"{m.name}: a capsulefs driver of {m.dir} runs without a live mount")
+                if m.drivers():  # detached and stuck: as a supervisor, end it
+                    self.log(f"{m.name}: capsulefs {m.drivers()} runs without a mount for 3 s; killing it")
+                    self.stats["orphan drivers killed"] += 1
+                    m.kill_driver()
                 ok, err = self.mount(m)
                 if not ok and m.mount_state()[0] != "live":
                     if m.state() == "frozen" and "thaw it first" in err:
@@ -884,6 +923,8 @@ class World:
 
     # -- the checks
     def check(self, final=False):
+        if mono() < self.settle_until:  # a scenario's held answer is still to come
+            time.sleep(self.settle_until - mono())
         for found in self.async_found:
             raise Violation(found)
         self.repair_mounts()
@@ -943,6 +984,9 @@ class World:
                 self.finding("thaw-of-admin-freeze", f"an admin's freeze of {h.name} (this check's, around capsule "
                              f"verify) was thawed by someone else meanwhile: a move's rollback or recovery thaws "
                              f"any frozen record, also one it did not freeze")
+            elif trc != 0 and "retired" in terr:
+                raise Violation(f"the holder {h.name} was retired while no move of it ran (between this check's "
+                                f"freeze and thaw): {terr.strip()[-200:]}; {self.world_line()}")
             elif trc != 0:
                 raise Violation(f"capsule thaw after the check's freeze at {h.name} failed: {terr.strip()}")
         if rc != 0:
@@ -1016,11 +1060,16 @@ class World:
         self.check()
         for step in range(1, self.steps + 1):
             self.step = step
-            op = self.pick_op()
+            forced = self.forced.pop(0) if self.forced else None
+            op = "move_back" if forced else self.pick_op()
             self.log(f"== {op}   {self.world_line()}")
             self.stats[f"op {op}"] += 1
             began = mono()
-            getattr(self, "op_" + op)()
+            if forced:
+                self.settle_until = forced[2]
+                self.op_move(to=forced[1])
+            else:
+                getattr(self, "op_" + op)()
             self.check()
             self.stats["steps"] += 1
             took = mono() - began
@@ -1184,7 +1233,7 @@ class World:
             return
         rc = subprocess.run(["fusermount3", "-u", h.mnt], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             timeout=20).returncode
-        h.keep_unmounted = rc == 0
+        h.keep_unmounted = (h.record() or {}).get("epoch") if rc == 0 else None
         for _ in range(100):
             if not h.drivers():
                 break
@@ -1215,19 +1264,19 @@ class World:
             raise Violation(f"a move from {src.name} (record {before}) to {tgt.name} succeeded: {self.world_line()}")
 
     # the move, with its faults
-    def op_move(self, clean=False):
+    def op_move(self, clean=False, to=None):
         r = self.rng
         h = self.holder()
         if h is None or h.state() != "active":
             self.log("no active holder: nothing to move")
             return
-        tgt = r.choice([m for m in self.machines if m is not h])
+        tgt = to if to is not None and to is not h else r.choice([m for m in self.machines if m is not h])
         if clean and not tgt.alive():
             tgt.start()
         live = h.mount_state()[0] == "live"
         src_path = h.mnt if live and r.random() < 0.85 else h.dir
         epoch = h.record().get("epoch")
-        faults = [] if clean else self.draw_faults(h, tgt)
+        faults = [] if clean or to is not None else self.draw_faults(h, tgt)
         timers = []
         threads = []
         rules = []
@@ -1315,6 +1364,9 @@ class World:
         if rc is not None and rc < 0:
             rc = f"signal {-rc}"
         self.log(f"mover exit {rc} after {seconds:.3f}s: {said[-300:]}")
+        if seconds > 3 and not any(f["kind"] in ("hold", "partition") for f in faults):
+            self.log(f"slow mover said: {said[:600]!r}")
+            self.diagnose()
         self.stats[f"move exit {rc}"] += 1
         if monitor.found:
             also = ""
@@ -1352,7 +1404,22 @@ class World:
         r = self.rng
         n = r.choices([0, 1, 2, 3], [20, 45, 25, 10])[0]
         faults = []
-        if r.random() < 0.12:
+        racing = "restart-during-move" not in self.without
+        if racing and r.random() < 0.06:
+            # A stale resolver: the source's sidecar restarts once the move is past activate-sent,
+            # its start-up resolver asks the target, and that answer is held for seconds while the
+            # mover finishes and the agent is moved back: the answer then names an old epoch.
+            hold = r.choice([2.5, 3.5])
+            faults.append({"kind": "kill", "name": "kill src_sidecar (restart after 0.0s)", "who": "src_sidecar",
+                           "restart_after": 0.0, "after": True,
+                           "trigger": ("rule", "c2s", ("phase", "activate-sent"))})
+            faults.append({"kind": "hold", "dir": "s2c", "at": ("phase", "activate-sent"), "conn": 0, "secs": 0.4})
+            faults.append({"kind": "hold", "dir": "s2c", "at": ("record", r.choice([0, 0, 1, 2])), "conn": 1,
+                           "secs": hold})
+            self.forced.append(("move_back", src, mono() + hold + 1.5))
+            self.stats["stale resolver drawn"] += 1
+            return faults
+        if racing and r.random() < 0.12:
             # The source's sidecar restarts while the mover still runs: its start-up resolver
             # finds the move recorded and resolves it too. The activate reply is held, so that
             # the mover is slow to retire.
@@ -1385,7 +1452,7 @@ class World:
                 who = r.choices(["mover", "src_sidecar", "tgt_sidecar", "src_driver", "tgt_driver"],
                                 [35, 15, 25, 15, 10])[0]
                 f = {"kind": "kill", "name": f"kill {who}", "who": who}
-                if who.endswith("sidecar") and r.random() < 0.6:
+                if who.endswith("sidecar") and r.random() < 0.6 and (racing or who == "tgt_sidecar"):
                     f["restart_after"] = r.choice([0.0, 0.1, 0.5, 1.5])
                     f["name"] += f" (restart after {f['restart_after']}s)"
             else:
@@ -1478,7 +1545,7 @@ class World:
     def full_recovery(self):
         for m in self.machines:
             m.proxy.disarm()
-            m.keep_unmounted = False
+            m.keep_unmounted = None
         for w in self.writers:
             w.stop.set()
         for m in self.machines:
@@ -1528,9 +1595,10 @@ def main():
     ap.add_argument("--tolerate", action="append", default=[], metavar="NAME",
                     help="a known finding (its [NAME] in the message) that does not fail the run: the "
                          "schedule ends early instead, when it must")
-    ap.add_argument("--without", action="append", default=[], choices=["thaw-during-move"],
+    ap.add_argument("--without", action="append", default=[], choices=["thaw-during-move", "restart-during-move"],
                     help="leave a kind of fault out of the schedules: thaw-during-move (an admin's thaw of "
-                         "a mount a move froze, during the move or after a killed mover)")
+                         "a mount a move froze, during the move or after a killed mover); restart-during-move "
+                         "(the source's sidecar restarted while its mover still runs)")
     args = ap.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     if not args.make_pki and os.path.exists(os.path.join(here, "make_pki.sh")):

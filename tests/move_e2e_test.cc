@@ -255,6 +255,22 @@ TEST_F(MoveE2eTest, ATargetRefusesAnAgentWhoseModelItCannotRender) {
   ExpectVerifies(Dst());
 }
 
+// One sidecar per root: a second on the same root would empty the first's staging area under
+// a running move. It refuses to start, naming the first's pid, and touches nothing.
+TEST_F(MoveE2eTest, ASecondSidecarOnTheSameRootRefusesToStart) {
+  Sidecar first(b_, pki_, seal_);
+  ASSERT_TRUE(MakeDirectories(b_ + "/.staging/agent-1").ok());
+  ASSERT_TRUE(WriteFileAtomic(b_ + "/.staging/agent-1/in-flight", "x").ok());
+  auto second = RunCapsule({"serve", "--root", b_, "--listen", "127.0.0.1:0", "--cert", pki_ + "/server.pem", "--key",
+                            pki_ + "/server.key", "--ca", pki_ + "/ca.pem", "--seal-key", seal_});
+  EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
+  EXPECT_NE(second.err.find("another capsule serve serves it: held by pid "), std::string::npos) << second.err;
+  EXPECT_TRUE(PathExists(b_ + "/.staging/agent-1/in-flight"));
+  // The first still serves.
+  auto moved = Move(Src(), first.address());
+  EXPECT_EQ(moved.exit_code, 0) << moved.err;
+}
+
 TEST_F(MoveE2eTest, UntrustedClientIsRefusedBeforeAnyByteMoves) {
   Sidecar target(b_, pki_, seal_);
   auto rogue = Move(Src(), target.address(), "rogue");

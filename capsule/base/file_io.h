@@ -121,6 +121,8 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mo
 // Path helpers on '/'-separated strings.
 std::string JoinPath(std::string_view a, std::string_view b);
 std::string DirName(std::string_view path);
+// realpath(3) of `path`: absolute, no link, no "." or ".."; empty when it cannot be resolved.
+std::string RealPath(const std::string& path);
 std::string BaseName(std::string_view path);
 
 // One entry of a folder tree, named by its path relative to the root.

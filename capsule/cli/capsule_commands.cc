@@ -84,7 +84,10 @@ int RunExport(const ExportArgs& args) {
   Status status = WaitForUnmountToFinish(args.dir);
   if (status.ok()) status = ExportCapsule(args.dir, args.out, options);
   if (!status.ok()) return Fail(status);
-  std::cout << "exported " << args.dir << " to " << args.out << (args.sign.empty() ? "" : " (signed)") << "\n";
+  // On standard output the tar is the output: the report goes to standard error.
+  (args.out == "-" ? std::cerr : std::cout) << "exported " << args.dir << " to "
+                                            << (args.out == "-" ? "standard output" : args.out)
+                                            << (args.sign.empty() ? "" : " (signed)") << "\n";
   return kExitOk;
 }
 
@@ -142,7 +145,9 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   auto export_args = std::make_shared<ExportArgs>();
   CLI::App* exp = app.add_subcommand("export", "Write the capsule as a deterministic tar");
   exp->add_option("DIR", export_args->dir, "Capsule folder")->required();
-  exp->add_option("-o,--output", export_args->out, "Tar file to write")->required();
+  exp->add_option("-o,--output", export_args->out,
+                  "Tar file to write (replaced whole), a FIFO or device (written in place), or - for standard output")
+      ->required();
   exp->add_option("--sign", export_args->sign, "Ed25519 private key file: sign the exported manifest");
   exp->callback([export_args, exit_code] { *exit_code = RunExport(*export_args); });
 

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/output_file.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/keys.h"
 #include "move/seal/envelope.h"
@@ -35,16 +36,15 @@ Status Pack(const PackArgs& args, move::PackStats* stats) {
   if (options.phase == move::Phase::kSwitch && args.seal_to.empty()) {
     return Status::InvalidArgument("switch", "a switch is always sealed: give --seal-to PUBHEX");
   }
-  CAPSULE_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(args.out, 0644));
-  FdSink file_sink(out.fd(), args.out);
-  ByteSink* sink = &file_sink;
+  CAPSULE_ASSIGN_OR_RETURN(OutputFile out, OutputFile::Open(args.out, 0644));
+  ByteSink* sink = out.sink();
   std::unique_ptr<EnvelopeWriter> envelope;
   if (!args.seal_to.empty()) {
     Result<std::string> key = HexDecode(args.seal_to, "--seal-to");
     if (!key.ok() || key->size() != 32) {
       return Status::InvalidArgument("--seal-to", "not an X25519 public key (64 hex digits)");
     }
-    CAPSULE_ASSIGN_OR_RETURN(envelope, EnvelopeWriter::Create(&file_sink, *key));
+    CAPSULE_ASSIGN_OR_RETURN(envelope, EnvelopeWriter::Create(out.sink(), *key));
     sink = envelope.get();
   }
   CAPSULE_RETURN_IF_ERROR(move::PackCapsule(args.dir, options, sink, stats));
@@ -55,7 +55,8 @@ int RunPack(const PackArgs& args) {
   move::PackStats stats;
   Status status = Pack(args, &stats);
   if (!status.ok()) return Fail(status);
-  std::cout << "packed " << args.phase << " of move " << stats.move_id << ": " << stats.files_sent << " files ("
+  // On standard output the stream is the output: the report goes to standard error.
+  (args.out == "-" ? std::cerr : std::cout) << "packed " << args.phase << " of move " << stats.move_id << ": " << stats.files_sent << " files ("
             << stats.file_bytes_sent << " bytes) sent, " << stats.files_skipped << " held the same by the receiver, "
             << stats.removed << " removed\n";
   return kExitOk;
@@ -126,7 +127,9 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code) {
   pack->add_option("--have", pack_args->have, "The receiver's have (JSON {path: sha256}): files it holds the same are skipped");
   pack->add_option("--move", pack_args->move, "Move id (32 hex digits); a switch must give its copy's");
   pack->add_option("--seal-to", pack_args->seal_to, "Seal the stream to this X25519 public key (required for a switch)");
-  pack->add_option("-o,--output", pack_args->out, "Stream file to write")->required();
+  pack->add_option("-o,--output", pack_args->out,
+                   "Stream file to write (replaced whole), a FIFO or device (written in place), or - for standard output")
+      ->required();
   pack->callback([pack_args, exit_code] { *exit_code = RunPack(*pack_args); });
 
   auto unpack_args = std::make_shared<UnpackArgs>();

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
@@ -63,11 +64,29 @@ bool LinkStaysInside(const std::string& link_path, const std::string& target) {
   return true;
 }
 
-Status ImportWorkspace(const std::string& capsule_dir, const std::string& source) {
+// The path of `inner` relative to the folder `outer`, when it lies inside it (both resolved;
+// `inner` need not exist yet, its folder must).
+std::optional<std::string> PathInside(const std::string& inner, const std::string& outer) {
+  std::string folder = RealPath(DirName(inner)), root = RealPath(outer);
+  if (folder.empty() || root.empty()) return std::nullopt;
+  std::string resolved = JoinPath(folder, BaseName(inner));
+  if (resolved.rfind(root + "/", 0) != 0) return std::nullopt;
+  return resolved.substr(root.size() + 1);
+}
+
+// The workspace at `source` into the capsule being built at `staging`, which becomes
+// `final_dir`. A capsule made inside its own workspace never captures itself: the staging
+// folder and the final folder are left out of what is read.
+Status ImportWorkspace(const std::string& staging, const std::string& source, const std::string& final_dir) {
+  const std::string& capsule_dir = staging;
   struct stat st;
   if (::stat(source.c_str(), &st) != 0) return Status::IOError(source, errno);
   if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(source, "workspace source is not a folder");
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(source));
+  std::vector<std::string> skip;
+  for (const std::string& own : {staging, final_dir}) {
+    if (std::optional<std::string> inside = PathInside(own, source)) skip.push_back(*inside);
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(source, skip));
   Snapshot snapshot;
   for (const TreeEntry& entry : entries) {
     std::string full = JoinPath(source, entry.path);
@@ -98,7 +117,7 @@ Status ImportWorkspace(const std::string& capsule_dir, const std::string& source
   return snapshot.Save(capsule_dir);
 }
 
-Status WriteLayout(const std::string& dir, const CreateOptions& options) {
+Status WriteLayout(const std::string& dir, const CreateOptions& options, const std::string& final_dir) {
   for (const char* sub : {"memory/vector_index", kBlobsDir, "environment"}) {
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, sub)));
   }
@@ -108,7 +127,7 @@ Status WriteLayout(const std::string& dir, const CreateOptions& options) {
   std::string spec = DefaultEnvironmentSpec();
   CAPSULE_RETURN_IF_ERROR(CheckEnvironmentSpec(spec));
   CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kEnvironmentSpecPath), spec));
-  if (options.workspace_source) return ImportWorkspace(dir, *options.workspace_source);
+  if (options.workspace_source) return ImportWorkspace(dir, *options.workspace_source, final_dir);
   return Snapshot().Save(dir);
 }
 
@@ -155,7 +174,7 @@ Status CreateCapsule(const std::string& dir, const CreateOptions& options) {
   CAPSULE_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(dir));
   Status status = [&]() -> Status {
     StagingSync sync(staging);
-    CAPSULE_RETURN_IF_ERROR(WriteLayout(staging, options));
+    CAPSULE_RETURN_IF_ERROR(WriteLayout(staging, options, dir));
     CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
     HolderRecord holder{options.agent.id, machine, 1, HolderState::kActive, ""};
     CAPSULE_RETURN_IF_ERROR(holder.Save(staging));

@@ -22,6 +22,10 @@ bool IsVariableName(const std::string& name) {
 }
 
 Status CheckNode(const Json& node, const std::string& where) {
+  if (node.is_string() && HoldsUrlWithPassword(node.get<std::string>())) {
+    return Status::InvalidArgument(kEnvironmentSpecPath, (where.empty() ? std::string("the spec") : where) +
+                                                             ": holds a URL with a password; name it under \"secrets\"");
+  }
   if (node.is_array()) {
     for (size_t i = 0; i < node.size(); ++i) {
       CAPSULE_RETURN_IF_ERROR(CheckNode(node[i], where + "[" + std::to_string(i) + "]"));
@@ -41,6 +45,10 @@ Status CheckNode(const Json& node, const std::string& where) {
               var + ": carries a secret value; list \"" + name + "\" under \"secrets\" by name only");
         }
         if (!setting.is_string()) return Status::InvalidArgument(kEnvironmentSpecPath, var + ": value must be a string");
+        if (HoldsUrlWithPassword(setting.get<std::string>())) {
+          return Status::InvalidArgument(kEnvironmentSpecPath, var + ": holds a URL with a password; list \"" + name +
+                                                                   "\" under \"secrets\" by name only");
+        }
       }
     } else if (key == "secrets") {
       if (!value.is_array()) return Status::InvalidArgument(kEnvironmentSpecPath, path + ": must be a list of names");
@@ -63,8 +71,23 @@ bool IsSecretVariableName(std::string_view name) {
   std::string upper(name);
   std::transform(upper.begin(), upper.end(), upper.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return upper == "TOKEN" || upper == "KEY" || EndsWith(upper, "_TOKEN") ||
-         EndsWith(upper, "_KEY") || EndsWith(upper, "_SECRET") || EndsWith(upper, "_PASSWORD");
+  auto contains = [&](std::string_view part) { return upper.find(part) != std::string::npos; };
+  return upper == "KEY" || contains("TOKEN") || contains("SECRET") || contains("PASSWORD") || contains("APIKEY") ||
+         contains("API_KEY") || EndsWith(upper, "_KEY");
+}
+
+bool HoldsUrlWithPassword(std::string_view value) {
+  // Each "://" starts an authority; a password is a ':' before an '@' within it.
+  for (size_t scheme = value.find("://"); scheme != std::string_view::npos; scheme = value.find("://", scheme + 3)) {
+    size_t start = scheme + 3;
+    size_t end = value.find_first_of("/?# \t\n\"'", start);
+    std::string_view authority = value.substr(start, end == std::string_view::npos ? end : end - start);
+    size_t at = authority.rfind('@');
+    if (at == std::string_view::npos) continue;
+    size_t colon = authority.substr(0, at).find(':');
+    if (colon != std::string_view::npos && colon + 1 < at) return true;
+  }
+  return false;
 }
 
 Status CheckEnvironmentSpec(std::string_view text) {

@@ -1,9 +1,10 @@
 // environment/spec.json: how to rebuild the agent's sandbox. It lists secrets by name only.
 //
 // Form: a JSON object. "env" (at any depth) maps environment variable names to string values;
-// "secrets" is a list of variable names whose values the host supplies for one run. A variable
-// in an "env" whose name is TOKEN or KEY, or ends in _TOKEN, _KEY, _SECRET or _PASSWORD
-// (any case) would carry a secret value into the capsule, and the whole spec is refused.
+// "secrets" is a list of variable names whose values the host supplies for one run. The whole
+// spec is refused when it would carry a secret value into the capsule: a variable in an "env"
+// whose name, in any case, is KEY, contains TOKEN, SECRET, PASSWORD, APIKEY or API_KEY, or
+// ends in _KEY; or any string value holding a URL with a password (scheme://user:pass@host).
 #pragma once
 
 #include <string>
@@ -15,6 +16,9 @@ namespace capsule {
 
 // True for a variable name that may only be listed under "secrets".
 bool IsSecretVariableName(std::string_view name);
+
+// True for a string holding a URL with a password in it (scheme://user:password@...).
+bool HoldsUrlWithPassword(std::string_view value);
 
 // Checks the text of an environment spec; the error names the variable and why.
 Status CheckEnvironmentSpec(std::string_view text);

@@ -7,6 +7,7 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
+#include "capsule/base/output_file.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
 #include "capsule/format/create.h"
@@ -98,9 +99,15 @@ Status WriteCapsuleTar(const std::string& dir, const ExportOptions& options, Byt
 }
 
 Status ExportCapsule(const std::string& dir, const std::string& out_path, const ExportOptions& options) {
-  CAPSULE_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(out_path, 0644));
-  FdSink sink(out.fd(), out_path);
-  CAPSULE_RETURN_IF_ERROR(WriteCapsuleTar(dir, options, &sink));
+  if (out_path != "-") {
+    std::string capsule = RealPath(dir), folder = RealPath(DirName(out_path));
+    if (!capsule.empty() && (folder == capsule || folder.rfind(capsule + "/", 0) == 0)) {
+      return Status::InvalidArgument(out_path, "is inside the capsule " + dir +
+                                                   " it exports; it would be taken for part of it");
+    }
+  }
+  CAPSULE_ASSIGN_OR_RETURN(OutputFile out, OutputFile::Open(out_path, 0644));
+  CAPSULE_RETURN_IF_ERROR(WriteCapsuleTar(dir, options, out.sink()));
   return out.Commit();
 }
 

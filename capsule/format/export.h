@@ -19,7 +19,9 @@ struct ExportOptions {
   std::optional<std::string> signing_key_path;  // Ed25519 private key file
 };
 
-// Writes the export of `dir` to `out_path` through the durable-write path.
+// Writes the export of `dir` to `out_path`: "-" for standard output, in place for a FIFO or a
+// device, else through the durable-write path (see OutputFile). Refuses an output inside
+// `dir`, which would be taken for part of the capsule.
 Status ExportCapsule(const std::string& dir, const std::string& out_path, const ExportOptions& options);
 // The same export into any sink.
 Status WriteCapsuleTar(const std::string& dir, const ExportOptions& options, ByteSink* sink);

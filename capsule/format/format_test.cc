@@ -64,14 +64,22 @@ TEST(WorkspaceTest, ReadBackCatchesADamagedBlob) {
 }
 
 TEST(EnvironmentSpecTest, SecretNamesAreRefusedByName) {
-  for (const char* name : {"TOKEN", "KEY", "GITHUB_TOKEN", "api_key", "DB_PASSWORD", "AWS_SECRET"}) {
+  for (const char* name : {"TOKEN", "KEY", "GITHUB_TOKEN", "api_key", "DB_PASSWORD", "AWS_SECRET", "PASSWORD",
+                           "SECRET", "OPENAI_APIKEY", "secret_value", "TOKENS_DIR", "Client_Secret_Id"}) {
     EXPECT_TRUE(IsSecretVariableName(name)) << name;
     std::string spec = std::string(R"({"env":{")") + name + R"(":"v"}})";
     Status status = CheckEnvironmentSpec(spec);
     EXPECT_EQ(status.code(), Code::kInvalidArgument) << name;
     EXPECT_NE(status.message().find(name), std::string::npos) << status.message();
   }
-  for (const char* name : {"PATH", "KEYBOARD", "TOKENS_DIR", "MONKEY"}) EXPECT_FALSE(IsSecretVariableName(name)) << name;
+  for (const char* name : {"PATH", "KEYBOARD", "MONKEY", "KEYS_DIR"}) EXPECT_FALSE(IsSecretVariableName(name)) << name;
+  // A URL with a password is a secret value whatever the variable is called.
+  Status url = CheckEnvironmentSpec(R"({"env":{"DATABASE_URL":"postgres://app:hunter2@db:5432/app"}})");
+  EXPECT_EQ(url.code(), Code::kInvalidArgument);
+  EXPECT_NE(url.message().find("DATABASE_URL: holds a URL with a password"), std::string::npos) << url.message();
+  EXPECT_FALSE(CheckEnvironmentSpec(R"({"services":[{"url":"https://u:p@example.com"}]})").ok());
+  EXPECT_TRUE(CheckEnvironmentSpec(R"({"env":{"DATABASE_URL":"postgres://app@db/app","HOME_URL":"https://x.org/a:b@c"}})")
+                  .ok());
   EXPECT_TRUE(CheckEnvironmentSpec(R"({"env":{"PATH":"/bin"},"secrets":["OPENAI_API_KEY"]})").ok());
   EXPECT_FALSE(CheckEnvironmentSpec(R"({"services":[{"env":{"X_TOKEN":"t"}}]})").ok());  // at any depth
   EXPECT_FALSE(CheckEnvironmentSpec(R"({"secrets":["sk-live value"]})").ok());

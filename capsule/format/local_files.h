@@ -42,12 +42,16 @@ inline constexpr char kOwnedSettings[] = ".capsule/owned.json";
 inline constexpr char kMoveRecord[] = ".capsule/move.json";
 inline constexpr char kReceivedDir[] = ".capsule/received";
 inline constexpr char kOutgoingMove[] = ".capsule/move-out.json";
+// Held (a ProcessLock) by the one process moving the agent out, or resolving such a move.
+inline constexpr char kMoveLock[] = ".capsule/move-out.lock";
 
 }  // namespace local
 
 // In a sidecar's root folder (not a capsule): ROOT/.staging/<agent-id> is where a move in is
 // built before it is activated.
 inline constexpr char kStagingDir[] = ".staging";
+// In a sidecar's root folder: held (a ProcessLock) by the one sidecar serving it.
+inline constexpr char kSidecarLock[] = ".sidecar.lock";
 
 // At a mount's root: a file naming the mount's control socket.
 inline constexpr char kControlFileName[] = ".capsulefs-control";
