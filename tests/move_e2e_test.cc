@@ -271,6 +271,51 @@ TEST_F(MoveE2eTest, ASecondSidecarOnTheSameRootRefusesToStart) {
   EXPECT_EQ(moved.exit_code, 0) << moved.err;
 }
 
+// A peer with a trusted certificate that sends hostile messages gets an error reply or a
+// dropped connection for each, the sidecar touches nothing outside its root, keeps serving,
+// and moves the agent afterwards.
+TEST_F(MoveE2eTest, HostileMessagesFromATrustedPeerAreRefusedAndTheSidecarServesOn) {
+  Sidecar target(b_, pki_, seal_);
+  std::string victim = root_ + "/victim";
+  ASSERT_TRUE(MakeDirectories(victim).ok());
+  ASSERT_TRUE(WriteFileAtomic(victim + "/keep.txt", "mine").ok());
+  const std::string move = "0123456789abcdef0123456789abcdef";
+  std::vector<std::string> messages = {
+      R"({"agent":"../../victim","call":"abort","move":")" + move + R"("})",
+      R"({"agent":"../../victim","call":"activate","epoch":2,"move":")" + move + R"("})",
+      R"({"agent":1,"call":"offer","epoch":"two","move":[]})",
+      R"({"call":"drop tables"})",
+      R"(["not","an","object"])",
+      "{\"call\":\"query\",\"agent\":\"agent-1\",\"d\":" + std::string(300, '[') + std::string(300, ']') + "}",
+      "raw:7fffffff",        // a length over 64 MiB
+      "raw:0000001000",      // a message cut short: waited on, never answered
+  };
+  std::string command = "python3 tests/hostile_peer.py " + target.address() + " " + pki_ + "/client.pem " + pki_ +
+                        "/client.key " + pki_ + "/ca.pem";
+  for (const std::string& message : messages) command += " '" + message + "'";
+  auto peer = RunProgram("sh", {"-c", command});
+  ASSERT_EQ(peer.exit_code, 0) << peer.err;
+  std::vector<std::string> replies;
+  for (size_t start = 0, end; (end = peer.out.find('\n', start)) != std::string::npos; start = end + 1) {
+    replies.push_back(peer.out.substr(start, end - start));
+  }
+  ASSERT_EQ(replies.size(), messages.size()) << peer.out;
+  // A well-framed request with bad fields gets an error reply; a message that is not one (not
+  // an object, nested too deep, too long, cut short) ends the connection.
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NE(replies[i].find("\"ok\":false"), std::string::npos) << messages[i] << " -> " << replies[i];
+  }
+  EXPECT_NE(replies[0].find("InvalidArgument"), std::string::npos) << replies[0];
+  for (size_t i = 4; i + 1 < messages.size(); ++i) {
+    EXPECT_EQ(replies[i].rfind("closed", 0), 0u) << messages[i] << " -> " << replies[i];
+  }
+  EXPECT_TRUE(replies.back() == "no reply" || replies.back().rfind("closed", 0) == 0) << replies.back();
+  EXPECT_EQ(*ReadFile(victim + "/keep.txt"), "mine");
+  auto moved = Move(Src(), target.address());
+  EXPECT_EQ(moved.exit_code, 0) << moved.err;
+  EXPECT_EQ(StateOf(Dst()), "active@2");
+}
+
 TEST_F(MoveE2eTest, UntrustedClientIsRefusedBeforeAnyByteMoves) {
   Sidecar target(b_, pki_, seal_);
   auto rogue = Move(Src(), target.address(), "rogue");
