@@ -213,8 +213,14 @@ Status CapsuleFs::Checkpoint() {
     std::shared_lock lock(tree_mu_);
     whole = WholeWorkspace();
   }
-  CAPSULE_RETURN_IF_ERROR(SnapshotOf(whole).Save(dir));
+  Snapshot snapshot = SnapshotOf(whole);
+  CAPSULE_RETURN_IF_ERROR(snapshot.Save(dir));
   CAPSULE_RETURN_IF_ERROR(SaveWorkspaceTimes(JoinPath(dir, local::kTimes), whole.times));
+  // Deleted means deleted: the blobs the snapshot no longer names leave the manifest first,
+  // then the disk, so that no export or move carries them and the manifest never names a
+  // missing blob (a crash in between leaves an extra blob, which the next mount lists again
+  // and the next checkpoint removes).
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> unreferenced, UnreferencedBlobs(dir, snapshot));
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(dir, {kLocalDir, kBlobsDir}));
   std::set<std::string> paths;
   for (const TreeEntry& entry : tree) {
@@ -231,12 +237,14 @@ Status CapsuleFs::Checkpoint() {
     for (const auto& [path, digest] : manifest_.files) {
       if (!IsBlobPath(path)) paths.insert(path);
     }
+    for (const std::string& blob : unreferenced) manifest_.files.erase(blob);
     CAPSULE_RETURN_IF_ERROR(
         RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &manifest_));
     manifest = manifest_;
     ++generation_;
   }
   CAPSULE_RETURN_IF_ERROR(manifest.Save(dir));
+  CAPSULE_RETURN_IF_ERROR(RemoveBlobs(dir, unreferenced));
   return log_ ? log_->Truncate() : Status::Ok();
 }
 

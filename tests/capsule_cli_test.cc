@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
 #include "tests/cli_runner.h"
 
@@ -175,6 +176,27 @@ TEST_F(CapsuleCliTest, ExportWritesToStandardOutputAFifoOrADeviceAndRefusesLinks
   EXPECT_EQ(packed.exit_code, 0) << packed.err;
   EXPECT_TRUE(Contains(packed.out, "lnk-move-4.json"));
   EXPECT_TRUE(Contains(packed.out, "lnk-move-4.end"));
+}
+
+// Deleted content that lingers (a blob no file names) is reported by verify as such, and
+// capsule gc removes it from the manifest and the disk; a mounted capsule is left to its mount.
+TEST_F(CapsuleCliTest, VerifyReportsUnreferencedBlobsAndGcRemovesThem) {
+  std::string stray = "artifacts/blobs/" + Sha256Hex("deleted long ago");
+  ASSERT_TRUE(WriteFileAtomic(cap_ + "/" + stray, "deleted long ago").ok());
+  auto found = RunCapsule({"verify", cap_});
+  EXPECT_EQ(found.exit_code, 1);
+  EXPECT_TRUE(Contains(found.out, stray + ": unreferenced blob: no file of the snapshot names it (capsule gc removes it)"))
+      << found.out;
+  auto gc = RunCapsule({"gc", cap_});
+  EXPECT_EQ(gc.exit_code, 0) << gc.err;
+  EXPECT_TRUE(Contains(gc.out, "removed 1 unreferenced blob")) << gc.out;
+  EXPECT_FALSE(PathExists(cap_ + "/" + stray));
+  auto clean = RunCapsule({"verify", cap_});
+  EXPECT_EQ(clean.exit_code, 0) << clean.out;
+  EXPECT_EQ(RunCapsule({"gc", cap_}).out, "removed 0 unreferenced blobs (0 bytes) from " + cap_ + "\n");
+  // Not held here: refused like every change.
+  ASSERT_EQ(::unlink((cap_ + "/.capsule/holder.json").c_str()), 0);
+  EXPECT_EQ(RunCapsule({"gc", cap_}).exit_code, 1);
 }
 
 TEST_F(CapsuleCliTest, ExportRefusesDamagedCapsuleAndWritesNothing) {

@@ -871,6 +871,33 @@ TEST_F(CapsulefsTest, AMistypedFolderIsRefusedAndLeftUnmade) {
 // A mountpoint must be an empty directory that is not mounted already: capsulefs refuses a
 // file, a folder with files in it, and an active mount (which it would hide), and leaves
 // each as it was.
+// Deleted means deleted: a file written and then removed (or overwritten) through the mount
+// leaves no blob behind once the mount checkpoints (here, a freeze), so it is in no export.
+TEST_F(CapsulefsTest, ContentDeletedThroughTheMountLeavesTheCapsuleAtTheNextCheckpoint) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  ASSERT_EQ(Put(F("secret.txt"), "SECRET-VALUE-4711"), 0);
+  ASSERT_EQ(Put(F("notes.txt"), "FIRST-DRAFT-0815"), 0);
+  ASSERT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
+  ASSERT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
+  std::string secret_blob = dir_ + "/artifacts/blobs/" + Sha256Hex("SECRET-VALUE-4711");
+  std::string draft_blob = dir_ + "/artifacts/blobs/" + Sha256Hex("FIRST-DRAFT-0815");
+  ASSERT_TRUE(PathExists(secret_blob));
+  ASSERT_EQ(::unlink(F("secret.txt").c_str()), 0);
+  ASSERT_EQ(Put(F("notes.txt"), "SECOND-DRAFT"), 0);
+  ASSERT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
+  EXPECT_FALSE(PathExists(secret_blob));
+  EXPECT_FALSE(PathExists(draft_blob));
+  EXPECT_EQ(Slurp(dir_ + "/manifest.json").find(Sha256Hex("SECRET-VALUE-4711")), std::string::npos);
+  auto exported = RunCapsule({"export", dir_, "-o", "-"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(exported.out.find("SECRET-VALUE-4711"), std::string::npos);
+  EXPECT_EQ(exported.out.find("FIRST-DRAFT-0815"), std::string::npos);
+  EXPECT_NE(exported.out.find("SECOND-DRAFT"), std::string::npos);
+  ExpectVerifies();
+  ASSERT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
+}
+
 TEST_F(CapsulefsTest, AMountpointThatIsNotAnEmptyUnmountedDirectoryIsRefused) {
   std::string file = root_ + "/file", full = root_ + "/full";
   ASSERT_TRUE(WriteFileAtomic(file, "x").ok());

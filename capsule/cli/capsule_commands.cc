@@ -9,9 +9,12 @@
 #include "capsule/format/create.h"
 #include "capsule/format/export.h"
 #include "capsule/format/import.h"
+#include "capsule/format/holder.h"
 #include "capsule/format/keys.h"
+#include "capsule/format/manifest.h"
 #include "capsule/format/mount_lock.h"
 #include "capsule/format/verify.h"
+#include "capsule/format/workspace.h"
 #include "journal/check.h"
 
 namespace capsule::cli {
@@ -91,6 +94,45 @@ int RunExport(const ExportArgs& args) {
   return kExitOk;
 }
 
+struct GcArgs {
+  std::string dir;
+};
+
+// Removes deleted content from a capsule folder no mount serves (a mount does it at each
+// checkpoint): the blobs no file of the snapshot names leave the manifest, then the disk.
+Status CollectDeletedContent(const std::string& dir, size_t* removed, uint64_t* bytes) {
+  Result<UniqueFd> lock = LockForMount(dir);
+  if (!lock.ok()) {
+    if (lock.status().code() != Code::kAlreadyExists) return lock.status();
+    return Status::FailedPrecondition(dir, "is mounted: the mount removes deleted content at each checkpoint "
+                                           "(freeze, unmount)");
+  }
+  CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(dir));
+  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(dir));
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> unreferenced, UnreferencedBlobs(dir, snapshot));
+  for (const std::string& blob : unreferenced) {
+    auto it = manifest.files.find(blob);
+    if (it != manifest.files.end()) {
+      *bytes += it->second.size;
+      manifest.files.erase(it);
+    }
+  }
+  CAPSULE_RETURN_IF_ERROR(manifest.Save(dir));
+  CAPSULE_RETURN_IF_ERROR(RemoveBlobs(dir, unreferenced));
+  *removed = unreferenced.size();
+  return Status::Ok();
+}
+
+int RunGc(const GcArgs& args) {
+  size_t removed = 0;
+  uint64_t bytes = 0;
+  if (Status done = CollectDeletedContent(args.dir, &removed, &bytes); !done.ok()) return Fail(done);
+  std::cout << "removed " << removed << " unreferenced blob" << (removed == 1 ? "" : "s") << " (" << bytes
+            << " bytes) from " << args.dir << "\n";
+  return kExitOk;
+}
+
 struct ImportArgs {
   std::string tar, dir;
   bool adopt = false;
@@ -150,6 +192,12 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
       ->required();
   exp->add_option("--sign", export_args->sign, "Ed25519 private key file: sign the exported manifest");
   exp->callback([export_args, exit_code] { *exit_code = RunExport(*export_args); });
+
+  auto gc_args = std::make_shared<GcArgs>();
+  CLI::App* gc = app.add_subcommand("gc", "Remove deleted content: blobs no file of the snapshot names");
+  gc->add_option("DIR", gc_args->dir, "Capsule folder held here and not mounted (a mount does this itself)")
+      ->required();
+  gc->callback([gc_args, exit_code] { *exit_code = RunGc(*gc_args); });
 
   auto import_args = std::make_shared<ImportArgs>();
   CLI::App* imp = app.add_subcommand("import", "Verify an exported tar, then place it as a capsule folder");

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <set>
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
@@ -11,6 +12,7 @@
 #include "capsule/base/tar.h"
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/keys.h"
+#include "capsule/format/workspace.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/workspace.h"
 
@@ -34,13 +36,21 @@ void CheckSnapshot(const std::string& text, const std::map<std::string, Observed
     problems->push_back(snapshot.status().message());
     return;
   }
+  std::set<std::string> named;
   for (const auto& [path, entry] : snapshot->entries()) {
     if (entry.type != SnapshotEntry::Type::kFile) continue;
+    named.insert(BlobPath(entry.sha256));
     auto blob = files.find(BlobPath(entry.sha256));
     if (blob == files.end()) {
       problems->push_back(std::string(kSnapshotPath) + ": files/" + path + ": blob " + entry.sha256 + " missing");
     } else if (blob->second.size != entry.size) {
       problems->push_back(std::string(kSnapshotPath) + ": files/" + path + ": size differs from its blob");
+    }
+  }
+  // Deleted content that stayed: it would travel with the agent.
+  for (const auto& [path, observed] : files) {
+    if (IsBlobPath(path) && !IsEmptyBlobPath(path) && named.count(path) == 0) {
+      problems->push_back(path + ": unreferenced blob: no file of the snapshot names it (capsule gc removes it)");
     }
   }
 }

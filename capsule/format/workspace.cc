@@ -1,10 +1,13 @@
 #include "capsule/format/workspace.h"
 
+#include <set>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <set>
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
@@ -160,6 +163,32 @@ Result<std::string> ReadWorkspaceFile(const std::string& capsule_dir, const std:
   CAPSULE_ASSIGN_OR_RETURN(std::string data, ReadFile(JoinPath(capsule_dir, blob)));
   if (Sha256Hex(data) != entry->sha256) return Status::Corruption(blob, "digest does not match its name");
   return data;
+}
+
+bool IsEmptyBlobPath(const std::string& blob_path) { return blob_path == BlobPath(Sha256Hex("")); }
+
+Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_dir, const Snapshot& snapshot) {
+  std::set<std::string> named;
+  for (const auto& [path, entry] : snapshot.entries()) {
+    if (entry.type == SnapshotEntry::Type::kFile) named.insert(BlobPath(entry.sha256));
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> blobs, ListTree(JoinPath(capsule_dir, kBlobsDir)));
+  std::vector<std::string> unreferenced;
+  for (const TreeEntry& entry : blobs) {
+    std::string path = std::string(kBlobsDir) + "/" + entry.path;
+    if (entry.type != TreeEntry::Type::kFile || !IsBlobPath(path) || IsEmptyBlobPath(path)) continue;
+    if (named.count(path) == 0) unreferenced.push_back(path);
+  }
+  return unreferenced;
+}
+
+Status RemoveBlobs(const std::string& capsule_dir, const std::vector<std::string>& blob_paths) {
+  if (blob_paths.empty()) return Status::Ok();
+  for (const std::string& path : blob_paths) {
+    std::string full = JoinPath(capsule_dir, path);
+    if (::unlink(full.c_str()) != 0 && errno != ENOENT) return Status::IOError(full, errno);
+  }
+  return SyncDirectory(JoinPath(capsule_dir, kBlobsDir));
 }
 
 }  // namespace capsule

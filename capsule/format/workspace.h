@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "capsule/base/status.h"
 
@@ -53,6 +54,16 @@ Result<std::string> PutBlob(const std::string& capsule_dir, std::string_view dat
 // saving the snapshot. The manifest is the caller's to refresh.
 Status PutWorkspaceFile(const std::string& capsule_dir, const std::string& path,
                         const std::string& source_path);
+
+// Deleted content: the blobs under artifacts/blobs/ of `capsule_dir` (their capsule paths,
+// artifacts/blobs/<sha256>) that no file of `snapshot` names. The empty blob, which every
+// capsule keeps, is never one of them.
+Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_dir, const Snapshot& snapshot);
+// Whether `blob_path` (artifacts/blobs/<sha256>) is one no snapshot needs to name.
+bool IsEmptyBlobPath(const std::string& blob_path);
+// Unlinks `blob_paths` from `capsule_dir` and syncs the folder. A folder in use drops them
+// from its manifest first (and saves it), so that the manifest never names a missing blob.
+Status RemoveBlobs(const std::string& capsule_dir, const std::vector<std::string>& blob_paths);
 
 // Reads workspace file `path` back, checking the blob against its digest.
 Result<std::string> ReadWorkspaceFile(const std::string& capsule_dir, const std::string& path);

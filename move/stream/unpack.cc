@@ -226,6 +226,17 @@ Result<Manifest> RefreshStagedManifest(const std::string& staging, const Receive
   return manifest;
 }
 
+// The blobs of the staged snapshot's removed files leave the staging area (and `manifest`,
+// when given): a file the other end deleted is not kept here either.
+Status DropDeletedContent(const std::string& staging, Manifest* manifest) {
+  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(staging));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> unreferenced, UnreferencedBlobs(staging, snapshot));
+  if (manifest != nullptr) {
+    for (const std::string& blob : unreferenced) manifest->files.erase(blob);
+  }
+  return RemoveBlobs(staging, unreferenced);
+}
+
 // The checks of capsule verify that do not need every byte read again: the layout's files are
 // listed, the snapshot names only listed blobs of the right size, the environment spec holds
 // no secret value, the journal's chains hold.
@@ -295,6 +306,7 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
     CAPSULE_RETURN_IF_ERROR(CheckArrival(dir, held, manifest, options));
     if (held) CAPSULE_RETURN_IF_ERROR(CopyCapsule(dir, staging, {local::kMachine, local::kHolder, local::kMoveRecord}));
     CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
+    CAPSULE_RETURN_IF_ERROR(DropDeletedContent(staging, nullptr));
     CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
     if (!PathExists(JoinPath(staging, local::kHolder))) {
       // A received copy is not held here until a move activates it.
@@ -358,6 +370,7 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
   CAPSULE_RETURN_IF_ERROR(CheckArrival(staging, held, stream.manifest, unpack));
   CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, RefreshStagedManifest(staging, stream, options));
+  CAPSULE_RETURN_IF_ERROR(DropDeletedContent(staging, &manifest));
   CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest, options));
   CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));
   CAPSULE_RETURN_IF_ERROR(sync.Finish());
