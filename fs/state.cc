@@ -78,6 +78,8 @@ Status CapsuleFs::Thaw(const std::string& move) {
     if (!record.ok() || record->state == HolderState::kRetired) (void)Retire();
     return thawed.status();
   }
+  // A move that took over an admin's freeze gave it back: writers keep waiting.
+  if (thawed->state == HolderState::kFrozen) return Status::Ok();
   gate_.Thaw();
   return Status::Ok();
 }

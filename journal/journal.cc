@@ -41,7 +41,9 @@ std::vector<std::string_view> SplitLines(std::string_view text) {
 }  // namespace
 
 Result<Journal> Journal::OpenForWrite(const std::string& capsule_dir, JournalOptions options) {
-  CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(capsule_dir));
+  // Frozen is fine to open (a mount of a frozen capsule waits for its thaw); every append
+  // checks that the capsule is active, under the lock.
+  CAPSULE_RETURN_IF_ERROR(CheckHeldHere(capsule_dir));
   CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(capsule_dir));
   std::string lock_path = JoinPath(capsule_dir, local::kJournalLock);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock_fd, OpenFile(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));

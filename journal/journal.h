@@ -48,7 +48,8 @@ struct MergeResult {
 class Journal {
  public:
   // Opens the journal of the capsule at `capsule_dir` for writing: refuses
-  // (FailedPrecondition) unless this machine holds the capsule, and cuts off a torn last line.
+  // (FailedPrecondition) unless this machine holds the capsule (active or frozen: each append
+  // then needs it active), and cuts off a torn last line.
   static Result<Journal> OpenForWrite(const std::string& capsule_dir, JournalOptions options = {});
 
   // Every event of the capsule's journal in order, after checking them all (Corruption

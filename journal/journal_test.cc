@@ -71,7 +71,14 @@ TEST_F(JournalTest, AppendRefusesBadDataAndUnheldCapsule) {
   holder.state = HolderState::kFrozen;
   ASSERT_TRUE(holder.Save(dir_).ok());
   EXPECT_EQ(journal.Append("user_message", Text("x")).status().code(), Code::kFailedPrecondition);
+  // A frozen capsule opens (a mount of it waits for its thaw) but takes no append.
+  Result<Journal> frozen = Journal::OpenForWrite(dir_);
+  ASSERT_TRUE(frozen.ok()) << frozen.status().ToString();
+  EXPECT_EQ(frozen->Append("user_message", Text("x")).status().code(), Code::kFailedPrecondition);
+  holder.state = HolderState::kRetired;
+  ASSERT_TRUE(holder.Save(dir_).ok());
   EXPECT_EQ(Journal::OpenForWrite(dir_).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(JournalText(dir_), "");
   EXPECT_TRUE(Journal::Read(dir_).ok());  // reading never needs the capsule held
 }
 

@@ -270,7 +270,7 @@ Status MoveTarget::Activate(const std::string& agent, const std::string& move, u
   std::string staging = StagingDir(agent);
   Status done = [&]() -> Status {
     CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
-    HolderRecord record{agent, machine, epoch, HolderState::kActive, ""};
+    HolderRecord record{agent, machine, epoch, HolderState::kActive, "", false};
     CAPSULE_RETURN_IF_ERROR(record.Save(staging));
     // The one step that makes this machine the holder.
     if (PathExists(dir)) {

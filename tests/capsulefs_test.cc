@@ -494,6 +494,27 @@ TEST_F(CapsulefsTest, AThawBetweenTheRecordsRetireAndTheMountsIsRefusedAndRetire
   EXPECT_EQ(record->state, HolderState::kRetired);
 }
 
+// An admin froze the mount before a move: the move takes that freeze over, and its rollback
+// gives it back, so the mount stays frozen until the admin thaws it.
+TEST_F(CapsulefsTest, AMovesRollbackGivesAnAdminsFreezeBack) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  Result<std::string> socket = fs::FindControlSocket(mnt_);
+  ASSERT_TRUE(socket.ok()) << socket.status().message();
+  ASSERT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
+  const std::string move = "00112233445566778899aabbccddeeff";
+  ASSERT_TRUE(fs::SendControl(*socket, "freeze " + move).ok());
+  ASSERT_TRUE(fs::SendControl(*socket, "thaw " + move).ok());
+  EXPECT_NE(RunCapsule({"status", mnt_}).out.find("frozen"), std::string::npos);
+  std::atomic<int> result{-1};
+  std::thread writer([&] { result = Put(F("late.txt"), "x"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(result.load(), -1) << "the admin's freeze still holds writers";
+  ASSERT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
+  writer.join();
+  EXPECT_EQ(result.load(), 0);
+}
+
 // A mount frozen for a move is thawed only by that move (its rollback); an admin's thaw, or
 // another move's, is refused and names the move, which `capsule move --recover` resolves.
 TEST_F(CapsulefsTest, AMountFrozenForAMoveIsThawedOnlyByThatMove) {
@@ -552,6 +573,25 @@ TEST_F(CapsulefsTest, AStalledControlClientDelaysNeitherStatusNorUnmount) {
   char c;
   EXPECT_EQ(::read(stalled[0].get(), &c, 1), 0);
   EXPECT_EQ(mount.Unmount(), 0);
+}
+
+// A capsule whose record says frozen (a move left it waiting, its driver died) mounts frozen:
+// reads go on, writes wait for the thaw, which then lets them through.
+TEST_F(CapsulefsTest, ACapsuleFrozenOnDiskMountsFrozenAndThawsLater) {
+  ASSERT_TRUE(TransitionHolder(dir_, {{HolderState::kActive}, HolderState::kFrozen, ""}).ok());
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  EXPECT_NE(RunCapsule({"status", mnt_}).out.find("frozen"), std::string::npos);
+  EXPECT_EQ(Slurp(F("README.md")), "# sample\n");
+  std::atomic<int> result{-1};
+  std::thread writer([&] { result = Put(F("later.txt"), "after the thaw"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(result.load(), -1) << "the writer should wait while frozen";
+  auto thawed = RunCapsule({"thaw", mnt_});
+  EXPECT_EQ(thawed.exit_code, 0) << thawed.err;
+  writer.join();
+  EXPECT_EQ(result.load(), 0);
+  EXPECT_EQ(Slurp(F("later.txt")), "after the thaw");
 }
 
 TEST_F(CapsulefsTest, ACapsuleNotHeldHereMountsReadOnly) {

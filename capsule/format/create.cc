@@ -176,7 +176,7 @@ Status CreateCapsule(const std::string& dir, const CreateOptions& options) {
     StagingSync sync(staging);
     CAPSULE_RETURN_IF_ERROR(WriteLayout(staging, options, dir));
     CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
-    HolderRecord holder{options.agent.id, machine, 1, HolderState::kActive, ""};
+    HolderRecord holder{options.agent.id, machine, 1, HolderState::kActive, "", false};
     CAPSULE_RETURN_IF_ERROR(holder.Save(staging));
     CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, BuildManifest(staging, options.agent, machine, 1));
     CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));

@@ -130,6 +130,18 @@ TEST(HolderTest, TransitionsAreCompareAndSetAndAMovesFreezeIsThawedOnlyByThatMov
   ASSERT_TRUE(thawed.ok()) << thawed.status().message();
   EXPECT_EQ(thawed->move, "");
   EXPECT_EQ(HolderRecord::Load(cap)->move, "");
+  // A move that takes over an admin's freeze gives it back on rollback: still frozen, for no
+  // move, and the admin thaws it.
+  ASSERT_TRUE(TransitionHolder(cap, {{S::kActive}, S::kFrozen, ""}).ok());
+  ASSERT_TRUE(TransitionHolder(cap, {{S::kActive, S::kFrozen}, S::kFrozen, "m4"}).ok());
+  EXPECT_TRUE(HolderRecord::Load(cap)->admin_freeze);
+  Result<HolderRecord> given_back = TransitionHolder(cap, {{S::kFrozen}, S::kActive, "m4"});
+  ASSERT_TRUE(given_back.ok()) << given_back.status().message();
+  EXPECT_EQ(given_back->state, S::kFrozen);
+  EXPECT_EQ(HolderRecord::Load(cap)->move, "");
+  EXPECT_FALSE(HolderRecord::Load(cap)->admin_freeze);
+  ASSERT_TRUE(TransitionHolder(cap, {{S::kFrozen}, S::kActive, ""}).ok());
+  EXPECT_EQ(state(), S::kActive);
   // Retired is final: no thaw, no freeze revives it.
   ASSERT_TRUE(TransitionHolder(cap, {{S::kActive, S::kFrozen}, S::kRetired, ""}).ok());
   EXPECT_FALSE(TransitionHolder(cap, {{S::kFrozen}, S::kActive, ""}).ok());

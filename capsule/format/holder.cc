@@ -41,7 +41,8 @@ Result<HolderRecord> HolderRecord::Load(const std::string& capsule_dir) {
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(*text, path, Code::kCorruption));
   if (!json.is_object() || !json.value("agent", Json()).is_string() ||
       !json.value("machine", Json()).is_string() || !json.value("epoch", Json()).is_number_unsigned() ||
-      !json.value("state", Json()).is_string() || !json.value("move", Json("")).is_string()) {
+      !json.value("state", Json()).is_string() || !json.value("move", Json("")).is_string() ||
+      !json.value("admin_freeze", Json(false)).is_boolean()) {
     return Status::Corruption(path, "needs agent, machine, epoch and state (and move, when there, a string)");
   }
   HolderRecord record;
@@ -49,6 +50,7 @@ Result<HolderRecord> HolderRecord::Load(const std::string& capsule_dir) {
   record.machine = json["machine"];
   record.epoch = json["epoch"];
   record.move = json.value("move", "");
+  record.admin_freeze = json.value("admin_freeze", false);
   std::string state = json["state"];
   if (state == "active") {
     record.state = HolderState::kActive;
@@ -66,6 +68,7 @@ Status HolderRecord::Save(const std::string& capsule_dir) const {
   CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
   Json json = {{"agent", agent}, {"machine", machine}, {"epoch", epoch}, {"state", HolderStateName(state)}};
   if (!move.empty()) json["move"] = move;
+  if (admin_freeze) json["admin_freeze"] = true;
   CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(json, local::kHolder));
   return WriteFileAtomic(JoinPath(capsule_dir, local::kHolder), text + "\n");
 }
@@ -110,6 +113,15 @@ Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const Hold
     // A move takes over an admin's freeze (one that names no move); never another move's.
     if (!record.move.empty() || !expects(HolderState::kFrozen)) return refuse("");
     record.move = transition.move;
+    record.admin_freeze = true;
+    CAPSULE_RETURN_IF_ERROR(record.Save(capsule_dir));
+    return record;
+  }
+  if (transition.to == HolderState::kActive && frozen_for_move && record.move == transition.move &&
+      record.admin_freeze) {
+    // The move's rollback gives the admin's freeze back.
+    record.move = "";
+    record.admin_freeze = false;
     CAPSULE_RETURN_IF_ERROR(record.Save(capsule_dir));
     return record;
   }
@@ -120,6 +132,7 @@ Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const Hold
   if (!expects(record.state)) return refuse("");
   record.state = transition.to;
   record.move = transition.to == HolderState::kFrozen ? transition.move : "";
+  record.admin_freeze = false;
   CAPSULE_RETURN_IF_ERROR(record.Save(capsule_dir));
   return record;
 }
@@ -143,6 +156,13 @@ Result<std::string> LoadOrCreateMachineId(const std::string& capsule_dir) {
   if (placed.code() == Code::kAlreadyExists) return LoadOrCreateMachineId(capsule_dir);  // lost a race
   CAPSULE_RETURN_IF_ERROR(placed);
   return id;
+}
+
+Status CheckHeldHere(const std::string& capsule_dir) {
+  Status writable = CheckHeldForWrite(capsule_dir);
+  if (writable.ok()) return writable;
+  Result<HolderRecord> record = HolderRecord::Load(capsule_dir);
+  return record.ok() && record->state == HolderState::kFrozen ? Status::Ok() : writable;
 }
 
 Status CheckHeldForWrite(const std::string& capsule_dir) {

@@ -3,7 +3,8 @@
 //
 // .capsule/machine       this machine's id for the capsule: "m-" and 16 hex digits, made once
 // .capsule/holder.json   {"agent","epoch","machine","move"?,"state"}, state active, frozen or
-//                        retired; "move" names the move out that froze it, when one did
+//                        retired; "move" names the move out that froze it, when one did, and
+//                        "admin_freeze" (true) says an admin had frozen it before that move
 // .capsule/holder.lock   flock(2)ed by every change of holder.json (TransitionHolder)
 //
 // A capsule with no holder record is not held here: reading it is fine, changing it is not.
@@ -36,6 +37,9 @@ struct HolderRecord {
   // When frozen for a move out: that move's id. Only that move may thaw it (its rollback);
   // anyone else is told to resolve the move (capsule move --recover).
   std::string move;
+  // The move took over an admin's freeze: its rollback gives that freeze back (the record
+  // stays frozen, for no move) rather than thawing.
+  bool admin_freeze = false;
 
   static Result<HolderRecord> Load(const std::string& capsule_dir);
   // A new record, written atomically through the durable-write path. Not for a record in
@@ -46,8 +50,10 @@ struct HolderRecord {
 struct HolderTransition {
   std::initializer_list<HolderState> from;  // the states the record may be in
   HolderState to;
-  // Freezing for a move: the move's id, written into the record. Thawing: the move the
-  // caller speaks for ("" for none), which must be the move the record names, if any.
+  // Freezing for a move: the move's id, written into the record (a move takes over an
+  // admin's freeze). Thawing: the move the caller speaks for ("" for none), which must be the
+  // move the record names, if any; a move that took over an admin's freeze gives it back, so
+  // the record stays frozen (for no move) and the caller leaves writers waiting.
   std::string move;
 };
 
@@ -64,5 +70,8 @@ Result<std::string> LoadOrCreateMachineId(const std::string& capsule_dir);
 // Ok when this machine holds the capsule and may change it (its record says active);
 // otherwise FailedPrecondition saying why not.
 Status CheckHeldForWrite(const std::string& capsule_dir);
+// Ok when this machine holds the capsule, active or frozen (a writer that lives across a
+// freeze, such as a mount, may open it; each change still needs CheckHeldForWrite).
+Status CheckHeldHere(const std::string& capsule_dir);
 
 }  // namespace capsule

@@ -98,7 +98,7 @@ Status ImportCapsule(const std::string& tar_path, const std::string& dir, const 
     }
     Manifest manifest = std::move(*report.manifest);
     CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
-    HolderRecord record{manifest.agent.id, machine, manifest.holder_epoch, HolderState::kRetired, ""};
+    HolderRecord record{manifest.agent.id, machine, manifest.holder_epoch, HolderState::kRetired, "", false};
     if (options.adopt) {
       record.epoch = manifest.holder_epoch + 1;
       record.state = HolderState::kActive;

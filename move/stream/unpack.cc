@@ -310,7 +310,7 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
     CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
     if (!PathExists(JoinPath(staging, local::kHolder))) {
       // A received copy is not held here until a move activates it.
-      HolderRecord record_here{manifest.agent.id, machine, manifest.epoch, HolderState::kRetired, ""};
+      HolderRecord record_here{manifest.agent.id, machine, manifest.epoch, HolderState::kRetired, "", false};
       CAPSULE_RETURN_IF_ERROR(record_here.Save(staging));
     }
     std::string holder_machine = held ? held->holder_machine : machine;
