@@ -43,11 +43,11 @@ Status LocalCapsule::Thaw(const std::string& move) {
   return TransitionHolder(dir_, {{HolderState::kFrozen}, HolderState::kActive, move}).status();
 }
 
-Status LocalCapsule::Retire() {
+Status LocalCapsule::Retire(uint64_t epoch) {
   // The record first: it is the decision (a thaw from now on is refused), and a mount that
   // misses the command below still sees it within half a second.
   CAPSULE_RETURN_IF_ERROR(
-      TransitionHolder(dir_, {{HolderState::kActive, HolderState::kFrozen}, HolderState::kRetired, ""}).status());
+      TransitionHolder(dir_, {{HolderState::kActive, HolderState::kFrozen}, HolderState::kRetired, ""}, epoch).status());
   if (socket_) (void)fs::SendControl(*socket_, "retire");
   return Status::Ok();
 }

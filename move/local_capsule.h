@@ -30,8 +30,10 @@ class LocalCapsule {
   // Writes go on, at the epoch the record holds: refused when the record is retired (the
   // target took over) or frozen for another move.
   Status Thaw(const std::string& move);
-  // Records the capsule retired at its epoch; a mount refuses every write from then on.
-  Status Retire();
+  // Records the capsule retired at `epoch`, the epoch the move left from (refused when the
+  // record has moved on since: a late answer about an old move never retires a newer
+  // holding); a mount refuses every write from then on.
+  Status Retire(uint64_t epoch);
 
  private:
   std::string dir_;

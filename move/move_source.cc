@@ -228,7 +228,7 @@ Result<MoveReport> Mover::Run() {
     }
     return report;
   }
-  CAPSULE_RETURN_IF_ERROR(local_.Retire());
+  CAPSULE_RETURN_IF_ERROR(local_.Retire(move.epoch - 1));
   CAPSULE_RETURN_IF_ERROR(RemoveOutgoing(dir_));
   Progress("done", report.copy_bytes + report.switch_bytes, SecondsSince(copy_start));
   return report;
@@ -265,7 +265,7 @@ Result<bool> Mover::Resolve(const OutgoingMove& move) {
     // since): the move happened. The query fenced any move not activated, so a lower epoch
     // means it never will.
     if (reply->epoch >= move.epoch) {
-      CAPSULE_RETURN_IF_ERROR(local_.Retire());
+      CAPSULE_RETURN_IF_ERROR(local_.Retire(move.epoch - 1));
       CAPSULE_RETURN_IF_ERROR(RemoveOutgoing(dir_));
       return true;
     }

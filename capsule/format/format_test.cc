@@ -142,6 +142,18 @@ TEST(HolderTest, TransitionsAreCompareAndSetAndAMovesFreezeIsThawedOnlyByThatMov
   EXPECT_FALSE(HolderRecord::Load(cap)->admin_freeze);
   ASSERT_TRUE(TransitionHolder(cap, {{S::kFrozen}, S::kActive, ""}).ok());
   EXPECT_EQ(state(), S::kActive);
+  // A move's thaw never thaws a freeze it did not make (an admin froze after the move's
+  // mover died before its own freeze): the record stays frozen.
+  ASSERT_TRUE(TransitionHolder(cap, {{S::kActive}, S::kFrozen, ""}).ok());
+  Result<HolderRecord> not_its_own = TransitionHolder(cap, {{S::kFrozen}, S::kActive, "m5"});
+  ASSERT_TRUE(not_its_own.ok());
+  EXPECT_EQ(not_its_own->state, S::kFrozen);
+  ASSERT_TRUE(TransitionHolder(cap, {{S::kFrozen}, S::kActive, ""}).ok());
+  // A decision for another epoch never changes the record (a late answer about an old move).
+  Result<HolderRecord> stale = TransitionHolder(cap, {{S::kActive, S::kFrozen}, S::kRetired, ""}, 7);
+  EXPECT_EQ(stale.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(stale.status().message().find("meant for epoch 7"), std::string::npos) << stale.status().message();
+  EXPECT_EQ(state(), S::kActive);
   // Retired is final: no thaw, no freeze revives it.
   ASSERT_TRUE(TransitionHolder(cap, {{S::kActive, S::kFrozen}, S::kRetired, ""}).ok());
   EXPECT_FALSE(TransitionHolder(cap, {{S::kFrozen}, S::kActive, ""}).ok());

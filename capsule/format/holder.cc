@@ -84,7 +84,8 @@ std::string Describe(const HolderRecord& record) {
 
 }  // namespace
 
-Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const HolderTransition& transition) {
+Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const HolderTransition& transition,
+                                      std::optional<uint64_t> at_epoch) {
   const std::string lock_path = JoinPath(capsule_dir, local::kHolderLock);
   CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock, OpenFile(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
@@ -102,6 +103,9 @@ Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const Hold
                                                        ": the holder record says " + Describe(record) + why);
   };
   bool frozen_for_move = record.state == HolderState::kFrozen && !record.move.empty();
+  if (at_epoch && record.epoch != *at_epoch) {
+    return refuse("; this change was meant for epoch " + std::to_string(*at_epoch));
+  }
   auto expects = [&](HolderState state) {
     for (HolderState from : transition.from) {
       if (from == state) return true;
@@ -127,6 +131,10 @@ Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const Hold
   }
   if (transition.to == HolderState::kActive && frozen_for_move && record.move != transition.move) {
     return refuse("; only that move thaws it: capsule move --recover resolves it");
+  }
+  if (transition.to == HolderState::kActive && !transition.move.empty() && record.state == HolderState::kFrozen &&
+      record.move.empty()) {
+    return record;  // an admin's freeze, not the move's: a move's thaw leaves it as it is
   }
   if (record.state == transition.to) return record;  // already so: a retried transition
   if (!expects(record.state)) return refuse("");

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "capsule/base/status.h"
@@ -61,8 +62,10 @@ struct HolderTransition {
 // .capsule/holder.lock, held across the read and the write. A record already in `to` is left
 // as it is (a transition may be retried); one in a state of `from` gets `to`; any other, a
 // missing one included, is refused with FailedPrecondition saying what the record says.
-// Returns the record as it is afterwards.
-Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const HolderTransition& transition);
+// With `at_epoch`, the record must also be at that epoch: a decision taken for one epoch
+// never changes a record that has moved on. Returns the record as it is afterwards.
+Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const HolderTransition& transition,
+                                      std::optional<uint64_t> at_epoch = std::nullopt);
 
 // This machine's id for the capsule, made and stored on first use.
 Result<std::string> LoadOrCreateMachineId(const std::string& capsule_dir);

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The randomized fault test of real processes (tests/fault_test.py) as a test of the suite:
+# sidecars, a mounted agent and seeded schedules of moves, kills, restarts and cut or held
+# links, for a short budget (FAULT_TEST_BUDGET seconds, default 75; FAULT_TEST_SEED fixes the
+# seed). Needs root, /dev/fuse, fusermount3 and openssl.
+#   tests/fault_test.sh CAPSULE CAPSULEFS MAKE_PKI [fault_test.py options...]
+# Longer, by hand (a failure prints its seed and the command that replays it):
+#   python3 tests/fault_test.py --capsule bazel-bin/capsule --capsulefs bazel-bin/capsulefs \
+#       --make-pki tests/make_pki.sh --schedules 1000
+set -euo pipefail
+
+if [[ $# -lt 3 ]]; then
+  echo "usage: $0 CAPSULE CAPSULEFS MAKE_PKI [fault_test.py options...]" >&2
+  exit 2
+fi
+capsule=$1 capsulefs=$2 make_pki=$3
+shift 3
+
+here=$(cd "$(dirname "$0")" && pwd)
+script=
+for candidate in "$here/fault_test.py" "tests/fault_test.py" \
+    "${TEST_SRCDIR:-/nonexistent}/${TEST_WORKSPACE:-capsulefs}/tests/fault_test.py"; do
+  if [[ -f $candidate ]]; then
+    script=$candidate
+    break
+  fi
+done
+if [[ -z $script ]]; then
+  echo "$0: fault_test.py not found beside this script" >&2
+  exit 2
+fi
+
+seed=()
+[[ -n ${FAULT_TEST_SEED:-} ]] && seed=(--seed "$FAULT_TEST_SEED")
+exec python3 "$script" --capsule "$capsule" --capsulefs "$capsulefs" --make-pki "$make_pki" \
+  --budget-seconds "${FAULT_TEST_BUDGET:-75}" --schedules 1000 --steps 10 "${seed[@]}" "$@"
