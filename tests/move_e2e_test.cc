@@ -355,6 +355,7 @@ TEST_F(MoveE2eTest, RestartedSidecarsResolveWhatAMoveLeftWithoutGuessing) {
   ASSERT_TRUE(MakeDirectories(b_ + "/.staging/agent-1/files").ok());
   HolderRecord frozen = *HolderRecord::Load(Src());
   frozen.state = HolderState::kFrozen;
+  frozen.move = "0123456789abcdef0123456789abcdef";  // frozen for that move, as its mover records
   ASSERT_TRUE(frozen.Save(Src()).ok());
   {
     Sidecar target(b_, pki_, seal_);  // restarted: empties its staging areas
@@ -386,6 +387,7 @@ TEST_F(MoveE2eTest, ARecordedMoveIsResolvedByRecoverOnceTheTargetAnswers) {
   // As if the source had crashed after activate was answered but before it retired.
   HolderRecord frozen = *HolderRecord::Load(Src());
   frozen.state = HolderState::kFrozen;
+  frozen.move = "0123456789abcdef0123456789abcdef";
   ASSERT_TRUE(frozen.Save(Src()).ok());
   std::string record = R"({"agent":"agent-1","epoch":2,"move":"0123456789abcdef0123456789abcdef",)"
                        R"("phase":"activate-sent","to":")" + target.address() + "\"}\n";
