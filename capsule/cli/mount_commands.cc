@@ -53,7 +53,7 @@ void RegisterMountCommands(CLI::App& app, int* exit_code) {
   };
   for (Command c : {Command{"status", "Print the agent id, epoch and state (active, frozen, retired) of a mount or capsule"},
                     Command{"freeze", "Commit every write in flight and make the capsule current; then writes wait"},
-                    Command{"thaw", "Let the writes of a frozen mount go on"}}) {
+                    Command{"thaw", "Let the writes of a frozen mount go on (refused when a move froze it: capsule move --recover)"}}) {
     auto args = std::make_shared<MountArgs>();
     std::string name = c.name;
     CLI::App* sub = app.add_subcommand(name, c.help);
