@@ -536,6 +536,9 @@ class Machine:
         self.seal = world.cfg.seal_keys[index]
         self.proxy = Proxy(self.name, world)
         self.proc = None
+        # One sidecar per root, as on a real machine: a kill that comes while a restart is still
+        # starting waits for it, so two starts never race for the root's lock.
+        self.lifecycle = threading.RLock()
         self.starts = 0
         self.keep_unmounted = None  # the epoch at which the harness unmounted it on purpose
         self.unmountable = False  # capsulefs refused to mount it while its record was frozen
@@ -548,6 +551,10 @@ class Machine:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, check_staging=True):
+        with self.lifecycle:
+            self.start_locked(check_staging)
+
+    def start_locked(self, check_staging):
         cfg = self.world.cfg
         n = self.starts
         self.starts += 1
@@ -585,6 +592,10 @@ class Machine:
                 raise Violation(f"sidecar {self.name} restarted but {self.root}/.staging still holds {left}")
 
     def kill(self):
+        with self.lifecycle:
+            self.kill_locked()
+
+    def kill_locked(self):
         if self.proc is None:
             return
         pid = self.proc.pid
