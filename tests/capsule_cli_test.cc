@@ -307,7 +307,7 @@ TEST_F(CapsuleCliTest, ImportRefusesEveryUnsafeTarAndPlacesNothing) {
       {"absolute", RewriteTar(good, [](TarWriter& w) { (void)w.AddFile("/etc/evil", "x"); }), "absolute path"},
       {"dotdot", RewriteTar(good, [](TarWriter& w) { (void)w.AddFile("memory/../../evil", "x"); }), "unsafe path"},
       {"link_out", RewriteTar(good, [](TarWriter& w) { (void)w.AddSymlink("memory/l", "../../etc/passwd"); }),
-       "points outside the capsule"},
+       "a capsule's folder holds no links"},
       {"duplicate", RewriteTar(good, [](TarWriter& w) { (void)w.AddFile("memory/working_memory.md", "again"); }),
        "duplicate entry"},
       {"device", PatchType(RewriteTar(good, [](TarWriter& w) { (void)w.AddFile("memory/dev", ""); }), "memory/dev", '3'),

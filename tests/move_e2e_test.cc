@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -324,6 +325,63 @@ TEST_F(MoveE2eTest, UntrustedClientIsRefusedBeforeAnyByteMoves) {
   EXPECT_EQ(StateOf(Src()), "active@1");
   EXPECT_FALSE(PathExists(Dst()));
   EXPECT_FALSE(PathExists(b_ + "/.staging/agent-1"));
+}
+
+// Links are data: a workspace with a virtualenv's interpreter link, a relative chain that
+// climbs out of the workspace and a dangling link is taken in by init without reading through
+// any of them, gets one more link through the mount, verifies, survives export and import,
+// and moves, each target exactly as written.
+TEST_F(MoveE2eTest, ACapsuleWithLinksOfEveryKindVerifiesExportsAndMoves) {
+  std::string ws = root_ + "/venv-ws", outside = root_ + "/outside";
+  ASSERT_TRUE(MakeDirectories(ws + "/venv/bin").ok());
+  ASSERT_TRUE(MakeDirectories(ws + "/deep").ok());
+  ASSERT_TRUE(WriteFileAtomic(outside, "secret beside the workspace\n").ok());
+  const std::vector<std::pair<std::string, std::string>> links = {
+      {"venv/bin/python", "/usr/bin/python3"},
+      {"venv/bin/python3", "python"},
+      {"up", "../outside"},
+      {"deep/chain", "../up"},
+      {"dangling", "no/such/file"}};
+  for (const auto& [path, target] : links) ASSERT_EQ(::symlink(target.c_str(), (ws + "/" + path).c_str()), 0) << path;
+  std::string cap = root_ + "/a/agent-2";
+  auto init = RunCapsule({"init", cap, "--id", "agent-2", "--name", "Links", "--workspace", ws});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  // init read no file through a link: the only blobs are the empty one and none other.
+  auto snapshot_text = ReadFile(cap + "/artifacts/snapshot.json");
+  ASSERT_TRUE(snapshot_text.ok());
+  EXPECT_EQ(snapshot_text->find("sha256"), std::string::npos) << *snapshot_text;
+
+  {
+    std::string mnt = root_ + "/links-mnt";
+    ASSERT_TRUE(MakeDirectories(mnt).ok());
+    Mount mount(cap, mnt);
+    ASSERT_TRUE(mount.up());
+    ASSERT_EQ(::symlink("/etc/passwd", (mnt + "/files/abs").c_str()), 0) << std::strerror(errno);
+    char target[64] = {};
+    ASSERT_EQ(::readlink((mnt + "/files/venv/bin/python").c_str(), target, sizeof target - 1), 16);
+    EXPECT_STREQ(target, "/usr/bin/python3");
+  }
+  ExpectVerifies(cap);
+  auto exported = RunCapsule({"export", cap, "-o", root_ + "/links.tar"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  std::string imported = root_ + "/imported";
+  auto import = RunCapsule({"import", root_ + "/links.tar", imported});
+  ASSERT_EQ(import.exit_code, 0) << import.err;
+  EXPECT_EQ(*ReadFile(imported + "/artifacts/snapshot.json"), *ReadFile(cap + "/artifacts/snapshot.json"));
+
+  Sidecar target_b(b_, pki_, seal_);
+  auto moved = Move(cap, target_b.address());
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  std::string there = b_ + "/agent-2";
+  ExpectVerifies(there);
+  auto arrived = ReadFile(there + "/artifacts/snapshot.json");
+  ASSERT_TRUE(arrived.ok());
+  for (const auto& [path, link] : links) {
+    EXPECT_NE(arrived->find("\"" + path + "\":{\"target\":\"" + link + "\",\"type\":\"link\"}"), std::string::npos)
+        << path << " in " << *arrived;
+  }
+  EXPECT_NE(arrived->find(R"("abs":{"target":"/etc/passwd","type":"link"})"), std::string::npos) << *arrived;
+  EXPECT_EQ(*ReadFile(outside), "secret beside the workspace\n");
 }
 
 TEST_F(MoveE2eTest, MoveBackSendsOnlyTheChangeAndAStaleOfferIsRefused) {

@@ -1,4 +1,5 @@
 // Tests of the base library: Status, the durable-write path, SHA-256, canonical JSON.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -123,6 +124,31 @@ TEST(FileIoTest, ListTreeSortsByBytesAndSkips) {
   EXPECT_EQ((*entries)[3].size, 2u);
   EXPECT_EQ((*entries)[4].type, TreeEntry::Type::kSymlink);
   EXPECT_EQ((*entries)[4].link_target, "a.txt");
+}
+
+TEST(FileIoTest, OpenBeneathFollowsNoLinkAnywhereOnThePath) {
+  std::string root = TempDir(), outside = TempDir();
+  ASSERT_TRUE(MakeDirectories(root + "/a/b").ok());
+  ASSERT_TRUE(WriteFileAtomic(root + "/a/b/plain", "in").ok());
+  ASSERT_TRUE(WriteFileAtomic(outside + "/secret", "out").ok());
+  ASSERT_EQ(::symlink(outside.c_str(), (root + "/a/dir-link").c_str()), 0);
+  ASSERT_EQ(::symlink("b/plain", (root + "/a/file-link").c_str()), 0);
+  ASSERT_EQ(::symlink("../../..", (root + "/a/b/up").c_str()), 0);
+
+  Result<UniqueFd> plain = OpenBeneath(root, "a/b/plain", O_RDONLY);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  char buffer[8] = {};
+  EXPECT_EQ(::read(plain->get(), buffer, sizeof buffer), 2);
+  EXPECT_STREQ(buffer, "in");
+  // A link as a folder on the way, as the last component, or climbing out: all refused.
+  for (const char* rel : {"a/dir-link/secret", "a/file-link", "a/b/up/etc/passwd", "../" }) {
+    Result<UniqueFd> through = OpenBeneath(root, rel, O_RDONLY);
+    ASSERT_FALSE(through.ok()) << rel;
+    if (std::string(rel) != "../") {
+      EXPECT_NE(through.status().ToString().find("links are never followed"), std::string::npos)
+          << through.status().ToString();
+    }
+  }
 }
 
 TEST(FileIoTest, PathHelpers) {

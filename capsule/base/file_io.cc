@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +26,24 @@ Result<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode) {
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return Status::IOError(path, errno);
   return UniqueFd(fd);
+}
+
+Result<UniqueFd> OpenBeneath(const std::string& root, const std::string& rel, int flags, mode_t mode) {
+  std::string full = JoinPath(root, rel);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd root_fd, OpenFile(root, O_PATH | O_DIRECTORY));
+  struct open_how how {};
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+  how.mode = (flags & (O_CREAT | O_TMPFILE)) != 0 ? mode : 0;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  long fd;
+  do {
+    fd = ::syscall(SYS_openat2, root_fd.get(), rel.c_str(), &how, sizeof how);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    if (errno == ELOOP || errno == EXDEV) return Status::InvalidArgument(full, "reached through a link; links are never followed");
+    return Status::IOError(full, errno);
+  }
+  return UniqueFd(static_cast<int>(fd));
 }
 
 Status WriteAll(int fd, std::string_view data, const std::string& name) {

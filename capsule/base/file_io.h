@@ -50,6 +50,12 @@ class UniqueFd {
 // Opens `path` with open(2) flags; an I/O error names the path.
 Result<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode = 0);
 
+// Opens `rel`, a plain relative path, beneath the folder `root` without following any link on
+// the way (openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): a link anywhere in `rel`,
+// even one put there after the caller looked, makes it fail (ELOOP or EXDEV) instead of
+// reaching outside. Links are data to us; nothing we read or write goes through one.
+Result<UniqueFd> OpenBeneath(const std::string& root, const std::string& rel, int flags, mode_t mode = 0);
+
 // Writes all of `data` to `fd`, retrying short writes and EINTR.
 Status WriteAll(int fd, std::string_view data, const std::string& name);
 // Reads up to `size` bytes at `offset`; fewer only at end of file.

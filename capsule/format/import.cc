@@ -34,12 +34,12 @@ Status CheckImportEntry(const TarEntry& entry, std::set<std::string>* seen) {
     case TarEntry::Type::kFile:
     case TarEntry::Type::kDirectory:
       break;
-    case TarEntry::Type::kSymlink: {
-      bool escapes = entry.link_target.empty() || entry.link_target.front() == '/' ||
-                     entry.link_target.find("..") != std::string::npos;
-      return Unsafe(entry, escapes ? "link to '" + entry.link_target + "' points outside the capsule"
-                                   : "links have no place in a capsule");
-    }
+    case TarEntry::Type::kSymlink:
+      // The workspace's links are entries of artifacts/snapshot.json; the capsule's own folder
+      // holds none, so a link in its tar is never placed (nor followed).
+      return Unsafe(entry, "link to '" + entry.link_target +
+                               "': a capsule's folder holds no links (the workspace's are entries of " +
+                               kSnapshotPath + ")");
     case TarEntry::Type::kHardLink:
       return Unsafe(entry, "hard link to '" + entry.link_target + "' refused");
     case TarEntry::Type::kOther:

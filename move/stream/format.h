@@ -46,7 +46,9 @@ std::vector<std::string> AllowedRoots(Phase phase);
 // folder `phase` allows (or is that folder). The error names the path and why.
 Status CheckStreamPath(const std::string& path, Phase phase);
 
-// Ok when a link at `path` pointing to `target` stays inside the stream's folders.
+// A link's target is kept as written, wherever it points (links are data: a receiver never
+// follows one). Refused only when empty, holding a NUL, or PATH_MAX bytes or longer.
+constexpr size_t kMaxLinkTarget = 4096;  // PATH_MAX, counting the terminating NUL
 Status CheckStreamLink(const std::string& path, const std::string& target, Phase phase);
 
 // The stream manifest.
