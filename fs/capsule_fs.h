@@ -110,7 +110,8 @@ class CapsuleFs {
   Status do_rename(fuse_ino_t parent, const std::string& name, fuse_ino_t newparent,
                    const std::string& newname, unsigned flags);
   Status do_link();
-  Result<Handle*> do_open(fuse_ino_t ino, int flags);
+  // `held`: a write ticket the caller already holds (a create), so that none is waited for.
+  Result<Handle*> do_open(fuse_ino_t ino, int flags, const WriteTicket* held = nullptr);
   Result<std::pair<fuse_entry_param, Handle*>> do_create(fuse_ino_t parent, const std::string& name,
                                                          mode_t mode, int flags);
   Result<ReadReply> do_read(Handle* h, size_t size, off_t off);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <shared_mutex>
 
 #include "capsule/base/canonical_json.h"
@@ -20,9 +21,16 @@ namespace {
 
 bool Writes(int flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC); }
 
+// Enters the gate for a data write into `*ticket`.
+Status EnterInto(StateGate& gate, std::optional<WriteTicket>* ticket) {
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket entered, gate.EnterWrite());
+  ticket->emplace(std::move(entered));
+  return Status::Ok();
+}
+
 }  // namespace
 
-Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags) {
+Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags, const WriteTicket* held) {
   std::shared_ptr<Node> node = Get(ino);
   if (!node) return FsError(ENOENT, "inode");
   auto h = std::make_unique<Handle>();
@@ -55,7 +63,8 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags) {
     case NodeKind::kRealFile: {
       if (writes && rel == kJournalPath) {
         if (!journal_sink_ || (flags & O_TRUNC)) return FsError(EPERM, rel + ": append-only journal");
-        CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+        std::optional<WriteTicket> ticket;
+        if (held == nullptr) CAPSULE_RETURN_IF_ERROR(EnterInto(gate_, &ticket));
         struct stat st;
         if (::stat(JoinPath(options_.dir, rel).c_str(), &st) != 0) return Status::IOError(rel, errno);
         h->journal = std::make_unique<LineAssembler>(journal_sink_, static_cast<uint64_t>(st.st_size), (flags & O_APPEND) != 0);
@@ -72,7 +81,8 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags) {
       break;
   }
   if (writes && !h->journal) {
-    CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+    std::optional<WriteTicket> ticket;
+    if (held == nullptr) CAPSULE_RETURN_IF_ERROR(EnterInto(gate_, &ticket));
     std::lock_guard wc_lock(node->wc_mu);
     if (flags & O_TRUNC) {
       CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), h.get(), true));
@@ -95,19 +105,36 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent,
   }
   if (parent->kind != NodeKind::kRealDir || !CreatableRealPath(rel)) return FsError(EPERM, rel + ": no new files here");
   std::string path = JoinPath(options_.dir, rel);
+  // One ticket from the new entry to its open handle: a freeze cannot come between them.
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
   std::shared_ptr<Node> node;
+  bool created = false;
   {
-    CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());  // released before do_open takes its own
     if (PathExists(path) && (flags & O_EXCL)) return FsError(EEXIST, rel);
-    if (!PathExists(path)) CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(path, "", mode & 07777));
+    if (!PathExists(path)) {
+      CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(path, "", mode & 07777));
+      created = true;
+    }
     std::unique_lock lock(tree_mu_);
     CAPSULE_ASSIGN_OR_RETURN(node, Child(parent, name));
     ++node->nlookup;
     ++generation_;
   }
-  CAPSULE_ASSIGN_OR_RETURN(fuse_entry_param entry, Entry(node));
-  CAPSULE_ASSIGN_OR_RETURN(Handle * h, do_open(node->ino, flags & ~(O_CREAT | O_EXCL)));
-  return std::make_pair(entry, h);
+  Result<fuse_entry_param> entry = Entry(node);
+  Result<Handle*> h = entry.ok() ? do_open(node->ino, flags & ~(O_CREAT | O_EXCL), &ticket)
+                                 : Result<Handle*>(entry.status());
+  if (!h.ok()) {
+    // A failed create leaves nothing behind.
+    if (created && ::unlink(path.c_str()) == 0) {
+      (void)SyncDirectory(DirName(path));
+      std::unique_lock lock(tree_mu_);
+      ++generation_;
+      (void)Detach(node.get());
+    }
+    do_forget(node->ino, 1);
+    return h.status();
+  }
+  return std::make_pair(*entry, *h);
 }
 
 Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t parent_ino, const std::string& name,
@@ -115,10 +142,11 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
   std::shared_ptr<Node> parent = Get(parent_ino);
   if (!parent) return FsError(ENOENT, name);
   if (parent->kind != NodeKind::kWsDir) return CreateReal(parent.get(), name, mode, flags);
+  // One ticket from the new entry to its open handle: a freeze cannot come between them.
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
   std::shared_ptr<Node> node;
+  bool created = false;
   {
-    // Released before do_open takes its own: a ticket is never held while waiting for another.
-    CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
     std::unique_lock lock(tree_mu_);
     Result<std::shared_ptr<Node>> existing = Child(parent.get(), name);
     if (existing.ok()) {
@@ -133,14 +161,26 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
       node->size = 0;
       WorkspaceChange change;
       Record(node.get(), WsPath(node.get()), &change);
-      CAPSULE_RETURN_IF_ERROR(LogChange(change));
+      Status logged = LogChange(change);
+      if (!logged.ok()) {
+        (void)Detach(node.get());
+        return logged;
+      }
+      created = true;
     }
     ++node->nlookup;
   }
-  Status synced;
-  Result<fuse_entry_param> entry = synced.ok() ? Entry(node) : Result<fuse_entry_param>(synced);
-  Result<Handle*> h = entry.ok() ? do_open(node->ino, flags & ~(O_CREAT | O_EXCL)) : Result<Handle*>(entry.status());
+  Result<fuse_entry_param> entry = Entry(node);
+  Result<Handle*> h = entry.ok() ? do_open(node->ino, flags & ~(O_CREAT | O_EXCL), &ticket)
+                                 : Result<Handle*>(entry.status());
   if (!h.ok()) {
+    // A failed create leaves nothing behind: the entry it made is taken out again.
+    if (created) {
+      std::unique_lock lock(tree_mu_);
+      WorkspaceChange change;
+      change.del.push_back(WsPath(node.get()));
+      if (Detach(node.get()).ok()) (void)LogChange(change);
+    }
     do_forget(node->ino, 1);
     return h.status();
   }

@@ -163,7 +163,7 @@ Result<fuse_entry_param> CapsuleFs::do_mknod(fuse_ino_t parent, const std::strin
 }
 
 Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::string& name, mode_t mode) {
-  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
   std::shared_ptr<Node> node;
   {
     std::unique_lock lock(tree_mu_);
@@ -191,7 +191,7 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
 
 Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_ino_t parent_ino,
                                                const std::string& name) {
-  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
   std::shared_ptr<Node> node;
   {
     std::unique_lock lock(tree_mu_);
@@ -212,7 +212,7 @@ Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_i
 Status CapsuleFs::do_link() { return FsError(EPERM, "hard links are not kept in a capsule"); }
 
 Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
-  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
   {
     std::unique_lock lock(tree_mu_);
     CAPSULE_ASSIGN_OR_RETURN(Node* parent, NodeOf(parent_ino, name));
@@ -235,7 +235,7 @@ Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
 }
 
 Status CapsuleFs::do_rmdir(fuse_ino_t parent_ino, const std::string& name) {
-  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
   {
     std::unique_lock lock(tree_mu_);
     CAPSULE_ASSIGN_OR_RETURN(Node* parent, NodeOf(parent_ino, name));
@@ -260,7 +260,7 @@ Status CapsuleFs::do_rmdir(fuse_ino_t parent_ino, const std::string& name) {
 Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse_ino_t newparent_ino,
                             const std::string& newname, unsigned flags) {
   if (flags & ~static_cast<unsigned>(RENAME_NOREPLACE)) return FsError(EINVAL, name + ": only RENAME_NOREPLACE is supported");
-  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
   {
     std::unique_lock lock(tree_mu_);
     auto p = nodes_.find(parent_ino), np = nodes_.find(newparent_ino);

@@ -20,9 +20,15 @@ WriteTicket::~WriteTicket() {
   if (gate_ != nullptr) gate_->Leave();
 }
 
-Result<WriteTicket> StateGate::EnterWrite() {
+Result<WriteTicket> StateGate::EnterWrite(WriteKind kind) {
   std::unique_lock lock(mu_);
-  changed_.wait(lock, [&] { return state_ != MountState::kFrozen && !freezing_; });
+  auto open = [&] { return state_ != MountState::kFrozen && !freezing_; };
+  if (kind == WriteKind::kData) {
+    changed_.wait(lock, open);
+  } else if (!changed_.wait_for(lock, kFolderChangeWait, open)) {
+    return FsError(EBUSY, "the capsule is frozen: a folder's entries do not change until it thaws, so that its "
+                          "readers go on");
+  }
   if (state_ == MountState::kRetired) return FsError(EROFS, "capsule retired here (the epoch moved on)");
   if (state_ == MountState::kReadOnly) return FsError(EROFS, "capsule mounted read-only");
   ++in_flight_;

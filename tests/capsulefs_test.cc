@@ -381,6 +381,72 @@ TEST_F(CapsulefsTest, FreezeHoldsWritersAndLetsReadersGoThawReleasesRetireRefuse
   EXPECT_NE(RunCapsule({"status", mnt_, "--json"}).out.find("\"retired\""), std::string::npos);
 }
 
+// The names in the folder `path`, '.' and '..' left out; "!errno" when it cannot be read.
+std::set<std::string> NamesIn(const std::string& path) {
+  std::set<std::string> names;
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return {"!" + std::to_string(errno)};
+  while (struct dirent* d = ::readdir(dir)) {
+    if (std::string(d->d_name) != "." && std::string(d->d_name) != "..") names.insert(d->d_name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+// The kernel holds a folder's lock while it asks us to change its entries, so a create that
+// waited for the thaw held up every listing of the folder. Frozen, a change to a folder's
+// entries waits a moment and fails with EBUSY (the listing and lookups go on meanwhile and
+// finish before any thaw), and a create that fails, frozen or retired, leaves nothing.
+TEST_F(CapsulefsTest, AFrozenFoldersReadersGoOnWhileACreateWaitsAndAFailedCreateLeavesNothing) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  ASSERT_EQ(Put(F("doc.txt"), "before"), 0);
+  ASSERT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
+
+  std::atomic<int> created{-1};
+  std::thread creator([&] {
+    int fd = ::open(F("new.txt").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    created = fd >= 0 ? 0 : errno;
+    if (fd >= 0) ::close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::set<std::string> listed = NamesIn(F(""));
+  struct stat st;
+  EXPECT_EQ(::stat(F("doc.txt").c_str(), &st), 0) << "a lookup in the folder goes on";
+  creator.join();  // before any thaw: the create gave up on its own
+  EXPECT_EQ(created.load(), EBUSY);
+  EXPECT_EQ(listed.count("doc.txt"), 1u);
+  EXPECT_EQ(listed.count("new.txt"), 0u);
+  EXPECT_EQ(NamesIn(F("")).count("new.txt"), 0u) << "the failed create left an entry";
+  EXPECT_EQ(::mkdir(F("sub").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EBUSY);
+  EXPECT_EQ(::unlink(F("doc.txt").c_str()), -1);
+  EXPECT_EQ(errno, EBUSY);
+  EXPECT_EQ(::rename(F("doc.txt").c_str(), F("moved.txt").c_str()), -1);
+  EXPECT_EQ(errno, EBUSY);
+  EXPECT_EQ(Slurp(F("doc.txt")), "before");
+
+  // Thawed, the same create goes through and can be removed again.
+  ASSERT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
+  ASSERT_EQ(Put(F("new.txt"), "x"), 0);
+  EXPECT_EQ(::unlink(F("new.txt").c_str()), 0);
+
+  // A create that a retirement refuses leaves nothing either.
+  ASSERT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
+  std::thread late([&] {
+    int fd = ::open(F("late.txt").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    created = fd >= 0 ? 0 : errno;
+    if (fd >= 0) ::close(fd);
+  });
+  Result<std::string> socket = fs::FindControlSocket(mnt_);
+  ASSERT_TRUE(socket.ok()) << socket.status().message();
+  ASSERT_TRUE(fs::SendControl(*socket, "retire").ok());
+  late.join();
+  EXPECT_TRUE(created.load() == EROFS || created.load() == EBUSY) << created.load();
+  EXPECT_EQ(NamesIn(F("")).count("late.txt"), 0u);
+  EXPECT_EQ(Slurp(dir_ + "/artifacts/snapshot.json").find("late.txt"), std::string::npos);
+}
+
 // A move's source has the mount hash its blobs while the agent runs (preverify); the freeze
 // that follows reads only the blobs placed since, and still catches a blob damaged on disk.
 TEST_F(CapsulefsTest, FreezeAfterPreverifyReadsOnlyWhatChangedAndStillCatchesDamage) {
