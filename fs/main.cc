@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
 #include "capsule/base/version.h"
 #include "capsule/format/local_files.h"
 #include "capsule/format/mount_lock.h"
@@ -131,6 +132,11 @@ int Run(const Args& args) {
     fs->SetJournalSink(std::move(appender).value());
   }
 
+  if (fs->gate().state() == capsule::fs::MountState::kReadOnly && !args.mount.read_only) {
+    // Say why, once, where the person who mounted it looks: a copy, a retired or no record.
+    capsule::Status held = capsule::CheckHeldHere(fs->dir());
+    if (!held.ok()) std::cerr << "capsulefs: mounted read-only: " << held.message() << "\n";
+  }
   std::vector<std::string> words = {"capsulefs", "-o", "fsname=capsulefs,subtype=capsulefs"};
   // Not held here (or -o ro): the kernel mount is read-only too, so statfs says so.
   if (fs->gate().state() == capsule::fs::MountState::kReadOnly) words.insert(words.end(), {"-o", "ro"});

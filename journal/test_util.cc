@@ -8,6 +8,7 @@
 
 #include "capsule/base/file_io.h"
 #include "capsule/format/create.h"
+#include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 
 namespace capsule::journal::testing {
@@ -38,6 +39,7 @@ Status CopyCapsuleAs(const std::string& from, const std::string& to, const std::
   std::error_code error;
   std::filesystem::copy(from, to, std::filesystem::copy_options::recursive, error);
   if (error) return Status::IOError("copy " + from + " to " + to, error.message());
+  CAPSULE_RETURN_IF_ERROR(AdoptCopy(to).status());  // a copy is held once adopted
   return SetMachine(to, machine);
 }
 

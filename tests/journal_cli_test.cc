@@ -137,7 +137,7 @@ TEST_F(JournalCliTest, VerifyAfterAppendsAndCatchesTampering) {
 TEST_F(JournalCliTest, MergeOfDivergedCopies) {
   ASSERT_EQ(Append(cap_, "user_message", R"({"text":"shared"})").code, 0);
   std::string other = dir_ + "/other";
-  ASSERT_EQ(Sh("cp -a " + cap_ + " " + other + " && rm " + other + "/.capsule/machine").code, 0);
+  ASSERT_EQ(Sh("cp -a " + cap_ + " " + other + " && ./capsule adopt " + other).code, 0);
   ASSERT_EQ(Append(cap_, "user_message", R"({"text":"here"})").code, 0);
   ASSERT_EQ(Append(other, "user_message", R"({"text":"there 1"})").code, 0);
   ASSERT_EQ(Append(other, "user_message", R"({"text":"there 2"})").code, 0);
@@ -156,10 +156,46 @@ TEST_F(JournalCliTest, MergeOfDivergedCopies) {
   EXPECT_EQ(Sh("./capsule verify " + cap_).code, 0);
 }
 
+// cp -a of a held capsule made two folders with one machine id that both took appends, and
+// their journals could never merge again. The copy now refuses writes, saying why and what to
+// do, until it is adopted; a renamed folder is the same folder and stays held.
+TEST_F(JournalCliTest, ACopiedCapsuleRefusesWritesUntilAdoptedAndThenMerges) {
+  ASSERT_EQ(Append(cap_, "user_message", R"({"text":"shared"})").code, 0);
+  std::string copy = dir_ + "/copy";
+  ASSERT_EQ(Sh("cp -a " + cap_ + " " + copy).code, 0);
+  Outcome refused = Append(copy, "user_message", R"({"text":"from the copy"})");
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find("is a copy of a capsule held elsewhere"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("capsule adopt " + copy), std::string::npos) << refused.err;
+  EXPECT_EQ(Slurp(copy + "/memory/timeline_events.jsonl"), Slurp(cap_ + "/memory/timeline_events.jsonl"));
+  Outcome not_a_copy = Sh("./capsule adopt " + cap_);
+  EXPECT_EQ(not_a_copy.code, 1);
+  EXPECT_NE(not_a_copy.err.find("is not a copy"), std::string::npos) << not_a_copy.err;
+
+  // A rename keeps the folder: still held, still the same machine.
+  std::string renamed = dir_ + "/renamed";
+  ASSERT_EQ(Sh("mv " + cap_ + " " + renamed).code, 0);
+  ASSERT_EQ(Append(renamed, "user_message", R"({"text":"original"})").code, 0) << "a renamed capsule stays held";
+
+  Outcome adopted = Sh("./capsule adopt " + copy);
+  ASSERT_EQ(adopted.code, 0) << adopted.err;
+  EXPECT_NE(Slurp(copy + "/.capsule/machine"), Slurp(renamed + "/.capsule/machine"));
+  EXPECT_NE(Slurp(copy + "/manifest.json").find(Trim(Slurp(copy + "/.capsule/machine"))), std::string::npos);
+  ASSERT_EQ(Append(copy, "user_message", R"({"text":"from the copy"})").code, 0);
+  EXPECT_EQ(Sh("./capsule verify " + copy).code, 0);
+  Outcome merged = Sh("./capsule merge " + renamed + " " + copy);
+  ASSERT_EQ(merged.code, 0) << merged.err;
+  EXPECT_NE(merged.out.find("1 event added, 3 in all"), std::string::npos) << merged.out;
+  EXPECT_EQ(Sh("./capsule verify " + renamed).code, 0);
+}
+
 TEST_F(JournalCliTest, MergeRefusesAForgedConflictingEvent) {
-  // A copy that keeps this machine's id forges a second event at the same seq.
+  // A copy that keeps this machine's id forges a second event at the same seq (its holder
+  // record edited so that it no longer names the folder it was written in).
   std::string forged = dir_ + "/forged";
-  ASSERT_EQ(Sh("cp -a " + cap_ + " " + forged).code, 0);
+  ASSERT_EQ(Sh("cp -a " + cap_ + " " + forged + " && sed -i 's/\"folder\":\"[^\"]*\",//' " + forged +
+               "/.capsule/holder.json").code,
+            0);
   std::string mine = Trim(Append(cap_, "user_message", R"({"text":"real"})").out);
   std::string fake = Trim(Append(forged, "user_message", R"({"text":"fake"})").out);
   ASSERT_EQ(mine.size(), 64u);

@@ -196,9 +196,8 @@ TEST_F(OwnedCliTest, ANewerSchemaIsRefusedClearly) {
 
 TEST_F(OwnedCliTest, AMergedJournalProjectsTheSameWhicheverSideMerges) {
   std::string other = root_ + "/other";
-  ASSERT_EQ(testing::Shell("cp -a " + cap_ + " " + other + " && echo m-00000000000000ff > " + other +
-                           "/.capsule/machine"),
-            0);
+  ASSERT_EQ(testing::Shell("cp -a " + cap_ + " " + other), 0);
+  ASSERT_EQ(RunCapsule({"adopt", other}).exit_code, 0);
   std::string a1 = Append(cap_, "user_message", R"({"text":"a1"})");
   Append(other, "user_message", R"({"text":"b1"})");
   Append(other, "fact_remembered", R"({"subject":"u","key":"k","value":"from b","confidence":0.5,"source":")" + a1 + R"("})");
@@ -206,6 +205,8 @@ TEST_F(OwnedCliTest, AMergedJournalProjectsTheSameWhicheverSideMerges) {
   Append(cap_, "run_opened", R"({"run_id":"r","framework":"f","thread_key":"t"})");
   Append(other, "assistant_message", R"({"text":"b2","provider":"p","model":"m"})");
   ASSERT_EQ(testing::Shell("cp -a " + cap_ + " " + root_ + "/a && cp -a " + other + " " + root_ + "/b"), 0);
+  ASSERT_EQ(RunCapsule({"adopt", root_ + "/a"}).exit_code, 0);  // copies take writes once adopted
+  ASSERT_EQ(RunCapsule({"adopt", root_ + "/b"}).exit_code, 0);
   RunResult ab = RunCapsule({"merge", root_ + "/a", other});
   ASSERT_EQ(ab.exit_code, 0) << ab.err;
   EXPECT_EQ(ab.err, "");

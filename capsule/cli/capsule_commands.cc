@@ -133,6 +133,22 @@ int RunGc(const GcArgs& args) {
   return kExitOk;
 }
 
+struct AdoptArgs {
+  std::string dir;
+};
+
+int RunAdopt(const AdoptArgs& args) {
+  if (Result<UniqueFd> lock = LockForMount(args.dir); !lock.ok()) {
+    if (lock.status().code() != Code::kAlreadyExists) return Fail(lock.status());
+    return Fail(Status::FailedPrecondition(args.dir, "is mounted; unmount it first"));
+  }
+  Result<HolderRecord> adopted = AdoptCopy(args.dir);
+  if (!adopted.ok()) return Fail(adopted.status());
+  std::cout << "adopted " << args.dir << ": machine " << adopted->machine << ", " << HolderStateName(adopted->state)
+            << " at epoch " << adopted->epoch << " (the folder it was copied from keeps its own machine id)\n";
+  return kExitOk;
+}
+
 struct ImportArgs {
   std::string tar, dir;
   bool adopt = false;
@@ -198,6 +214,12 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   gc->add_option("DIR", gc_args->dir, "Capsule folder held here and not mounted (a mount does this itself)")
       ->required();
   gc->callback([gc_args, exit_code] { *exit_code = RunGc(*gc_args); });
+
+  auto adopt_args = std::make_shared<AdoptArgs>();
+  CLI::App* adopt = app.add_subcommand(
+      "adopt", "Make a copied capsule folder (cp -a, rsync, a restore) a holder of its own, with a new machine id");
+  adopt->add_option("DIR", adopt_args->dir, "The copied capsule folder, not mounted")->required();
+  adopt->callback([adopt_args, exit_code] { *exit_code = RunAdopt(*adopt_args); });
 
   auto import_args = std::make_shared<ImportArgs>();
   CLI::App* imp = app.add_subcommand("import", "Verify an exported tar, then place it as a capsule folder");

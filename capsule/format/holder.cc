@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,11 +13,66 @@
 #include "capsule/base/sha256.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/local_files.h"
+#include "capsule/format/manifest.h"
 
 namespace capsule {
 
 namespace {
 
+// The identity of the folder `dir` itself: its inode number and, where the file system keeps
+// one, its birth time. A rename keeps both; cp -a, rsync or a restore from backup makes a new
+// folder with new ones.
+Result<std::string> FolderIdentity(const std::string& dir) {
+  struct statx st;
+  if (::statx(AT_FDCWD, dir.c_str(), 0, STATX_INO | STATX_BTIME, &st) != 0) return Status::IOError(dir, errno);
+  std::string id = "inode " + std::to_string(st.stx_ino);
+  if ((st.stx_mask & STATX_BTIME) != 0) {
+    id += " born " + std::to_string(st.stx_btime.tv_sec) + "." + std::to_string(st.stx_btime.tv_nsec);
+  }
+  return id;
+}
+
+struct LoadedRecord {
+  HolderRecord record;
+  std::string folder;  // the identity of the folder it was written in ("" in older records)
+};
+
+Result<LoadedRecord> LoadRecord(const std::string& capsule_dir) {
+  std::string path = JoinPath(capsule_dir, local::kHolder);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    if (text.status().code() == Code::kNotFound) {
+      return Status::NotFound(path, "no holder record: this machine does not hold the agent");
+    }
+    return text.status();
+  }
+  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(*text, path, Code::kCorruption));
+  if (!json.is_object() || !json.value("agent", Json()).is_string() ||
+      !json.value("machine", Json()).is_string() || !json.value("epoch", Json()).is_number_unsigned() ||
+      !json.value("state", Json()).is_string() || !json.value("move", Json("")).is_string() ||
+      !json.value("admin_freeze", Json(false)).is_boolean() || !json.value("folder", Json("")).is_string()) {
+    return Status::Corruption(path, "needs agent, machine, epoch and state (and move and folder, when there, strings)");
+  }
+  LoadedRecord loaded;
+  HolderRecord& record = loaded.record;
+  record.agent = json["agent"];
+  record.machine = json["machine"];
+  record.epoch = json["epoch"];
+  record.move = json.value("move", "");
+  record.admin_freeze = json.value("admin_freeze", false);
+  loaded.folder = json.value("folder", "");
+  std::string state = json["state"];
+  if (state == "active") {
+    record.state = HolderState::kActive;
+  } else if (state == "frozen") {
+    record.state = HolderState::kFrozen;
+  } else if (state == "retired") {
+    record.state = HolderState::kRetired;
+  } else {
+    return Status::Corruption(path, "unknown state '" + state + "'");
+  }
+  return loaded;
+}
 
 }  // namespace
 
@@ -30,38 +86,20 @@ const char* HolderStateName(HolderState state) {
 }
 
 Result<HolderRecord> HolderRecord::Load(const std::string& capsule_dir) {
-  std::string path = JoinPath(capsule_dir, local::kHolder);
-  Result<std::string> text = ReadFile(path);
-  if (!text.ok()) {
-    if (text.status().code() == Code::kNotFound) {
-      return Status::NotFound(path, "no holder record: this machine does not hold the agent");
+  CAPSULE_ASSIGN_OR_RETURN(LoadedRecord loaded, LoadRecord(capsule_dir));
+  if (!loaded.folder.empty()) {
+    CAPSULE_ASSIGN_OR_RETURN(std::string here, FolderIdentity(capsule_dir));
+    if (here != loaded.folder) {
+      // Two folders with one machine id would both take appends, and their journals could
+      // never merge again. Fail safe: the copy runs nothing until someone says what it is.
+      return Status::FailedPrecondition(
+          capsule_dir, "is a copy of a capsule held elsewhere (cp -a, rsync or a restore: its holder record was "
+                       "written in another folder), so it is not held here; run 'capsule adopt " +
+                           capsule_dir + "' to make this folder a holder of its own (a machine id of its own, so "
+                                         "its journal merges with the original's), or use the original");
     }
-    return text.status();
   }
-  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(*text, path, Code::kCorruption));
-  if (!json.is_object() || !json.value("agent", Json()).is_string() ||
-      !json.value("machine", Json()).is_string() || !json.value("epoch", Json()).is_number_unsigned() ||
-      !json.value("state", Json()).is_string() || !json.value("move", Json("")).is_string() ||
-      !json.value("admin_freeze", Json(false)).is_boolean()) {
-    return Status::Corruption(path, "needs agent, machine, epoch and state (and move, when there, a string)");
-  }
-  HolderRecord record;
-  record.agent = json["agent"];
-  record.machine = json["machine"];
-  record.epoch = json["epoch"];
-  record.move = json.value("move", "");
-  record.admin_freeze = json.value("admin_freeze", false);
-  std::string state = json["state"];
-  if (state == "active") {
-    record.state = HolderState::kActive;
-  } else if (state == "frozen") {
-    record.state = HolderState::kFrozen;
-  } else if (state == "retired") {
-    record.state = HolderState::kRetired;
-  } else {
-    return Status::Corruption(path, "unknown state '" + state + "'");
-  }
-  return record;
+  return loaded.record;
 }
 
 Status HolderRecord::Save(const std::string& capsule_dir) const {
@@ -69,6 +107,8 @@ Status HolderRecord::Save(const std::string& capsule_dir) const {
   Json json = {{"agent", agent}, {"machine", machine}, {"epoch", epoch}, {"state", HolderStateName(state)}};
   if (!move.empty()) json["move"] = move;
   if (admin_freeze) json["admin_freeze"] = true;
+  CAPSULE_ASSIGN_OR_RETURN(std::string folder, FolderIdentity(capsule_dir));
+  json["folder"] = folder;
   CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(json, local::kHolder));
   return WriteFileAtomic(JoinPath(capsule_dir, local::kHolder), text + "\n");
 }
@@ -176,6 +216,7 @@ Status CheckHeldHere(const std::string& capsule_dir) {
 Status CheckHeldForWrite(const std::string& capsule_dir) {
   Result<HolderRecord> record = HolderRecord::Load(capsule_dir);
   if (!record.ok()) {
+    if (record.status().code() == Code::kFailedPrecondition) return record.status();  // a copy
     if (record.status().code() == Code::kNotFound) {
       return Status::FailedPrecondition(capsule_dir, "not held by this machine (no holder record); it is read-only here");
     }
@@ -189,6 +230,30 @@ Status CheckHeldForWrite(const std::string& capsule_dir) {
       return Status::FailedPrecondition(capsule_dir, "retired here at epoch " + std::to_string(record->epoch) + "; read-only");
   }
   return Status::FailedPrecondition(capsule_dir, "not held");
+}
+
+Result<HolderRecord> AdoptCopy(const std::string& capsule_dir) {
+  const std::string lock_path = JoinPath(capsule_dir, local::kHolderLock);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock, OpenFile(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  while (::flock(lock.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return Status::IOError(lock_path + ": flock", errno);
+  }
+  CAPSULE_ASSIGN_OR_RETURN(LoadedRecord loaded, LoadRecord(capsule_dir));
+  CAPSULE_ASSIGN_OR_RETURN(std::string here, FolderIdentity(capsule_dir));
+  if (loaded.folder.empty() || loaded.folder == here) {
+    return Status::FailedPrecondition(capsule_dir, "is not a copy: its holder record was written in this folder; "
+                                                   "nothing to adopt");
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::string hex, RandomHex(8));
+  HolderRecord record = loaded.record;
+  record.machine = "m-" + hex;
+  CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(capsule_dir, local::kMachine), record.machine + "\n"));
+  CAPSULE_RETURN_IF_ERROR(record.Save(capsule_dir));
+  // The manifest names its holder too; it follows (no digest covers that field).
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(capsule_dir));
+  manifest.holder_machine = record.machine;
+  CAPSULE_RETURN_IF_ERROR(manifest.Save(capsule_dir));
+  return record;
 }
 
 }  // namespace capsule

@@ -7,6 +7,11 @@
 //                        "admin_freeze" (true) says an admin had frozen it before that move
 // .capsule/holder.lock   flock(2)ed by every change of holder.json (TransitionHolder)
 //
+// holder.json also names the folder it was written in ("folder": inode and birth time). A
+// copy of the folder (cp -a, rsync, a restore) carries a record that names another folder:
+// Load refuses it (FailedPrecondition), so the copy is not held here and runs nothing, until
+// AdoptCopy (capsule adopt) gives it a machine id and a record of its own.
+//
 // A capsule with no holder record is not held here: reading it is fine, changing it is not.
 // Fail safe: when the record is missing or unreadable, this machine does not run the agent.
 //
@@ -66,6 +71,11 @@ struct HolderTransition {
 // never changes a record that has moved on. Returns the record as it is afterwards.
 Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const HolderTransition& transition,
                                       std::optional<uint64_t> at_epoch = std::nullopt);
+
+// Makes the copied capsule at `capsule_dir` (see above) a holder of its own: a new machine id
+// and its record bound to this folder, state and epoch kept. Its journal then chains under the
+// new id, so it merges with the original's. Refused when the folder is not a copy.
+Result<HolderRecord> AdoptCopy(const std::string& capsule_dir);
 
 // This machine's id for the capsule, made and stored on first use.
 Result<std::string> LoadOrCreateMachineId(const std::string& capsule_dir);
