@@ -153,7 +153,10 @@ int Run(const Args& args) {
     ~ArgsOwner() { fuse_opt_free_args(args); }
   } args_owner{&fargs};
   fuse_session* se = fuse_session_new(&fargs, &capsule::fs::Operations(), sizeof(fuse_lowlevel_ops), fs.get());
-  if (se == nullptr) return 1;
+  if (se == nullptr) {
+    std::cerr << "capsulefs: could not start a FUSE session (see libfuse's message above)\n";
+    return 1;
+  }
   fs->SetSession(se);
   int result = 1;
   if (fuse_set_signal_handlers(se) == 0) {
@@ -174,8 +177,13 @@ int Run(const Args& args) {
         result = 1;
       }
       fuse_session_unmount(se);
+    } else {
+      std::cerr << "capsulefs: " << args.mount.mountpoint << ": the kernel refused the mount (see libfuse's message "
+                << "above, if any)\n";
     }
     fuse_remove_signal_handlers(se);
+  } else {
+    std::cerr << "capsulefs: could not install signal handlers\n";
   }
   fuse_session_destroy(se);
   return result;
