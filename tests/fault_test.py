@@ -554,6 +554,12 @@ class Machine:
         with self.lifecycle:
             self.start_locked(check_staging)
 
+    def start_if_down(self):
+        """A fault's delayed restart: a later fault's restart may have come first."""
+        with self.lifecycle:
+            if not self.alive():
+                self.start_locked(check_staging=False)
+
     def start_locked(self, check_staging):
         cfg = self.world.cfg
         n = self.starts
@@ -1646,7 +1652,7 @@ class World:
                     def restart():
                         time.sleep(f["restart_after"])
                         try:
-                            m.start(check_staging=False)
+                            m.start_if_down()
                         except Violation as e:
                             self.async_found.append(str(e))
                     t = threading.Thread(target=restart, daemon=True)
