@@ -15,6 +15,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -41,17 +42,19 @@ struct DirEntry {
 struct Handle {
   std::shared_ptr<Node> node;
   bool writer = false;
-  UniqueFd fd;                            // readers: the blob or the real file
+  // The committed file (blob or real file) it read last, and Node::commits then; guarded by
+  // node->wc_mu. Shared with a read in flight, which splices from it after the lock is gone.
+  std::shared_ptr<const UniqueFd> committed;
+  uint64_t committed_at = 0;
   std::string data;                       // rendered documents and the control file
   std::vector<DirEntry> entries;          // folders: listed at opendir
   std::unique_ptr<LineAssembler> journal; // the journal, when a sink is plugged in
   bool append = false;                    // O_APPEND: every write lands at the end
-  std::optional<WorkingCopy> wc;          // writers: guarded by node->wc_mu
 };
 
-// What a read answers: a file to splice from, or bytes.
+// What a read answers: a file to splice from (kept open until the reply is sent), or bytes.
 struct ReadReply {
-  int fd = -1;
+  std::shared_ptr<const UniqueFd> file;
   std::string data;
 };
 
@@ -142,6 +145,12 @@ class CapsuleFs {
   // The whole workspace as one change: every entry and its time; needs tree_mu_.
   WorkspaceChange WholeWorkspace() const;
   static Snapshot SnapshotOf(const WorkspaceChange& whole);
+  struct LiveAttr {
+    uint64_t size;
+    struct timespec mtime;
+  };
+  // Size and mtime of `node`'s working copy, when it has one. Takes wc_mu.
+  std::optional<LiveAttr> WrittenAttr(Node* node);
   Result<struct stat> Attr(Node* node);          // takes wc_mu then tree_mu_
   Result<fuse_entry_param> Entry(const std::shared_ptr<Node>& node);  // counts a lookup
   Result<std::shared_ptr<Node>> Child(Node* parent, const std::string& name);  // needs tree_mu_
@@ -152,14 +161,17 @@ class CapsuleFs {
   void AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const;
 
   // commit.cc: working copies, commits, checkpoints.
-  Status EnsureWorkingCopy(Node* node, Handle* h, bool empty);  // needs node->wc_mu
+  Status EnsureWorkingCopy(Node* node, bool empty);  // needs node->wc_mu
   // environment/spec.json is checked as soon as its copy is whole JSON, so that a shell's
   // redirection fails visibly at its write, not only at close.
   Status CheckSpecAsWritten(Node* node, const WorkingCopy& wc);  // needs node->wc_mu
   // Durable: the blob and the log line reach the disk before it returns (fsync).
-  Status CommitWorkingCopy(Node* node, Handle* h, bool durable = false);  // needs node->wc_mu
-  Status CommitRealFile(Node* node, Handle* h);                 // needs node->wc_mu
-  void DropWorkingCopy(Handle* h);                              // needs node->wc_mu
+  Status CommitWorkingCopy(Node* node, bool durable = false);  // needs node->wc_mu
+  Status CommitRealFile(Node* node);                           // needs node->wc_mu
+  void DropWorkingCopy(Node* node);                            // needs node->wc_mu
+  // The committed file of `node` for reading through `h`, opened again when a commit replaced
+  // it since h last read it. Needs node->wc_mu.
+  Result<std::shared_ptr<const UniqueFd>> CommittedFile(Node* node, Handle* h);
   Status LogChange(const WorkspaceChange& change);      // needs tree_mu_ (unique)
   Status SyncLog();
   Status SyncAll();  // syncfs(2) of the capsule's file system

@@ -50,25 +50,28 @@ Status CopyFd(int from, int to, uint64_t* copied, const std::string& what) {
 
 }  // namespace
 
-Status CapsuleFs::EnsureWorkingCopy(Node* node, Handle* h, bool empty) {
-  if (h->wc) {
+Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
+  if (node->wc) {
+    WorkingCopy& wc = *node->wc;
     if (empty) {
-      if (::ftruncate(h->wc->fd.get(), 0) != 0) return Status::IOError(h->wc->path, errno);
-      h->wc->size = 0;
-      h->wc->dirty = true;
-      h->wc->hash = std::make_unique<Sha256>();
-      h->wc->hashed = 0;
-      clock_gettime(CLOCK_REALTIME, &h->wc->mtime);
+      if (::ftruncate(wc.fd.get(), 0) != 0) return Status::IOError(wc.path, errno);
+      wc.size = 0;
+      wc.dirty = true;
+      wc.hash = std::make_unique<Sha256>();
+      wc.hashed = 0;
+      clock_gettime(CLOCK_REALTIME, &wc.mtime);
     }
     return Status::Ok();
   }
   std::string source;
   mode_t mode = 0644;
+  struct timespec committed_mtime {};
   {
     std::shared_lock lock(tree_mu_);
     source = node->kind == NodeKind::kWsFile ? JoinPath(options_.dir, BlobPath(node->sha256))
                                              : JoinPath(options_.dir, RelPath(node));
     if (node->kind == NodeKind::kWsFile) mode = node->mode & 07777;
+    committed_mtime = node->mtime;
   }
   WorkingCopy wc;
   wc.path = JoinPath(options_.dir, std::string(local::kWorkDir) + "/" + std::to_string(node->ino) + "-" +
@@ -86,15 +89,30 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, Handle* h, bool empty) {
   } else {
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd from, OpenFile(source, O_RDONLY | O_CLOEXEC));
     CAPSULE_RETURN_IF_ERROR(CopyFd(from.get(), wc.fd.get(), &wc.size, wc.path));
+    wc.mtime = committed_mtime;  // unchanged until a write says otherwise
   }
-  h->wc.emplace(std::move(wc));
+  node->wc.emplace(std::move(wc));
   return Status::Ok();
 }
 
-void CapsuleFs::DropWorkingCopy(Handle* h) {
-  if (!h->wc) return;
-  ::unlink(h->wc->path.c_str());
-  h->wc.reset();
+void CapsuleFs::DropWorkingCopy(Node* node) {
+  if (!node->wc) return;
+  ::unlink(node->wc->path.c_str());
+  node->wc.reset();
+}
+
+Result<std::shared_ptr<const UniqueFd>> CapsuleFs::CommittedFile(Node* node, Handle* h) {
+  if (h->committed && h->committed_at == node->commits) return h->committed;
+  std::string path;
+  {
+    std::shared_lock lock(tree_mu_);
+    path = node->kind == NodeKind::kWsFile ? JoinPath(options_.dir, BlobPath(node->sha256))
+                                           : JoinPath(options_.dir, RelPath(node));
+  }
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  h->committed = std::make_shared<const UniqueFd>(std::move(fd));
+  h->committed_at = node->commits;
+  return h->committed;
 }
 
 Status CapsuleFs::LogChange(const WorkspaceChange& change) {
@@ -111,10 +129,10 @@ Status CapsuleFs::SyncAll() {
   return Status::Ok();
 }
 
-Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h, bool durable) {
-  if (node->kind == NodeKind::kRealFile) return CommitRealFile(node, h);
-  if (!h->wc || !h->wc->dirty) return Status::Ok();
-  WorkingCopy& wc = *h->wc;
+Status CapsuleFs::CommitWorkingCopy(Node* node, bool durable) {
+  if (node->kind == NodeKind::kRealFile) return CommitRealFile(node);
+  if (!node->wc || !node->wc->dirty) return Status::Ok();
+  WorkingCopy& wc = *node->wc;
   {
     std::shared_lock lock(tree_mu_);
     if (node->parent == nullptr) {  // unlinked while open: its content goes nowhere
@@ -138,7 +156,8 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h, bool durable) {
     return Status::IOError(blob, errno);
   }
   struct timespec mtime = wc.mtime;
-  h->wc.reset();
+  node->wc.reset();  // its file is the blob now; a later write copies the blob again
+  ++node->commits;
   if (durable) CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, kBlobsDir)));
   {
     std::unique_lock lock(tree_mu_);
@@ -155,9 +174,9 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, Handle* h, bool durable) {
   return durable ? SyncLog() : Status::Ok();
 }
 
-Status CapsuleFs::CommitRealFile(Node* node, Handle* h) {
-  if (!h->wc || !h->wc->dirty) return Status::Ok();
-  WorkingCopy& wc = *h->wc;
+Status CapsuleFs::CommitRealFile(Node* node) {
+  if (!node->wc || !node->wc->dirty) return Status::Ok();
+  WorkingCopy& wc = *node->wc;
   std::string rel;
   {
     std::shared_lock lock(tree_mu_);
@@ -172,14 +191,15 @@ Status CapsuleFs::CommitRealFile(Node* node, Handle* h) {
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(wc.path));
     Status checked = CheckEnvironmentSpec(text);
     if (!checked.ok()) {
-      // The old content stays; the handle keeps its copy, so that a later write and close
-      // through it (or a dup of it) can still make the file whole and valid.
+      // The old content stays; the working copy stays while a writer has the file open, so
+      // that a later write and close can still make the file whole and valid.
       return FsError(EINVAL, checked.message());
     }
   }
   std::string target = JoinPath(options_.dir, rel);
   if (::rename(wc.path.c_str(), target.c_str()) != 0) return Status::IOError(target, errno);
-  h->wc.reset();
+  node->wc.reset();
+  ++node->commits;
   CAPSULE_RETURN_IF_ERROR(SyncDirectory(DirName(target)));
   std::unique_lock lock(tree_mu_);
   clock_gettime(CLOCK_REALTIME, &node->mtime);
@@ -197,10 +217,8 @@ Status CapsuleFs::CommitAll() {
   for (const auto& node : all) {
     if (node->kind != NodeKind::kWsFile && node->kind != NodeKind::kRealFile) continue;
     std::lock_guard wc_lock(node->wc_mu);
-    for (Handle* h : node->writers) {
-      Status committed = CommitWorkingCopy(node.get(), h);
-      if (first.ok() && !committed.ok()) first = committed;
-    }
+    Status committed = CommitWorkingCopy(node.get());
+    if (first.ok() && !committed.ok()) first = committed;
   }
   return first;
 }

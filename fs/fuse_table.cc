@@ -85,13 +85,18 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newp
 
 void Link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { ReplyStatus(req, Fs(req)->do_link()); }
 
+// Workspace files go through the kernel's page cache, shared by every open of the inode as
+// our working copy is, so that shared mappings work and every open sees the writes at once
+// (writes still reach us one by one: no writeback cache). The capsule's own files skip it: the
+// journal is rewritten as it is appended (the driver fills in each line), and the rest are
+// small.
+bool UsesPageCache(NodeKind kind) { return kind == NodeKind::kWsFile; }
+
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto h = Fs(req)->do_open(ino, fi->flags);
   if (!h.ok()) return ReplyStatus(req, h.status());
   fi->fh = reinterpret_cast<uint64_t>(*h);
-  // No page cache: a reader must see the committed content whole, never the size or the pages
-  // of a writer's working copy (the kernel shares both per inode).
-  fi->direct_io = 1;
+  fi->direct_io = UsesPageCache((*h)->node->kind) ? 0 : 1;
   fuse_reply_open(req, fi);
 }
 
@@ -99,20 +104,20 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
   auto created = Fs(req)->do_create(parent, name, mode, fi->flags);
   if (!created.ok()) return ReplyStatus(req, created.status());
   fi->fh = reinterpret_cast<uint64_t>(created->second);
-  fi->direct_io = 1;
+  fi->direct_io = UsesPageCache(created->second->node->kind) ? 0 : 1;
   fuse_reply_create(req, &created->first, fi);
 }
 
 void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
   auto reply = Fs(req)->do_read(H(fi), size, off);
   if (!reply.ok()) return ReplyStatus(req, reply.status());
-  if (reply->fd < 0) {
+  if (!reply->file) {
     fuse_reply_buf(req, reply->data.data(), reply->data.size());
     return;
   }
   fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
   buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-  buf.buf[0].fd = reply->fd;
+  buf.buf[0].fd = reply->file->get();
   buf.buf[0].pos = off;
   fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }

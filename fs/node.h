@@ -38,8 +38,10 @@ enum class Document { kNone, kManifest, kSnapshot };
 
 struct Handle;
 
-// The private copy of one open handle (each opening for writing gets its own); it replaces
-// the file whole when committed at close or fsync. The last commit wins.
+// The file as its writers have made it so far: one per file, shared by every open of it, so
+// that each open sees the writes at once (POSIX, as ext4 has it). It replaces the committed
+// content whole at a commit (a writer's close, fsync, freeze, unmount); a crash before that
+// leaves the file as it was at its last commit.
 struct WorkingCopy {
   std::string path;  // in DIR/.capsule/work/
   UniqueFd fd;
@@ -70,9 +72,13 @@ struct Node {
   uint64_t size = 0;   // kWsFile: committed size
   std::string target;  // kWsLink
 
-  // Guarded by wc_mu: the writer handles of this node and their working copies (Handle::wc).
+  // Guarded by wc_mu: the writer handles of this node, its working copy while it has one, and
+  // how many commits it has had (a reader holding the committed file opens it again when the
+  // count moved on).
   std::mutex wc_mu;
   std::set<Handle*> writers;
+  std::optional<WorkingCopy> wc;
+  uint64_t commits = 0;
 };
 
 bool IsDirKind(NodeKind kind);

@@ -71,12 +71,14 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags, const WriteTicket*
       } else if (writes && !WritableRealPath(rel)) {
         return FsError(EACCES, rel + ": read-only in the mount");
       }
-      CAPSULE_ASSIGN_OR_RETURN(h->fd, OpenFile(JoinPath(options_.dir, rel), O_RDONLY | O_CLOEXEC));
+      std::lock_guard wc_lock(node->wc_mu);
+      CAPSULE_RETURN_IF_ERROR(CommittedFile(node.get(), h.get()).status());
       break;
     }
     case NodeKind::kWsFile:
       if (!writes) {
-        CAPSULE_ASSIGN_OR_RETURN(h->fd, OpenFile(JoinPath(options_.dir, BlobPath(sha)), O_RDONLY | O_CLOEXEC));
+        std::lock_guard wc_lock(node->wc_mu);
+        CAPSULE_RETURN_IF_ERROR(CommittedFile(node.get(), h.get()).status());
       }
       break;
   }
@@ -85,9 +87,9 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags, const WriteTicket*
     if (held == nullptr) CAPSULE_RETURN_IF_ERROR(EnterInto(gate_, &ticket));
     std::lock_guard wc_lock(node->wc_mu);
     if (flags & O_TRUNC) {
-      CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), h.get(), true));
+      CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), true));
       std::shared_lock lock(tree_mu_);
-      if (node->kind == NodeKind::kWsFile && node->size == 0) h->wc->dirty = false;  // nothing to commit yet
+      if (node->kind == NodeKind::kWsFile && node->size == 0) node->wc->dirty = false;  // nothing to commit yet
     }
     node->writers.insert(h.get());
     h->writer = true;
@@ -189,37 +191,21 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
 
 Result<ReadReply> CapsuleFs::do_read(Handle* h, size_t size, off_t off) {
   ReadReply reply;
-  if (!h->data.empty() || h->node->kind == NodeKind::kRendered || h->node->kind == NodeKind::kControl) {
+  Node* node = h->node.get();
+  if (!h->data.empty() || node->kind == NodeKind::kRendered || node->kind == NodeKind::kControl) {
     if (static_cast<size_t>(off) < h->data.size()) reply.data = h->data.substr(static_cast<size_t>(off), size);
     return reply;
   }
-  if (!h->writer || h->node->kind == NodeKind::kRealFile) {
-    if (!h->fd.valid()) return FsError(EISDIR, h->node->name);
-    if (!h->writer) {
-      reply.fd = h->fd.get();
-      return reply;
-    }
-  }
-  // A writer reads its working copy, or the committed content when it has none.
-  Node* node = h->node.get();
+  if (node->kind != NodeKind::kWsFile && node->kind != NodeKind::kRealFile) return FsError(EISDIR, node->name);
+  // Every open reads the file as its writers have made it so far: the working copy while
+  // there is one, the committed file otherwise.
   std::lock_guard wc_lock(node->wc_mu);
-  UniqueFd committed;
-  int fd = -1;
-  if (h->wc) {
-    fd = h->wc->fd.get();
-  } else if (node->kind == NodeKind::kRealFile) {
-    fd = h->fd.get();
-  } else {
-    std::string sha;
-    {
-      std::shared_lock lock(tree_mu_);
-      sha = node->sha256;
-    }
-    CAPSULE_ASSIGN_OR_RETURN(committed, OpenFile(JoinPath(options_.dir, BlobPath(sha)), O_RDONLY | O_CLOEXEC));
-    fd = committed.get();
+  if (!node->wc) {
+    CAPSULE_ASSIGN_OR_RETURN(reply.file, CommittedFile(node, h));
+    return reply;
   }
   reply.data.resize(size);
-  CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd, reply.data.data(), size, off, node->name));
+  CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(node->wc->fd.get(), reply.data.data(), size, off, node->name));
   reply.data.resize(n);
   return reply;
 }
@@ -233,8 +219,8 @@ Result<size_t> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, off_
   if (!h->writer) return FsError(EBADF, h->node->name + ": not open for writing");
   Node* node = h->node.get();
   std::lock_guard wc_lock(node->wc_mu);
-  CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, h, false));
-  WorkingCopy& wc = *h->wc;
+  CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, false));
+  WorkingCopy& wc = *node->wc;
   if (h->append) off = static_cast<off_t>(wc.size);
   size_t done = 0;
   while (done < size) {
@@ -267,7 +253,7 @@ Status CapsuleFs::CheckSpecAsWritten(Node* node, const WorkingCopy& wc) {
   Result<std::string> text = ReadFile(wc.path);
   if (!text.ok() || !ParseJson(*text, kEnvironmentSpecPath).ok()) return Status::Ok();  // not whole yet
   Status checked = CheckEnvironmentSpec(*text);
-  // The write is refused; its bytes stay in this handle's copy only, and the close that
+  // The write is refused; its bytes stay in the working copy only, and the close that
   // follows refuses the copy too: the file keeps its old content.
   if (!checked.ok()) return FsError(EINVAL, checked.message());
   return Status::Ok();
@@ -282,11 +268,11 @@ Status CapsuleFs::do_flush(Handle* h) {
   Node* node = h->node.get();
   {
     std::lock_guard wc_lock(node->wc_mu);
-    if (!h->wc || !h->wc->dirty) return Status::Ok();
+    if (!node->wc || !node->wc->dirty) return Status::Ok();
   }
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
   std::lock_guard wc_lock(node->wc_mu);
-  return CommitWorkingCopy(node, h);
+  return CommitWorkingCopy(node);
 }
 
 Status CapsuleFs::do_fsync(Handle* h) {
@@ -294,11 +280,11 @@ Status CapsuleFs::do_fsync(Handle* h) {
   Node* node = h->node.get();
   {
     std::lock_guard wc_lock(node->wc_mu);
-    if (!h->wc || !h->wc->dirty) return SyncAll();  // what an earlier close committed
+    if (!node->wc || !node->wc->dirty) return SyncAll();  // what an earlier commit made
   }
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
   std::lock_guard wc_lock(node->wc_mu);
-  return CommitWorkingCopy(node, h, /*durable=*/true);
+  return CommitWorkingCopy(node, /*durable=*/true);
 }
 
 void CapsuleFs::do_release(Handle* raw) {
@@ -308,13 +294,15 @@ void CapsuleFs::do_release(Handle* raw) {
   bool dirty = false;
   {
     std::lock_guard wc_lock(node->wc_mu);
-    dirty = h->wc && h->wc->dirty;
+    dirty = node->wc && node->wc->dirty;
   }
   Result<WriteTicket> ticket = dirty ? gate_.EnterWrite() : Result<WriteTicket>(WriteTicket(nullptr));
   std::lock_guard wc_lock(node->wc_mu);
   node->writers.erase(h.get());
-  if (ticket.ok()) (void)CommitWorkingCopy(node, h.get());
-  DropWorkingCopy(h.get());
+  if (ticket.ok()) (void)CommitWorkingCopy(node);
+  // The last writer gone: what was not committed (a refused spec, an unlinked file, a retired
+  // mount) goes with it.
+  if (node->writers.empty()) DropWorkingCopy(node);
 }
 
 }  // namespace capsule::fs

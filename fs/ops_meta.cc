@@ -68,15 +68,16 @@ Status CapsuleFs::Detach(Node* node) {
 
 Status CapsuleFs::TruncateNow(Node* node, uint64_t size) {
   std::lock_guard wc_lock(node->wc_mu);
-  Handle h;  // a working copy of its own, committed at once
-  CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, &h, size == 0));
-  WorkingCopy& wc = *h.wc;
+  // As an open, a truncate and a close: every open sees it, and it is committed at once.
+  CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, size == 0));
+  WorkingCopy& wc = *node->wc;
   if (::ftruncate(wc.fd.get(), static_cast<off_t>(size)) != 0) return Status::IOError(wc.path, errno);
   if (size < wc.hashed || size > wc.size) wc.hash.reset();
   wc.size = size;
   wc.dirty = true;
-  Status committed = CommitWorkingCopy(node, &h);
-  DropWorkingCopy(&h);
+  clock_gettime(CLOCK_REALTIME, &wc.mtime);  // a truncate changes the content: now is its mtime
+  Status committed = CommitWorkingCopy(node);
+  if (node->writers.empty()) DropWorkingCopy(node);
   return committed;
 }
 
@@ -105,8 +106,8 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     uint64_t size = static_cast<uint64_t>(attr.st_size);
     if (h != nullptr && h->writer) {
       std::lock_guard wc_lock(node->wc_mu);
-      CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), h, size == 0));
-      WorkingCopy& wc = *h->wc;
+      CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), size == 0));
+      WorkingCopy& wc = *node->wc;
       if (::ftruncate(wc.fd.get(), attr.st_size) != 0) return Status::IOError(wc.path, errno);
       if (size < wc.hashed || size > wc.size) wc.hash.reset();
       wc.size = size;
@@ -133,9 +134,7 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     struct timespec mtime = attr.st_mtim;
     if (to_set & FUSE_SET_ATTR_MTIME_NOW) clock_gettime(CLOCK_REALTIME, &mtime);
     std::lock_guard wc_lock(node->wc_mu);  // open writers commit with this time (cp -p, tar -x)
-    for (Handle* writer : node->writers) {
-      if (writer->wc) writer->wc->mtime = mtime;
-    }
+    if (node->wc) node->wc->mtime = mtime;
     std::unique_lock lock(tree_mu_);
     node->mtime = mtime;
     if (ws && node->parent != nullptr) {  // kept across remounts

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdlib>
 #include <ctime>
+#include <optional>
 
 #include "capsule/base/sha256.h"
 #include "capsule/format/holder.h"
@@ -192,7 +193,18 @@ Result<std::shared_ptr<Node>> CapsuleFs::Child(Node* parent, const std::string& 
   return NewNode(kind, parent, name);
 }
 
+std::optional<CapsuleFs::LiveAttr> CapsuleFs::WrittenAttr(Node* node) {
+  if (node->kind != NodeKind::kWsFile && node->kind != NodeKind::kRealFile) return std::nullopt;
+  std::lock_guard wc_lock(node->wc_mu);
+  if (!node->wc) return std::nullopt;
+  return LiveAttr{node->wc->size, node->wc->mtime};
+}
+
 Result<struct stat> CapsuleFs::Attr(Node* node) {
+  // A file open for writing is what its writer made of it: size and mtime come from the
+  // working copy, so that fstat, stat and a setattr's reply (tar -x's futimens on the open
+  // descriptor) see the writes at once. Taken before tree_mu_, as every wc_mu is.
+  std::optional<LiveAttr> live = WrittenAttr(node);
   struct stat st {};
   st.st_ino = node->ino;
   st.st_uid = ::getuid();
@@ -226,6 +238,11 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
       struct stat real;
       if (::lstat(JoinPath(options_.dir, rel).c_str(), &real) != 0) return Status::IOError(rel, errno);
       real.st_ino = node->ino;
+      if (live) {
+        real.st_size = static_cast<off_t>(live->size);
+        real.st_mtim = real.st_ctim = live->mtime;
+        real.st_blocks = (real.st_size + 511) / 512;
+      }
       if (read_only_mount || (node->kind == NodeKind::kRealFile && !WritableRealPath(rel))) real.st_mode &= ~0222;
       return real;
     }
@@ -235,7 +252,11 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
       break;
     case NodeKind::kWsFile:
       st.st_mode = S_IFREG | (node->mode & 07777);
-      st.st_size = static_cast<off_t>(node->size);  // the committed size: what readers get
+      st.st_size = static_cast<off_t>(node->size);
+      if (live) {
+        st.st_size = static_cast<off_t>(live->size);
+        st.st_mtim = st.st_ctim = live->mtime;
+      }
       break;
     case NodeKind::kWsLink:
       st.st_mode = S_IFLNK | 0777;
