@@ -122,6 +122,9 @@ class CapsuleFs {
   Status do_flush(Handle* h);
   void do_release(Handle* h);
   Status do_fsync(Handle* h);
+  // fallocate(2) on the working copy, a real file: every mode the backing file system has
+  // (0, KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE, ...), committed like any write.
+  Status do_fallocate(Handle* h, int mode, off_t offset, off_t length);
   Status do_fsyncdir() { return SyncAll(); }
   Result<Handle*> do_opendir(fuse_ino_t ino);
   Result<struct statvfs> do_statfs();
@@ -159,6 +162,9 @@ class CapsuleFs {
   // Adds the node's entry and time to `change`; AddSubtree also everything beneath it.
   void Record(const Node* node, const std::string& path, WorkspaceChange* change) const;
   void AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const;
+  // The entries of the folder `dir` changed: its mtime and ctime become now (a workspace
+  // folder's mtime goes into `change`, so that it is kept). Needs tree_mu_ (unique).
+  void EntriesChanged(Node* dir, WorkspaceChange* change);
 
   // commit.cc: working copies, commits, checkpoints.
   Status EnsureWorkingCopy(Node* node, bool empty);  // needs node->wc_mu

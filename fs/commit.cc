@@ -164,6 +164,7 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, bool durable) {
     node->sha256 = sha;
     node->size = size;
     node->mtime = mtime;
+    clock_gettime(CLOCK_REALTIME, &node->ctime);
     manifest_.files[BlobPath(sha)] = FileDigest{sha, size};
     if (node->parent != nullptr) {
       WorkspaceChange change;

@@ -108,6 +108,10 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
   fuse_reply_create(req, &created->first, fi);
 }
 
+void Fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
+  ReplyStatus(req, Fs(req)->do_fallocate(H(fi), mode, offset, length));
+}
+
 void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
   auto reply = Fs(req)->do_read(H(fi), size, off);
   if (!reply.ok()) return ReplyStatus(req, reply.status());
@@ -196,6 +200,7 @@ fuse_lowlevel_ops MakeOperations() {
   ops.flush = Flush;
   ops.release = Release;
   ops.fsync = Fsync;
+  ops.fallocate = Fallocate;
   ops.opendir = Opendir;
   ops.readdir = Readdir;
   ops.releasedir = Releasedir;

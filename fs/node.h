@@ -68,6 +68,7 @@ struct Node {
   uint64_t nlookup = 0;
   mode_t mode = 0;  // permission bits (workspace nodes)
   struct timespec mtime {};
+  struct timespec ctime {};  // when its attributes last changed; {} means as mtime
   std::string sha256;  // kWsFile: committed content
   uint64_t size = 0;   // kWsFile: committed size
   std::string target;  // kWsLink

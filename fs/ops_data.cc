@@ -163,6 +163,7 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
       node->size = 0;
       WorkspaceChange change;
       Record(node.get(), WsPath(node.get()), &change);
+      EntriesChanged(parent.get(), &change);
       Status logged = LogChange(change);
       if (!logged.ok()) {
         (void)Detach(node.get());
@@ -241,6 +242,24 @@ Result<size_t> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, off_
   clock_gettime(CLOCK_REALTIME, &wc.mtime);
   CAPSULE_RETURN_IF_ERROR(CheckSpecAsWritten(node, wc));
   return size;
+}
+
+Status CapsuleFs::do_fallocate(Handle* h, int mode, off_t offset, off_t length) {
+  if (h->journal) return FsError(EPERM, "memory/timeline_events.jsonl: append-only journal");
+  if (!h->writer) return FsError(EBADF, h->node->name + ": not open for writing");
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
+  Node* node = h->node.get();
+  std::lock_guard wc_lock(node->wc_mu);
+  CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, false));
+  WorkingCopy& wc = *node->wc;
+  if (::fallocate(wc.fd.get(), mode, offset, length) != 0) return FsError(errno, node->name + ": fallocate");
+  struct stat st;
+  if (::fstat(wc.fd.get(), &st) != 0) return Status::IOError(wc.path, errno);
+  wc.size = static_cast<uint64_t>(st.st_size);
+  wc.hash.reset();  // bytes changed somewhere: hashed again at commit
+  wc.dirty = true;
+  clock_gettime(CLOCK_REALTIME, &wc.mtime);
+  return Status::Ok();
 }
 
 Status CapsuleFs::CheckSpecAsWritten(Node* node, const WorkingCopy& wc) {

@@ -121,6 +121,7 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     {
       std::unique_lock lock(tree_mu_);
       node->mode = attr.st_mode & 07777;
+      clock_gettime(CLOCK_REALTIME, &node->ctime);
       if (node->parent != nullptr) {
         WorkspaceChange change;
         Record(node.get(), WsPath(node.get()), &change);
@@ -137,6 +138,7 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     if (node->wc) node->wc->mtime = mtime;
     std::unique_lock lock(tree_mu_);
     node->mtime = mtime;
+    clock_gettime(CLOCK_REALTIME, &node->ctime);
     if (ws && node->parent != nullptr) {  // kept across remounts
       WorkspaceChange change;
       change.times[WsPath(node.get())] = node->mtime;
@@ -178,6 +180,7 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
       node->mode = mode & 07777;
       WorkspaceChange change;
       Record(node.get(), WsPath(node.get()), &change);
+      EntriesChanged(parent, &change);
       CAPSULE_RETURN_IF_ERROR(LogChange(change));
     } else {
       return FsError(EPERM, rel + ": no new folders here");
@@ -201,6 +204,7 @@ Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_i
     node->target = target;
     WorkspaceChange change;
     Record(node.get(), WsPath(node.get()), &change);
+    EntriesChanged(parent, &change);
     CAPSULE_RETURN_IF_ERROR(LogChange(change));
     ++node->nlookup;
   }
@@ -227,6 +231,8 @@ Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
     if (parent->kind != NodeKind::kWsDir) return FsError(EPERM, rel + ": cannot be removed");
     WorkspaceChange change;
     change.del.push_back(WsPath(node.get()));
+    EntriesChanged(parent, &change);
+    clock_gettime(CLOCK_REALTIME, &node->ctime);
     CAPSULE_RETURN_IF_ERROR(Detach(node.get()));
     CAPSULE_RETURN_IF_ERROR(LogChange(change));
   }
@@ -250,6 +256,7 @@ Status CapsuleFs::do_rmdir(fuse_ino_t parent_ino, const std::string& name) {
     if (!node->children.empty()) return FsError(ENOTEMPTY, rel);
     WorkspaceChange change;
     change.del.push_back(WsPath(node.get()));
+    EntriesChanged(parent, &change);
     CAPSULE_RETURN_IF_ERROR(Detach(node.get()));
     CAPSULE_RETURN_IF_ERROR(LogChange(change));
   }
@@ -312,6 +319,9 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
       ++generation_;
       return Status::Ok();
     }
+    clock_gettime(CLOCK_REALTIME, &node->ctime);
+    EntriesChanged(parent, &change);
+    if (newparent != parent) EntriesChanged(newparent, &change);
     AddSubtree(node.get(), WsPath(node.get()), &change);
     CAPSULE_RETURN_IF_ERROR(LogChange(change));
   }

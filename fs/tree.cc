@@ -151,6 +151,13 @@ void CapsuleFs::Record(const Node* node, const std::string& path, WorkspaceChang
   change->times[path] = node->mtime;
 }
 
+void CapsuleFs::EntriesChanged(Node* dir, WorkspaceChange* change) {
+  struct timespec now = Now();
+  dir->mtime = now;
+  dir->ctime = now;
+  if (dir->kind == NodeKind::kWsDir && dir != files_.get()) change->times[WsPath(dir)] = now;
+}
+
 void CapsuleFs::AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const {
   Record(node, path, change);
   for (const auto& [name, child] : node->children) AddSubtree(child.get(), path + "/" + name, change);
@@ -214,10 +221,16 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
   bool read_only_mount = gate_.state() == MountState::kReadOnly || gate_.state() == MountState::kRetired;
   std::shared_lock lock(tree_mu_);
   st.st_mtim = st.st_atim = st.st_ctim = node->mtime;
+  if (node->ctime.tv_sec != 0 || node->ctime.tv_nsec != 0) st.st_ctim = node->ctime;
+  // A folder's links: its entry, its '.', and each subfolder's '..'. A file unlinked while
+  // still open has none.
+  nlink_t subfolders = 0;
+  for (const auto& [name, child] : node->children) subfolders += IsDirKind(child->kind) ? 1 : 0;
+  bool unlinked = node->parent == nullptr && node != root_.get();
   switch (node->kind) {
     case NodeKind::kVirtualDir:
       st.st_mode = S_IFDIR | 0555;
-      st.st_nlink = 2;
+      st.st_nlink = 2 + subfolders;
       break;
     case NodeKind::kRendered: {
       Document document = node->document;
@@ -248,7 +261,7 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
     }
     case NodeKind::kWsDir:
       st.st_mode = S_IFDIR | (node->mode & 07777);
-      st.st_nlink = 2;
+      st.st_nlink = 2 + subfolders;
       break;
     case NodeKind::kWsFile:
       st.st_mode = S_IFREG | (node->mode & 07777);
@@ -263,6 +276,7 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
       st.st_size = static_cast<off_t>(node->target.size());
       break;
   }
+  if (unlinked) st.st_nlink = 0;
   st.st_blocks = (st.st_size + 511) / 512;
   return st;
 }

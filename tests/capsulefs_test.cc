@@ -3,6 +3,7 @@
 // crash recovery. Every capsule must verify (./capsule verify) after unmount.
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdio.h>
@@ -282,6 +283,60 @@ TEST_F(CapsulefsTest, EveryOpenSeesTheWritesAtOnce) {
   EXPECT_EQ(::pread(early_reader, buffer, sizeof buffer, 0), 12);
   EXPECT_STREQ(buffer, "New content!") << "a reader that read an earlier commit";
   ::close(early_reader);
+}
+
+// fallocate in the modes programs use, forwarded to the working copy and committed like any
+// write; a folder's nlink counts its subfolders; a file unlinked while open has nlink 0; a
+// folder's mtime and ctime move when its entries change, and a file's ctime on chmod.
+TEST_F(CapsulefsTest, FallocateLinkCountsAndTimesAsPosixHasThem) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  int fd = ::open(F("alloc.bin").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  struct stat st;
+  ASSERT_EQ(::fallocate(fd, 0, 0, 8192), 0) << std::strerror(errno);
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 8192);
+  ASSERT_EQ(::fallocate(fd, FALLOC_FL_KEEP_SIZE, 8192, 8192), 0);
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 8192);
+  std::string xs(8192, 'x');
+  ASSERT_EQ(::pwrite(fd, xs.data(), xs.size(), 0), 8192);
+  ASSERT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), 0) << std::strerror(errno);
+  ASSERT_EQ(::fallocate(fd, FALLOC_FL_ZERO_RANGE, 6144, 1024), 0) << std::strerror(errno);
+  ASSERT_EQ(::close(fd), 0);
+  std::string expected = std::string(4096, '\0') + std::string(2048, 'x') + std::string(1024, '\0') +
+                         std::string(1024, 'x');
+  EXPECT_EQ(Slurp(F("alloc.bin")), expected);
+
+  ASSERT_EQ(::mkdir(F("d").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(F("d/a").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(F("d/b").c_str(), 0755), 0);
+  ASSERT_EQ(Put(F("d/file"), "x"), 0);
+  ASSERT_EQ(::stat(F("d").c_str(), &st), 0);
+  EXPECT_EQ(st.st_nlink, 4u) << "2 + its two subfolders";
+
+  int open_then_unlinked = ::open(F("d/file").c_str(), O_RDONLY);
+  ASSERT_GE(open_then_unlinked, 0);
+  struct timespec past[2] = {{1000000000, 0}, {1000000000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, F("d").c_str(), past, 0), 0);
+  ASSERT_EQ(::unlink(F("d/file").c_str()), 0);
+  ASSERT_EQ(::fstat(open_then_unlinked, &st), 0);
+  EXPECT_EQ(st.st_nlink, 0u);
+  ::close(open_then_unlinked);
+  ASSERT_EQ(::stat(F("d").c_str(), &st), 0);
+  EXPECT_GT(st.st_mtim.tv_sec, 1000000000) << "an unlink changes its folder's mtime";
+  EXPECT_GT(st.st_ctim.tv_sec, 1000000000);
+  ASSERT_EQ(::utimensat(AT_FDCWD, F("d").c_str(), past, 0), 0);
+  ASSERT_EQ(Put(F("d/new"), "y"), 0);
+  ASSERT_EQ(::stat(F("d").c_str(), &st), 0);
+  EXPECT_GT(st.st_mtim.tv_sec, 1000000000) << "a create changes its folder's mtime";
+
+  ASSERT_EQ(::utimensat(AT_FDCWD, F("d/new").c_str(), past, 0), 0);
+  ASSERT_EQ(::chmod(F("d/new").c_str(), 0600), 0);
+  ASSERT_EQ(::stat(F("d/new").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mtim.tv_sec, 1000000000);
+  EXPECT_GT(st.st_ctim.tv_sec, 1000000000) << "chmod changes ctime, not mtime";
 }
 
 // Shared mappings work for reading and writing (SQLite's WAL index, many tools): what a
