@@ -38,6 +38,15 @@ struct DirEntry {
   mode_t type;
 };
 
+// Who asks: the request's context. Owners of new workspace entries come from it, and it
+// decides who may change an owner.
+struct Caller {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups, when the kernel gave them
+  bool InGroup(gid_t g) const;
+};
+
 // What fi->fh points to.
 struct Handle {
   std::shared_ptr<Node> node;
@@ -50,6 +59,10 @@ struct Handle {
   std::vector<DirEntry> entries;          // folders: listed at opendir
   std::unique_ptr<LineAssembler> journal; // the journal, when a sink is plugged in
   bool append = false;                    // O_APPEND: every write lands at the end
+  // This handle changed the file since its last commit (guarded by node->wc_mu): its close
+  // commits then. A close (or a late release) of a handle that changed nothing commits
+  // nothing, so it never commits another opening's write half-way.
+  bool wrote = false;
 };
 
 // What a read answers: a file to splice from (kept open until the reply is sent), or bytes.
@@ -103,11 +116,15 @@ class CapsuleFs {
   Result<fuse_entry_param> do_lookup(fuse_ino_t parent, const std::string& name);
   void do_forget(fuse_ino_t ino, uint64_t n);
   Result<struct stat> do_getattr(fuse_ino_t ino);
-  Result<struct stat> do_setattr(fuse_ino_t ino, const struct stat& attr, int to_set, Handle* h);
+  Result<struct stat> do_setattr(fuse_ino_t ino, const struct stat& attr, int to_set, Handle* h,
+                                 const Caller& caller = {});
   Result<std::string> do_readlink(fuse_ino_t ino);
-  Result<fuse_entry_param> do_mknod(fuse_ino_t parent, const std::string& name, mode_t mode);
-  Result<fuse_entry_param> do_mkdir(fuse_ino_t parent, const std::string& name, mode_t mode);
-  Result<fuse_entry_param> do_symlink(const std::string& target, fuse_ino_t parent, const std::string& name);
+  Result<fuse_entry_param> do_mknod(fuse_ino_t parent, const std::string& name, mode_t mode,
+                                    const Caller& caller = {});
+  Result<fuse_entry_param> do_mkdir(fuse_ino_t parent, const std::string& name, mode_t mode,
+                                    const Caller& caller = {});
+  Result<fuse_entry_param> do_symlink(const std::string& target, fuse_ino_t parent, const std::string& name,
+                                      const Caller& caller = {});
   Status do_unlink(fuse_ino_t parent, const std::string& name);
   Status do_rmdir(fuse_ino_t parent, const std::string& name);
   Status do_rename(fuse_ino_t parent, const std::string& name, fuse_ino_t newparent,
@@ -116,7 +133,7 @@ class CapsuleFs {
   // `held`: a write ticket the caller already holds (a create), so that none is waited for.
   Result<Handle*> do_open(fuse_ino_t ino, int flags, const WriteTicket* held = nullptr);
   Result<std::pair<fuse_entry_param, Handle*>> do_create(fuse_ino_t parent, const std::string& name,
-                                                         mode_t mode, int flags);
+                                                         mode_t mode, int flags, const Caller& caller = {});
   Result<ReadReply> do_read(Handle* h, size_t size, off_t off);
   Result<size_t> do_write(Handle* h, const char* buf, size_t size, off_t off);
   Status do_flush(Handle* h);
@@ -165,6 +182,11 @@ class CapsuleFs {
   // The entries of the folder `dir` changed: its mtime and ctime become now (a workspace
   // folder's mtime goes into `change`, so that it is kept). Needs tree_mu_ (unique).
   void EntriesChanged(Node* dir, WorkspaceChange* change);
+  // A new workspace entry in `parent` made by `caller`: its owner (kept only when it is not
+  // the driver's user) and, beneath a setgid folder, the folder's group. Needs tree_mu_.
+  void SetNewOwner(Node* node, const Node* parent, const Caller& caller) const;
+  // chown(2) of `node` as `caller` asks it (FUSE_SET_ATTR_UID/GID of `to_set`). Takes tree_mu_.
+  Status ChangeOwner(Node* node, const std::string& rel, const struct stat& attr, int to_set, const Caller& caller);
 
   // commit.cc: working copies, commits, checkpoints.
   Status EnsureWorkingCopy(Node* node, bool empty);  // needs node->wc_mu

@@ -1,7 +1,9 @@
 #include "fs/fuse_table.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
+#include <vector>
 
 #include "fs/capsule_fs.h"
 #include "fs/errno_map.h"
@@ -51,8 +53,25 @@ void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   fuse_reply_attr(req, &*st, Fs(req)->attr_timeout());
 }
 
+// The request's caller; with its supplementary groups when `with_groups` (a chown needs them).
+Caller CallerOf(fuse_req_t req, bool with_groups = false) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  Caller caller{ctx->uid, ctx->gid, {}};
+  if (with_groups) {
+    std::vector<gid_t> groups(64);
+    int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+    if (n > static_cast<int>(groups.size())) {
+      groups.resize(static_cast<size_t>(n));
+      n = fuse_req_getgroups(req, n, groups.data());
+    }
+    if (n > 0) caller.groups.assign(groups.begin(), groups.begin() + std::min<int>(n, static_cast<int>(groups.size())));
+  }
+  return caller;
+}
+
 void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
-  auto st = Fs(req)->do_setattr(ino, *attr, to_set, fi ? H(fi) : nullptr);
+  bool chown = (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) != 0;
+  auto st = Fs(req)->do_setattr(ino, *attr, to_set, fi ? H(fi) : nullptr, CallerOf(req, chown));
   if (!st.ok()) return ReplyStatus(req, st.status());
   fuse_reply_attr(req, &*st, Fs(req)->attr_timeout());
 }
@@ -64,15 +83,15 @@ void Readlink(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
-  ReplyEntry(req, Fs(req)->do_mknod(parent, name, mode));
+  ReplyEntry(req, Fs(req)->do_mknod(parent, name, mode, CallerOf(req)));
 }
 
 void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  ReplyEntry(req, Fs(req)->do_mkdir(parent, name, mode));
+  ReplyEntry(req, Fs(req)->do_mkdir(parent, name, mode, CallerOf(req)));
 }
 
 void Symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
-  ReplyEntry(req, Fs(req)->do_symlink(link, parent, name));
+  ReplyEntry(req, Fs(req)->do_symlink(link, parent, name, CallerOf(req)));
 }
 
 void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) { ReplyStatus(req, Fs(req)->do_unlink(parent, name)); }
@@ -101,7 +120,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
-  auto created = Fs(req)->do_create(parent, name, mode, fi->flags);
+  auto created = Fs(req)->do_create(parent, name, mode, fi->flags, CallerOf(req));
   if (!created.ok()) return ReplyStatus(req, created.status());
   fi->fh = reinterpret_cast<uint64_t>(created->second);
   fi->direct_io = UsesPageCache(created->second->node->kind) ? 0 : 1;

@@ -137,7 +137,8 @@ int Run(const Args& args) {
     capsule::Status held = capsule::CheckHeldHere(fs->dir());
     if (!held.ok()) std::cerr << "capsulefs: mounted read-only: " << held.message() << "\n";
   }
-  std::vector<std::string> words = {"capsulefs", "-o", "fsname=capsulefs,subtype=capsulefs"};
+  // The kernel checks access against each entry's owner and mode, as on any file system.
+  std::vector<std::string> words = {"capsulefs", "-o", "fsname=capsulefs,subtype=capsulefs,default_permissions"};
   // Not held here (or -o ro): the kernel mount is read-only too, so statfs says so.
   if (fs->gate().state() == capsule::fs::MountState::kReadOnly) words.insert(words.end(), {"-o", "ro"});
   for (const std::string& option : args.fuse_options) {

@@ -67,6 +67,8 @@ struct Node {
   std::map<std::string, std::shared_ptr<Node>> children;
   uint64_t nlookup = 0;
   mode_t mode = 0;  // permission bits (workspace nodes)
+  // Owner (workspace nodes); absent: whoever mounts the capsule (the driver's user).
+  std::optional<uint32_t> uid, gid;
   struct timespec mtime {};
   struct timespec ctime {};  // when its attributes last changed; {} means as mtime
   std::string sha256;  // kWsFile: committed content

@@ -90,6 +90,7 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags, const WriteTicket*
       CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), true));
       std::shared_lock lock(tree_mu_);
       if (node->kind == NodeKind::kWsFile && node->size == 0) node->wc->dirty = false;  // nothing to commit yet
+      h->wrote = node->wc->dirty;
     }
     node->writers.insert(h.get());
     h->writer = true;
@@ -140,7 +141,7 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent,
 }
 
 Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t parent_ino, const std::string& name,
-                                                                  mode_t mode, int flags) {
+                                                                  mode_t mode, int flags, const Caller& caller) {
   std::shared_ptr<Node> parent = Get(parent_ino);
   if (!parent) return FsError(ENOENT, name);
   if (parent->kind != NodeKind::kWsDir) return CreateReal(parent.get(), name, mode, flags);
@@ -161,6 +162,7 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
       node->mode = mode & 07777;
       node->sha256 = Sha256Hex("");
       node->size = 0;
+      SetNewOwner(node.get(), parent.get(), caller);
       WorkspaceChange change;
       Record(node.get(), WsPath(node.get()), &change);
       EntriesChanged(parent.get(), &change);
@@ -239,6 +241,7 @@ Result<size_t> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, off_
   }
   if (end > wc.size) wc.size = end;
   wc.dirty = true;
+  h->wrote = true;
   clock_gettime(CLOCK_REALTIME, &wc.mtime);
   CAPSULE_RETURN_IF_ERROR(CheckSpecAsWritten(node, wc));
   return size;
@@ -258,6 +261,7 @@ Status CapsuleFs::do_fallocate(Handle* h, int mode, off_t offset, off_t length) 
   wc.size = static_cast<uint64_t>(st.st_size);
   wc.hash.reset();  // bytes changed somewhere: hashed again at commit
   wc.dirty = true;
+  h->wrote = true;
   clock_gettime(CLOCK_REALTIME, &wc.mtime);
   return Status::Ok();
 }
@@ -287,11 +291,14 @@ Status CapsuleFs::do_flush(Handle* h) {
   Node* node = h->node.get();
   {
     std::lock_guard wc_lock(node->wc_mu);
-    if (!node->wc || !node->wc->dirty) return Status::Ok();
+    if (!h->wrote || !node->wc || !node->wc->dirty) return Status::Ok();
   }
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
   std::lock_guard wc_lock(node->wc_mu);
-  return CommitWorkingCopy(node);
+  if (!h->wrote) return Status::Ok();
+  CAPSULE_RETURN_IF_ERROR(CommitWorkingCopy(node));
+  h->wrote = false;
+  return Status::Ok();
 }
 
 Status CapsuleFs::do_fsync(Handle* h) {
@@ -303,7 +310,9 @@ Status CapsuleFs::do_fsync(Handle* h) {
   }
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
   std::lock_guard wc_lock(node->wc_mu);
-  return CommitWorkingCopy(node, /*durable=*/true);
+  CAPSULE_RETURN_IF_ERROR(CommitWorkingCopy(node, /*durable=*/true));  // the file, whoever wrote it
+  h->wrote = false;
+  return Status::Ok();
 }
 
 void CapsuleFs::do_release(Handle* raw) {
@@ -313,12 +322,12 @@ void CapsuleFs::do_release(Handle* raw) {
   bool dirty = false;
   {
     std::lock_guard wc_lock(node->wc_mu);
-    dirty = node->wc && node->wc->dirty;
+    dirty = h->wrote && node->wc && node->wc->dirty;
   }
   Result<WriteTicket> ticket = dirty ? gate_.EnterWrite() : Result<WriteTicket>(WriteTicket(nullptr));
   std::lock_guard wc_lock(node->wc_mu);
   node->writers.erase(h.get());
-  if (ticket.ok()) (void)CommitWorkingCopy(node);
+  if (dirty && ticket.ok()) (void)CommitWorkingCopy(node);
   // The last writer gone: what was not committed (a refused spec, an unlinked file, a retired
   // mount) goes with it.
   if (node->writers.empty()) DropWorkingCopy(node);

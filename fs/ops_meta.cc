@@ -81,7 +81,35 @@ Status CapsuleFs::TruncateNow(Node* node, uint64_t size) {
   return committed;
 }
 
-Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& attr, int to_set, Handle* h) {
+Status CapsuleFs::ChangeOwner(Node* node, const std::string& rel, const struct stat& attr, int to_set,
+                              const Caller& caller) {
+  const uint32_t driver_uid = ::getuid(), driver_gid = ::getgid();
+  std::unique_lock lock(tree_mu_);
+  uint32_t uid = node->uid.value_or(driver_uid), gid = node->gid.value_or(driver_gid);
+  uint32_t new_uid = (to_set & FUSE_SET_ATTR_UID) ? attr.st_uid : uid;
+  uint32_t new_gid = (to_set & FUSE_SET_ATTR_GID) ? attr.st_gid : gid;
+  if (!IsWs(node->kind)) {
+    if (new_uid == uid && new_gid == gid) return Status::Ok();
+    return FsError(EPERM, rel + ": the capsule's own files belong to the driver's user");
+  }
+  // As chown(2) has it: root changes anything; an owner may give the file to a group of theirs.
+  if (caller.uid != 0) {
+    if (new_uid != uid) return FsError(EPERM, rel + ": only root gives a file away");
+    if (new_gid != gid && (caller.uid != uid || !caller.InGroup(new_gid))) {
+      return FsError(EPERM, rel + ": not the owner, or not a member of that group");
+    }
+  }
+  node->uid = new_uid == driver_uid ? std::nullopt : std::optional<uint32_t>(new_uid);
+  node->gid = new_gid == driver_gid ? std::nullopt : std::optional<uint32_t>(new_gid);
+  clock_gettime(CLOCK_REALTIME, &node->ctime);
+  if (node->parent == nullptr) return Status::Ok();
+  WorkspaceChange change;
+  Record(node, WsPath(node), &change);
+  return LogChange(change);
+}
+
+Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& attr, int to_set, Handle* h,
+                                          const Caller& caller) {
   std::shared_ptr<Node> node = Get(ino);
   if (!node) return FsError(ENOENT, "inode");
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
@@ -96,10 +124,7 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     return FsError(EPERM, rel + ": not changeable through the mount");
   }
   if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-    if (((to_set & FUSE_SET_ATTR_UID) && attr.st_uid != ::getuid()) ||
-        ((to_set & FUSE_SET_ATTR_GID) && attr.st_gid != ::getgid())) {
-      return FsError(EPERM, rel + ": owners are not kept in a capsule");
-    }
+    CAPSULE_RETURN_IF_ERROR(ChangeOwner(node.get(), rel, attr, to_set, caller));
   }
   if (to_set & FUSE_SET_ATTR_SIZE) {
     if (node->kind != NodeKind::kWsFile && node->kind != NodeKind::kRealFile) return FsError(EISDIR, rel);
@@ -112,6 +137,7 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
       if (size < wc.hashed || size > wc.size) wc.hash.reset();
       wc.size = size;
       wc.dirty = true;
+      h->wrote = true;
       clock_gettime(CLOCK_REALTIME, &wc.mtime);
     } else {
       CAPSULE_RETURN_IF_ERROR(TruncateNow(node.get(), size));
@@ -156,14 +182,16 @@ Result<std::string> CapsuleFs::do_readlink(fuse_ino_t ino) {
   return node->target;
 }
 
-Result<fuse_entry_param> CapsuleFs::do_mknod(fuse_ino_t parent, const std::string& name, mode_t mode) {
+Result<fuse_entry_param> CapsuleFs::do_mknod(fuse_ino_t parent, const std::string& name, mode_t mode,
+                                             const Caller& caller) {
   if (!S_ISREG(mode)) return FsError(EPERM, name + ": only regular files and folders live in a capsule");
-  CAPSULE_ASSIGN_OR_RETURN(auto created, do_create(parent, name, mode, O_WRONLY | O_CREAT | O_EXCL));
+  CAPSULE_ASSIGN_OR_RETURN(auto created, do_create(parent, name, mode, O_WRONLY | O_CREAT | O_EXCL, caller));
   do_release(created.second);
   return created.first;
 }
 
-Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::string& name, mode_t mode) {
+Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::string& name, mode_t mode,
+                                             const Caller& caller) {
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
   std::shared_ptr<Node> node;
   {
@@ -178,6 +206,7 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
     } else if (parent->kind == NodeKind::kWsDir) {
       node = NewNode(NodeKind::kWsDir, parent, name);
       node->mode = mode & 07777;
+      SetNewOwner(node.get(), parent, caller);
       WorkspaceChange change;
       Record(node.get(), WsPath(node.get()), &change);
       EntriesChanged(parent, &change);
@@ -192,7 +221,7 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
 }
 
 Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_ino_t parent_ino,
-                                               const std::string& name) {
+                                               const std::string& name, const Caller& caller) {
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
   std::shared_ptr<Node> node;
   {
@@ -202,6 +231,7 @@ Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_i
     if (parent->children.count(name) != 0) return FsError(EEXIST, name);
     node = NewNode(NodeKind::kWsLink, parent, name);
     node->target = target;
+    SetNewOwner(node.get(), parent, caller);
     WorkspaceChange change;
     Record(node.get(), WsPath(node.get()), &change);
     EntriesChanged(parent, &change);

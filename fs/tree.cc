@@ -108,6 +108,8 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& time
     if (parent->children.count(leaf) != 0) {
       Node* existing = parent->children[leaf].get();
       if (entry.type == SnapshotEntry::Type::kDirectory) existing->mode = entry.mode;
+      existing->uid = entry.uid;
+      existing->gid = entry.gid;
       if (time != times.end()) existing->mtime = time->second;
       continue;
     }
@@ -119,6 +121,8 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& time
     node->sha256 = entry.sha256;
     node->size = entry.size;
     node->target = entry.target;
+    node->uid = entry.uid;
+    node->gid = entry.gid;
     if (time != times.end()) node->mtime = time->second;
   }
   return Status::Ok();
@@ -143,12 +147,32 @@ SnapshotEntry CapsuleFs::EntryOf(const Node* node) const {
       entry.mode = node->mode & 07777;
       break;
   }
+  entry.uid = node->uid;
+  entry.gid = node->gid;
   return entry;
 }
 
 void CapsuleFs::Record(const Node* node, const std::string& path, WorkspaceChange* change) const {
   change->set[path] = EntryOf(node);
   change->times[path] = node->mtime;
+}
+
+bool Caller::InGroup(gid_t g) const {
+  if (g == gid) return true;
+  for (gid_t member : groups) {
+    if (member == g) return true;
+  }
+  return false;
+}
+
+void CapsuleFs::SetNewOwner(Node* node, const Node* parent, const Caller& caller) const {
+  uint32_t gid = caller.gid;
+  if ((parent->mode & S_ISGID) != 0) {  // a setgid folder hands down its group (and, to a folder, the bit)
+    gid = parent->gid.value_or(static_cast<uint32_t>(::getgid()));
+    if (node->kind == NodeKind::kWsDir) node->mode |= S_ISGID;
+  }
+  if (caller.uid != ::getuid()) node->uid = caller.uid;
+  if (gid != ::getgid()) node->gid = gid;
 }
 
 void CapsuleFs::EntriesChanged(Node* dir, WorkspaceChange* change) {
@@ -214,8 +238,8 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
   std::optional<LiveAttr> live = WrittenAttr(node);
   struct stat st {};
   st.st_ino = node->ino;
-  st.st_uid = ::getuid();
-  st.st_gid = ::getgid();
+  st.st_uid = node->uid.value_or(static_cast<uint32_t>(::getuid()));
+  st.st_gid = node->gid.value_or(static_cast<uint32_t>(::getgid()));
   st.st_blksize = 4096;
   st.st_nlink = 1;
   bool read_only_mount = gate_.state() == MountState::kReadOnly || gate_.state() == MountState::kRetired;

@@ -34,10 +34,16 @@ int Put(const std::string& path, const std::string& data, int flags) {
   return ::close(fd) == 0 ? 0 : errno;
 }
 
-Mount::Mount(std::string dir, std::string mnt) : dir_(std::move(dir)), mnt_(std::move(mnt)) {
+Mount::Mount(std::string dir, std::string mnt, const std::string& fuse_option)
+    : dir_(std::move(dir)), mnt_(std::move(mnt)) {
   pid_ = ::fork();
   if (pid_ == 0) {
-    ::execl("./capsulefs", "capsulefs", dir_.c_str(), mnt_.c_str(), "-f", static_cast<char*>(nullptr));
+    if (fuse_option.empty()) {
+      ::execl("./capsulefs", "capsulefs", dir_.c_str(), mnt_.c_str(), "-f", static_cast<char*>(nullptr));
+    } else {
+      ::execl("./capsulefs", "capsulefs", dir_.c_str(), mnt_.c_str(), "-f", "-o", fuse_option.c_str(),
+              static_cast<char*>(nullptr));
+    }
     ::_exit(127);
   }
   for (int i = 0; i < 500 && !IsMounted(mnt_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -23,7 +23,8 @@ int Put(const std::string& path, const std::string& data, int flags = O_WRONLY |
 // destroyed.
 class Mount {
  public:
-  Mount(std::string dir, std::string mnt);
+  // `fuse_option`: one more -o for capsulefs (allow_other, say), when not empty.
+  Mount(std::string dir, std::string mnt, const std::string& fuse_option = "");
   ~Mount() { Unmount(); }
   Mount(const Mount&) = delete;
   Mount& operator=(const Mount&) = delete;

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <string_view>
 #include <vector>
 
 #include "capsule/base/file_io.h"
+#include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/local_files.h"
 
@@ -35,7 +37,13 @@ Status CopyCapsule(const std::string& from, const std::string& to, std::initiali
   CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(to, kLocalDir)));
   for (const char* local : local_files) {
     std::string source = JoinPath(from, local);
-    if (PathExists(source)) CAPSULE_RETURN_IF_ERROR(CopyFile(source, JoinPath(to, local)));
+    if (!PathExists(source)) continue;
+    if (std::string_view(local) == local::kHolder) {
+      // `to` takes the place of `from`: the record is bound to its new folder.
+      CAPSULE_RETURN_IF_ERROR(RebindHolderRecord(from, to));
+      continue;
+    }
+    CAPSULE_RETURN_IF_ERROR(CopyFile(source, JoinPath(to, local)));
   }
   return Status::Ok();
 }

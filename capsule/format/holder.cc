@@ -256,4 +256,14 @@ Result<HolderRecord> AdoptCopy(const std::string& capsule_dir) {
   return record;
 }
 
+Status RebindHolderRecord(const std::string& from, const std::string& to) {
+  CAPSULE_ASSIGN_OR_RETURN(LoadedRecord loaded, LoadRecord(from));
+  CAPSULE_ASSIGN_OR_RETURN(std::string identity, FolderIdentity(from));
+  if (!loaded.folder.empty() && loaded.folder != identity) {
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JoinPath(from, local::kHolder)));
+    return WriteFileAtomic(JoinPath(to, local::kHolder), text);
+  }
+  return loaded.record.Save(to);
+}
+
 }  // namespace capsule

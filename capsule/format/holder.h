@@ -77,6 +77,10 @@ Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const Hold
 // new id, so it merges with the original's. Refused when the folder is not a copy.
 Result<HolderRecord> AdoptCopy(const std::string& capsule_dir);
 
+// Writes the holder record of `from` into `to`, a folder about to take `from`'s place (a
+// staging area placed by rename), bound to `to`. A record that was already a copy's stays one.
+Status RebindHolderRecord(const std::string& from, const std::string& to);
+
 // This machine's id for the capsule, made and stored on first use.
 Result<std::string> LoadOrCreateMachineId(const std::string& capsule_dir);
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <set>
 #include <vector>
 
@@ -58,6 +59,13 @@ Result<Snapshot> Snapshot::Parse(std::string_view text) {
       }
       entry.mode = static_cast<mode_t>(value["mode"].get<uint64_t>());
     }
+    for (auto [key, field] : {std::pair{"uid", &entry.uid}, std::pair{"gid", &entry.gid}}) {
+      if (!value.contains(key)) continue;
+      if (!value[key].is_number_unsigned() || value[key].get<uint64_t>() > UINT32_MAX) {
+        return Bad(path, std::string(key) + " is not a 32-bit owner number");
+      }
+      *field = static_cast<uint32_t>(value[key].get<uint64_t>());
+    }
     snapshot.entries_[path] = std::move(entry);
   }
   return snapshot;
@@ -82,6 +90,8 @@ Result<std::string> Snapshot::ToCanonicalText() const {
         json[path] = {{"type", "link"}, {"target", entry.target}};
         break;
     }
+    if (entry.uid) json[path]["uid"] = *entry.uid;
+    if (entry.gid) json[path]["gid"] = *entry.gid;
   }
   return CanonicalJson(json, kSnapshotPath);
 }

@@ -5,6 +5,8 @@
 //   a file:    {"mode": <permission bits>, "sha256": "<hex>", "size": <bytes>}
 //   a folder:  {"mode": <permission bits>, "type": "dir"}
 //   a link:    {"target": "<link text>", "type": "link"}
+// Any entry may also hold "uid" and "gid" (numbers, as tar keeps them): its owner. Without
+// them it belongs to whoever mounts the capsule.
 // Paths are plain relative paths as the agent sees them under files/.
 #pragma once
 
@@ -12,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,7 @@ struct SnapshotEntry {
   uint64_t size = 0;   // kFile
   mode_t mode = 0644;  // kFile, kDirectory
   std::string target;  // kSymlink
+  std::optional<uint32_t> uid, gid;  // absent: whoever mounts the capsule
   bool operator==(const SnapshotEntry&) const = default;
 };
 

@@ -567,6 +567,9 @@ TEST_F(StreamTest, KeepsLinkTargetsAsWrittenAndFollowsNone) {
   }
   EXPECT_EQ(*ReadFile(root_ + "/outside"), "outside\n");
   EXPECT_TRUE(VerifyFolder(dst)->ok());
+  // A stream applied over a received copy places a new folder: its record is bound to it.
+  Result<HolderRecord> record = HolderRecord::Load(dst);
+  EXPECT_TRUE(record.ok()) << record.status().ToString();
 }
 
 TEST_F(StreamTest, RefusesLinksThatCannotBeLinks) {
