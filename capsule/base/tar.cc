@@ -178,20 +178,23 @@ Status TarWriter::WriteHeader(const TarEntry& entry) {
   return Emit(UstarHeader(name, entry.mode, entry.size, type_flag, entry.link_target));
 }
 
-Status TarWriter::AddDirectory(const std::string& path, mode_t mode) {
+Status TarWriter::AddDirectory(const std::string& path, mode_t mode, const std::map<std::string, std::string>& pax) {
   TarEntry entry;
   entry.path = path;
   entry.type = TarEntry::Type::kDirectory;
   entry.mode = mode;
+  entry.pax = pax;
   return WriteHeader(entry);
 }
 
-Status TarWriter::AddSymlink(const std::string& path, const std::string& target) {
+Status TarWriter::AddSymlink(const std::string& path, const std::string& target,
+                             const std::map<std::string, std::string>& pax) {
   TarEntry entry;
   entry.path = path;
   entry.type = TarEntry::Type::kSymlink;
   entry.mode = 0777;
   entry.link_target = target;
+  entry.pax = pax;
   return WriteHeader(entry);
 }
 

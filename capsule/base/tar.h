@@ -40,8 +40,10 @@ class TarWriter {
  public:
   explicit TarWriter(ByteSink* sink) : sink_(sink) {}
 
-  Status AddDirectory(const std::string& path, mode_t mode = 0755);
-  Status AddSymlink(const std::string& path, const std::string& target);
+  Status AddDirectory(const std::string& path, mode_t mode = 0755,
+                      const std::map<std::string, std::string>& pax = {});
+  Status AddSymlink(const std::string& path, const std::string& target,
+                    const std::map<std::string, std::string>& pax = {});
   // A regular file of exactly `size` bytes, given by WriteFileData calls, then EndFile.
   Status BeginFile(const std::string& path, uint64_t size, mode_t mode = 0644,
                    const std::map<std::string, std::string>& pax = {});

@@ -26,6 +26,9 @@ inline constexpr int kStreamFormat = 4;
 inline constexpr char kStreamManifestName[] = "lnk-move-4.json";
 inline constexpr char kStreamEndName[] = "lnk-move-4.end";
 inline constexpr char kDigestRecord[] = "LNK.sha256";
+// A workspace entry's owner, when its snapshot entry names one (decimal, 32 bits).
+inline constexpr char kUidRecord[] = "LNK.uid";
+inline constexpr char kGidRecord[] = "LNK.gid";
 inline constexpr char kHarnessName[] = "capsule";
 
 inline constexpr char kStreamNotes[] = "memory/notes.md";

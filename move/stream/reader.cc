@@ -1,5 +1,8 @@
 #include "move/stream/reader.h"
 
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "capsule/base/file_io.h"
@@ -21,6 +24,18 @@ Result<std::string> ExpectedDigest(const TarEntry& entry) {
   if (it == entry.pax.end()) return Refuse(entry.path, "no LNK.sha256 header");
   if (!IsSha256Hex(it->second)) return Refuse(entry.path, "LNK.sha256 is not a SHA-256 in hex");
   return it->second;
+}
+
+// An owner record of `entry` (LNK.uid, LNK.gid), when it has one: decimal, at most 32 bits.
+Result<std::optional<uint32_t>> OwnerRecord(const TarEntry& entry, const char* record) {
+  auto it = entry.pax.find(record);
+  if (it == entry.pax.end()) return std::optional<uint32_t>();
+  const std::string& text = it->second;
+  if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoull(text) > UINT32_MAX) {
+    return Refuse(entry.path, std::string(record) + " '" + text + "' is not a 32-bit owner number");
+  }
+  return std::optional<uint32_t>(static_cast<uint32_t>(std::stoull(text)));
 }
 
 // Reads the current file's data into memory (small files: the manifest and the end).
@@ -120,6 +135,8 @@ Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
     CAPSULE_RETURN_IF_ERROR(CheckNotBeneath(stream.entries, entry.path, entry.type == TarEntry::Type::kDirectory));
     ReceivedEntry received;
     received.mode = entry.mode & 0777;  // never setuid, setgid or sticky from a stream
+    CAPSULE_ASSIGN_OR_RETURN(received.uid, OwnerRecord(entry, kUidRecord));
+    CAPSULE_ASSIGN_OR_RETURN(received.gid, OwnerRecord(entry, kGidRecord));
     switch (entry.type) {
       case TarEntry::Type::kDirectory:
         received.kind = ReceivedEntry::Kind::kFolder;

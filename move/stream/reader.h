@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "capsule/base/byte_stream.h"
@@ -22,6 +23,7 @@ struct ReceivedEntry {
   std::string sha256;  // kFile, checked against what was written
   uint64_t size = 0;
   std::string link_target;
+  std::optional<uint32_t> uid, gid;  // LNK.uid / LNK.gid, when the entry had them
 };
 
 struct ReceivedStream {

@@ -246,6 +246,47 @@ TEST_F(StreamTest, RoundTripOfManySmallAndAFewLargeFiles) {
   EXPECT_TRUE(Debris(root_).empty());
 }
 
+// Owners travel: a file, a folder and a link that name one arrive naming the same; an entry
+// that names none arrives naming none; an owner that is not a 32-bit number is refused.
+TEST_F(StreamTest, OwnersTravelWithTheirEntries) {
+  Snapshot snapshot = *Snapshot::Load(src_);
+  SnapshotEntry file = *snapshot.Find("README.md");
+  file.uid = 1000;
+  file.gid = 1001;
+  snapshot.Set("README.md", file);
+  SnapshotEntry folder = *snapshot.Find("src");
+  folder.uid = 0;
+  folder.gid = 50;
+  snapshot.Set("src", folder);
+  SnapshotEntry link;
+  link.type = SnapshotEntry::Type::kSymlink;
+  link.target = "/usr/bin/python3";
+  link.uid = 4294967295u;
+  snapshot.Set("python", link);
+  ASSERT_TRUE(snapshot.Save(src_).ok());
+  RefreshManifest(src_);
+  std::string dst = ReceivedCopy();
+  Snapshot arrived = *Snapshot::Load(dst);
+  for (const char* path : {"README.md", "src", "python", "src/main.py"}) {
+    ASSERT_NE(arrived.Find(path), nullptr) << path;
+    EXPECT_EQ(arrived.Find(path)->uid, snapshot.Find(path)->uid) << path;
+    EXPECT_EQ(arrived.Find(path)->gid, snapshot.Find(path)->gid) << path;
+  }
+  EXPECT_FALSE(arrived.Find("src/main.py")->uid.has_value());
+
+  for (const char* bad : {"-1", "4294967296", "12a", ""}) {
+    std::string stream = Forge(ManifestText(Phase::kCopy))
+                             .Raw([&](TarWriter& w) {
+                               ASSERT_TRUE(w.AddFile("files/x", "x", 0644,
+                                                     {{kDigestRecord, Sha256Hex("x")}, {kUidRecord, bad}})
+                                               .ok());
+                             })
+                             .End()
+                             .Finish();
+    ExpectRefused(stream, dst, "is not a 32-bit owner number");
+  }
+}
+
 TEST_F(StreamTest, SameCapsulePacksToTheSameBytesButForTheMoveId) {
   PackOptions options;
   options.move_id = std::string(32, 'b');

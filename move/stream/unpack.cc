@@ -82,6 +82,8 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
     if (!StartsWith(path, "files/")) continue;
     std::string rel = path.substr(6);
     SnapshotEntry item;
+    item.uid = entry.uid;
+    item.gid = entry.gid;
     switch (entry.kind) {
       case ReceivedEntry::Kind::kFolder:
         item.type = SnapshotEntry::Type::kDirectory;

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 
+#include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -29,7 +31,16 @@ struct Planned {
   std::string link_target;  // kLink
   std::string inline_data;  // kFile whose bytes were rewritten (canonical jobs)
   bool has_inline = false;
+  std::optional<uint32_t> uid, gid;  // workspace entries: the owner, when the snapshot names one
 };
+
+// The owner records of a planned entry (none when the snapshot names no owner).
+std::map<std::string, std::string> OwnerRecords(const Planned& item) {
+  std::map<std::string, std::string> pax;
+  if (item.uid) pax[kUidRecord] = std::to_string(*item.uid);
+  if (item.gid) pax[kGidRecord] = std::to_string(*item.gid);
+  return pax;
+}
 
 void AddFolders(const std::string& path, std::map<std::string, Planned>* plan) {
   std::string dir = DirName(path);
@@ -76,6 +87,8 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
     Planned item;
     item.stream_path = "files/" + path;
     item.mode = entry.mode;
+    item.uid = entry.uid;
+    item.gid = entry.gid;
     switch (entry.type) {
       case SnapshotEntry::Type::kDirectory:
         item.kind = Planned::Kind::kFolder;
@@ -110,7 +123,9 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
 }
 
 Status WriteFileEntry(const Planned& file, TarWriter* tar, std::vector<char>* buffer) {
-  CAPSULE_RETURN_IF_ERROR(tar->BeginFile(file.stream_path, file.size, file.mode, {{kDigestRecord, file.sha256}}));
+  std::map<std::string, std::string> pax = OwnerRecords(file);
+  pax[kDigestRecord] = file.sha256;
+  CAPSULE_RETURN_IF_ERROR(tar->BeginFile(file.stream_path, file.size, file.mode, pax));
   if (file.has_inline) {
     CAPSULE_RETURN_IF_ERROR(tar->WriteFileData(file.inline_data));
     return tar->EndFile();
@@ -176,10 +191,10 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
   for (const auto& [path, item] : plan) {
     switch (item.kind) {
       case Planned::Kind::kFolder:
-        CAPSULE_RETURN_IF_ERROR(tar.AddDirectory(path, item.mode));
+        CAPSULE_RETURN_IF_ERROR(tar.AddDirectory(path, item.mode, OwnerRecords(item)));
         break;
       case Planned::Kind::kLink:
-        CAPSULE_RETURN_IF_ERROR(tar.AddSymlink(path, item.link_target));
+        CAPSULE_RETURN_IF_ERROR(tar.AddSymlink(path, item.link_target, OwnerRecords(item)));
         break;
       case Planned::Kind::kFile: {
         auto held = options.have.find(path);
