@@ -109,16 +109,18 @@ step cat mnt/environment/spec.json
 echo
 
 echo
-echo "== freeze: writes wait, reads go on; thaw lets them go"
+echo "== freeze: writes wait, reads go on (a new entry is refused after a second: EBUSY); thaw lets them go"
 step "$capsule" freeze mnt
 step "$capsule" verify agent
-echo '$ (echo later > mnt/files/later.txt; echo "writer done") &'
-(echo later > mnt/files/later.txt; echo "writer done") &
+echo '$ (echo later >> mnt/files/README.md; echo "writer done") &'
+(echo later >> mnt/files/README.md; echo "writer done") &
 sleep 1
+step ls mnt/files
 step cat mnt/files/README.md
+step_may_fail touch mnt/files/new.txt
 step "$capsule" thaw mnt
 wait
-step cat mnt/files/later.txt
+step cat mnt/files/README.md
 
 echo
 echo "== unmount: the folder is a complete capsule again"
