@@ -79,7 +79,8 @@ Result<std::vector<Event>> Journal::AppendAll(const std::vector<NewEvent>& event
   }
   CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
   // Checked under the lock each time: a move may have frozen or retired the capsule since.
-  CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(dir_));
+  // The holder record stays as checked until the lines are written and synced.
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd held, HoldForWrite(dir_));
   std::string path = JournalFile(dir_);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
   CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
@@ -133,7 +134,7 @@ Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
   if (!their_status.ok()) return their_status.WithContext("merge: the other journal");
 
   CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
-  CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd held, HoldForWrite(dir_));
   std::string path = JournalFile(dir_);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
   CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));

@@ -183,6 +183,28 @@ TEST(HolderTest, ConcurrentTransitionsNeverBothWin) {
   }
 }
 
+// A write checked under HoldForWrite lands before a freeze or not at all: the freeze waits
+// for the hold to close, and a check after the freeze refuses.
+TEST(HolderTest, FreezeWaitsForAWriteAlreadyChecked) {
+  std::string cap = NewCapsule();
+  Result<UniqueFd> held = HoldForWrite(cap);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  std::atomic<bool> frozen{false};
+  std::thread freezer([&] {
+    HolderTransition freeze{{HolderState::kActive}, HolderState::kFrozen, "move-1"};
+    frozen = TransitionHolder(cap, freeze).ok();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(frozen.load()) << "a freeze ran while a checked write was in flight";
+  EXPECT_EQ(HolderRecord::Load(cap)->state, HolderState::kActive);
+  held->Reset();
+  freezer.join();
+  EXPECT_TRUE(frozen.load());
+  Result<UniqueFd> after = HoldForWrite(cap);
+  EXPECT_EQ(after.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(after.status().message().find("frozen"), std::string::npos) << after.status().ToString();
+}
+
 TEST(LayoutTest, PlainRelativePaths) {
   for (const char* good : {"a", "a/b", "files/x.txt", "..a", "a..b"}) EXPECT_TRUE(IsPlainRelativePath(good)) << good;
   for (const char* bad : {"", "/a", "a/../b", "..", ".", "a//b", "a/", "./a"}) {

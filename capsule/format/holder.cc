@@ -232,6 +232,21 @@ Status CheckHeldForWrite(const std::string& capsule_dir) {
   return Status::FailedPrecondition(capsule_dir, "not held");
 }
 
+Result<UniqueFd> HoldForWrite(const std::string& capsule_dir) {
+  const std::string lock_path = JoinPath(capsule_dir, local::kHolderLock);
+  Result<UniqueFd> lock = OpenFile(lock_path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (!lock.ok()) {
+    // No .capsule/ folder (not a capsule) or one this user cannot change: say why not held.
+    CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(capsule_dir));
+    return lock.status();
+  }
+  while (::flock(lock->get(), LOCK_SH) != 0) {
+    if (errno != EINTR) return Status::IOError(lock_path + ": flock", errno);
+  }
+  CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(capsule_dir));
+  return lock;
+}
+
 Result<HolderRecord> AdoptCopy(const std::string& capsule_dir) {
   const std::string lock_path = JoinPath(capsule_dir, local::kHolderLock);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock, OpenFile(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));

@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 
+#include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
 
 namespace capsule {
@@ -87,6 +88,10 @@ Result<std::string> LoadOrCreateMachineId(const std::string& capsule_dir);
 // Ok when this machine holds the capsule and may change it (its record says active);
 // otherwise FailedPrecondition saying why not.
 Status CheckHeldForWrite(const std::string& capsule_dir);
+// CheckHeldForWrite under a shared lock on the holder record, returned held: no transition
+// (freeze, retire) runs until it is closed, so a change checked here lands before a freeze
+// or not at all. Take it after any lock of the thing written (the journal's), never before.
+Result<UniqueFd> HoldForWrite(const std::string& capsule_dir);
 // Ok when this machine holds the capsule, active or frozen (a writer that lives across a
 // freeze, such as a mount, may open it; each change still needs CheckHeldForWrite).
 Status CheckHeldHere(const std::string& capsule_dir);
