@@ -119,7 +119,8 @@ class CapsuleFs {
   Result<struct stat> do_setattr(fuse_ino_t ino, const struct stat& attr, int to_set, Handle* h,
                                  const Caller& caller = {});
   Result<std::string> do_readlink(fuse_ino_t ino);
-  Result<fuse_entry_param> do_mknod(fuse_ino_t parent, const std::string& name, mode_t mode,
+  // A regular file (as create and close), or a FIFO, socket or device node: metadata only.
+  Result<fuse_entry_param> do_mknod(fuse_ino_t parent, const std::string& name, mode_t mode, dev_t rdev,
                                     const Caller& caller = {});
   Result<fuse_entry_param> do_mkdir(fuse_ino_t parent, const std::string& name, mode_t mode,
                                     const Caller& caller = {});
@@ -129,7 +130,8 @@ class CapsuleFs {
   Status do_rmdir(fuse_ino_t parent, const std::string& name);
   Status do_rename(fuse_ino_t parent, const std::string& name, fuse_ino_t newparent,
                    const std::string& newname, unsigned flags);
-  Status do_link();
+  // Another name for a workspace node that is not a folder (a hard link).
+  Result<fuse_entry_param> do_link(fuse_ino_t ino, fuse_ino_t newparent, const std::string& newname);
   // `held`: a write ticket the caller already holds (a create), so that none is waited for.
   Result<Handle*> do_open(fuse_ino_t ino, int flags, const WriteTicket* held = nullptr);
   Result<std::pair<fuse_entry_param, Handle*>> do_create(fuse_ino_t parent, const std::string& name,
@@ -159,7 +161,11 @@ class CapsuleFs {
   // The node of `ino`, or ENOENT naming `name` (the entry being looked for); needs tree_mu_.
   Result<Node*> NodeOf(fuse_ino_t ino, const std::string& name);
   std::string RelPath(const Node* node) const;   // path in the capsule; needs tree_mu_
-  std::string WsPath(const Node* node) const;    // path under files/; needs tree_mu_
+  std::string WsPath(const Node* node) const;    // path under files/ (its first name); needs tree_mu_
+  // The path under files/ of the entry `name` in the workspace folder `dir`; needs tree_mu_.
+  std::string WsChildPath(const Node* dir, const std::string& name) const;
+  // Every name of `node` under files/ (hard links have several); needs tree_mu_.
+  std::vector<std::string> WsPaths(const Node* node) const;
   // The workspace from a snapshot; a node gets its time from `times` (now when absent).
   Status BuildTree(const Snapshot& snapshot, const WorkspaceTimes& times);
   // The whole workspace as one change: every entry and its time; needs tree_mu_.
@@ -179,6 +185,8 @@ class CapsuleFs {
   // Adds the node's entry and time to `change`; AddSubtree also everything beneath it.
   void Record(const Node* node, const std::string& path, WorkspaceChange* change) const;
   void AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const;
+  // Record under every name of `node` (nothing when it has none left).
+  void RecordAllNames(const Node* node, WorkspaceChange* change) const;
   // The entries of the folder `dir` changed: its mtime and ctime become now (a workspace
   // folder's mtime goes into `change`, so that it is kept). Needs tree_mu_ (unique).
   void EntriesChanged(Node* dir, WorkspaceChange* change);
@@ -210,6 +218,9 @@ class CapsuleFs {
 
   // ops_meta.cc helpers.
   Status Detach(Node* node);  // needs tree_mu_ (unique)
+  // Removes the name `name` in `dir` of `node`, one of its names; the node goes when it has
+  // no name left and nothing looks it up. Needs tree_mu_ (unique).
+  void RemoveName(Node* dir, const std::string& name, Node* node);
   Status TruncateNow(Node* node, uint64_t size);
   Result<std::pair<fuse_entry_param, Handle*>> CreateReal(Node* parent, const std::string& name, mode_t mode,
                                                           int flags);
@@ -227,6 +238,7 @@ class CapsuleFs {
   mutable std::shared_mutex tree_mu_;
   std::unordered_map<fuse_ino_t, std::shared_ptr<Node>> nodes_;  // guarded by tree_mu_
   fuse_ino_t next_ino_ = 2;                                      // guarded by tree_mu_
+  uint64_t next_link_group_ = 1;                                 // guarded by tree_mu_
   std::shared_ptr<Node> root_;                                   // set once
   std::shared_ptr<Node> files_;                                  // set once: files/
   Manifest manifest_;                                            // guarded by tree_mu_

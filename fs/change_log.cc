@@ -18,27 +18,6 @@ Result<Json> EntryJson(const std::string& path, const SnapshotEntry& entry) {
   return json[path];
 }
 
-Json TimesJson(const WorkspaceTimes& times) {
-  Json json = Json::object();
-  for (const auto& [path, time] : times) {
-    json[path] = Json::array({static_cast<int64_t>(time.tv_sec), static_cast<int64_t>(time.tv_nsec)});
-  }
-  return json;
-}
-
-// Reads {"<path>":[sec,nsec]}; entries of another shape are skipped.
-void ParseTimes(const Json& json, WorkspaceTimes* times) {
-  if (!json.is_object()) return;
-  for (const auto& [path, value] : json.items()) {
-    if (!value.is_array() || value.size() != 2 || !value[0].is_number_integer() || !value[1].is_number_integer()) {
-      continue;
-    }
-    int64_t nsec = value[1].get<int64_t>();
-    if (nsec < 0 || nsec >= 1000000000) continue;
-    (*times)[path] = timespec{static_cast<time_t>(value[0].get<int64_t>()), static_cast<long>(nsec)};
-  }
-}
-
 void EraseSubtree(WorkspaceTimes* times, const std::string& path) {
   times->erase(path);
   std::string prefix = path + "/";
@@ -49,26 +28,12 @@ void EraseSubtree(WorkspaceTimes* times, const std::string& path) {
 
 }  // namespace
 
-WorkspaceTimes LoadWorkspaceTimes(const std::string& path) {
-  WorkspaceTimes times;
-  Result<std::string> text = ReadFile(path);
-  if (!text.ok()) return times;
-  Result<Json> json = ParseJson(*text, path, Code::kCorruption);
-  if (json.ok()) ParseTimes(*json, &times);
-  return times;
-}
-
-Status SaveWorkspaceTimes(const std::string& path, const WorkspaceTimes& times) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(TimesJson(times), path));
-  return WriteFileAtomic(path, text);
-}
-
 Result<std::string> ChangeToLine(const WorkspaceChange& change) {
   Json line = {{"del", change.del}, {"set", Json::object()}};
   for (const auto& [path, entry] : change.set) {
     CAPSULE_ASSIGN_OR_RETURN(line["set"][path], EntryJson(path, entry));
   }
-  if (!change.times.empty()) line["times"] = TimesJson(change.times);
+  if (!change.times.empty()) line["times"] = WorkspaceTimesJson(change.times);
   CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(line, "workspace.log"));
   return text + "\n";
 }
@@ -98,7 +63,7 @@ Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot,
       if (times) EraseSubtree(times, path.get<std::string>());
     }
     for (const auto& [path, entry] : parsed->entries()) snapshot->Set(path, entry);
-    if (times && json->contains("times")) ParseTimes((*json)["times"], times);
+    if (times && json->contains("times")) ParseWorkspaceTimes((*json)["times"], times);
     ++applied;
   }
   return applied;

@@ -29,11 +29,11 @@
 #include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
 #include "capsule/format/workspace.h"
+#include "capsule/format/workspace_times.h"
 
 namespace capsule::fs {
 
-// When each workspace path was last modified, kept across remounts in .capsule/times.json.
-using WorkspaceTimes = std::map<std::string, struct timespec>;
+using capsule::WorkspaceTimes;
 
 struct WorkspaceChange {
   std::vector<std::string> del;
@@ -44,10 +44,6 @@ struct WorkspaceChange {
 
 Result<std::string> ChangeToLine(const WorkspaceChange& change);
 
-// .capsule/times.json: {"<path>":[sec,nsec],...} in canonical form. A missing or unreadable
-// file gives no times (they are a convenience, never a reason to refuse a mount).
-WorkspaceTimes LoadWorkspaceTimes(const std::string& path);
-Status SaveWorkspaceTimes(const std::string& path, const WorkspaceTimes& times);
 // Applies the whole lines of `text` to `snapshot`, up to the first line that is not a change
 // (a torn tail after a crash); returns how many lines were applied. A line with a file entry
 // whose blob `blob_ok` rejects (its content did not reach the disk before a power cut) is

@@ -164,11 +164,13 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, bool durable) {
     node->sha256 = sha;
     node->size = size;
     node->mtime = mtime;
-    clock_gettime(CLOCK_REALTIME, &node->ctime);
+    // The change time is the last write's (or a later utimens's), as stat showed it while the
+    // file was open: a commit at close is no change of its own (git compares ctimes).
+    node->ctime = Later(node->ctime, mtime);
     manifest_.files[BlobPath(sha)] = FileDigest{sha, size};
     if (node->parent != nullptr) {
       WorkspaceChange change;
-      Record(node, WsPath(node), &change);
+      RecordAllNames(node, &change);
       CAPSULE_RETURN_IF_ERROR(LogChange(change));
     }
   }

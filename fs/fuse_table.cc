@@ -82,8 +82,8 @@ void Readlink(fuse_req_t req, fuse_ino_t ino) {
   fuse_reply_readlink(req, target->c_str());
 }
 
-void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
-  ReplyEntry(req, Fs(req)->do_mknod(parent, name, mode, CallerOf(req)));
+void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  ReplyEntry(req, Fs(req)->do_mknod(parent, name, mode, rdev, CallerOf(req)));
 }
 
 void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
@@ -102,7 +102,9 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newp
   ReplyStatus(req, Fs(req)->do_rename(parent, name, newparent, newname, flags));
 }
 
-void Link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { ReplyStatus(req, Fs(req)->do_link()); }
+void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  ReplyEntry(req, Fs(req)->do_link(ino, newparent, newname));
+}
 
 // Workspace files go through the kernel's page cache, shared by every open of the inode as
 // our working copy is, so that shared mappings work and every open sees the writes at once

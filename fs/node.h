@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
@@ -32,11 +33,13 @@ enum class NodeKind {
   kWsDir,       // files/ and folders under it
   kWsFile,      // a workspace file: a blob
   kWsLink,      // a workspace symbolic link
+  kWsSpecial,   // a workspace FIFO, socket or device node: metadata only (the kernel serves it)
 };
 
 enum class Document { kNone, kManifest, kSnapshot };
 
 struct Handle;
+struct Node;
 
 // The file as its writers have made it so far: one per file, shared by every open of it, so
 // that each open sees the writes at once (POSIX, as ext4 has it). It replaces the committed
@@ -54,6 +57,12 @@ struct WorkingCopy {
   struct timespec mtime {};
 };
 
+// A name of a node beyond its first (hard links).
+struct NodeLink {
+  Node* dir;
+  std::string name;
+};
+
 struct Node {
   Node(fuse_ino_t ino_in, NodeKind kind_in) : ino(ino_in), kind(kind_in) {}
 
@@ -62,8 +71,12 @@ struct Node {
   Document document = Document::kNone;
 
   // Guarded by CapsuleFs::tree_mu_.
-  Node* parent = nullptr;  // null once unlinked (and for the root)
+  // Its first name; null once it has none left (and for the root). A workspace node that is
+  // not a folder may have more names (hard links): `other_links`, all in one `link_group`.
+  Node* parent = nullptr;
   std::string name;
+  std::vector<NodeLink> other_links;
+  uint64_t link_group = 0;  // the snapshot's `link`, while it has two names or more
   std::map<std::string, std::shared_ptr<Node>> children;
   uint64_t nlookup = 0;
   mode_t mode = 0;  // permission bits (workspace nodes)
@@ -74,6 +87,8 @@ struct Node {
   std::string sha256;  // kWsFile: committed content
   uint64_t size = 0;   // kWsFile: committed size
   std::string target;  // kWsLink
+  mode_t special = 0;  // kWsSpecial: S_IFIFO, S_IFSOCK, S_IFCHR or S_IFBLK
+  dev_t rdev = 0;      // kWsSpecial devices
 
   // Guarded by wc_mu: the writer handles of this node, its working copy while it has one, and
   // how many commits it has had (a reader holding the committed file opens it again when the
@@ -85,5 +100,10 @@ struct Node {
 };
 
 bool IsDirKind(NodeKind kind);
+
+// The later of two times.
+inline struct timespec Later(const struct timespec& a, const struct timespec& b) {
+  return (a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec) ? a : b;
+}
 
 }  // namespace capsule::fs

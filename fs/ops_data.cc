@@ -51,6 +51,8 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags, const WriteTicket*
       return h.release();
     case NodeKind::kWsLink:
       return FsError(ELOOP, rel);
+    case NodeKind::kWsSpecial:  // the kernel opens FIFOs, sockets and devices itself
+      return FsError(ENXIO, rel);
     case NodeKind::kRendered:
     case NodeKind::kControl:
       if (writes) return FsError(EACCES, rel + ": read-only, rendered from the live capsule");

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 
 #include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
@@ -15,18 +16,22 @@
 namespace capsule::fs {
 namespace {
 
-mode_t TypeOf(NodeKind kind) {
-  switch (kind) {
+mode_t TypeOf(const Node& node) {
+  switch (node.kind) {
     case NodeKind::kVirtualDir:
     case NodeKind::kRealDir:
     case NodeKind::kWsDir: return S_IFDIR;
     case NodeKind::kWsLink: return S_IFLNK;
+    case NodeKind::kWsSpecial: return node.special;
     default: return S_IFREG;
   }
 }
 
+constexpr size_t kMaxLinks = 65000;  // names of one file, as ext4 allows
+
 bool IsWs(NodeKind kind) {
-  return kind == NodeKind::kWsDir || kind == NodeKind::kWsFile || kind == NodeKind::kWsLink;
+  return kind == NodeKind::kWsDir || kind == NodeKind::kWsFile || kind == NodeKind::kWsLink ||
+         kind == NodeKind::kWsSpecial;
 }
 
 }  // namespace
@@ -64,6 +69,23 @@ Status CapsuleFs::Detach(Node* node) {
   node->parent = nullptr;
   if (node->nlookup == 0) nodes_.erase(node->ino);
   return Status::Ok();
+}
+
+void CapsuleFs::RemoveName(Node* dir, const std::string& name, Node* node) {
+  dir->children.erase(name);
+  if (node->parent == dir && node->name == name) {
+    if (node->other_links.empty()) {
+      node->parent = nullptr;
+      if (node->nlookup == 0) nodes_.erase(node->ino);
+      return;
+    }
+    node->parent = node->other_links.back().dir;  // the next name becomes its first
+    node->name = node->other_links.back().name;
+    node->other_links.pop_back();
+  } else {
+    std::erase_if(node->other_links, [&](const NodeLink& link) { return link.dir == dir && link.name == name; });
+  }
+  if (node->other_links.empty()) node->link_group = 0;
 }
 
 Status CapsuleFs::TruncateNow(Node* node, uint64_t size) {
@@ -104,7 +126,7 @@ Status CapsuleFs::ChangeOwner(Node* node, const std::string& rel, const struct s
   clock_gettime(CLOCK_REALTIME, &node->ctime);
   if (node->parent == nullptr) return Status::Ok();
   WorkspaceChange change;
-  Record(node, WsPath(node), &change);
+  RecordAllNames(node, &change);
   return LogChange(change);
 }
 
@@ -150,7 +172,7 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
       clock_gettime(CLOCK_REALTIME, &node->ctime);
       if (node->parent != nullptr) {
         WorkspaceChange change;
-        Record(node.get(), WsPath(node.get()), &change);
+        RecordAllNames(node.get(), &change);
         CAPSULE_RETURN_IF_ERROR(LogChange(change));
       }
     }
@@ -167,7 +189,7 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     clock_gettime(CLOCK_REALTIME, &node->ctime);
     if (ws && node->parent != nullptr) {  // kept across remounts
       WorkspaceChange change;
-      change.times[WsPath(node.get())] = node->mtime;
+      for (const std::string& path : WsPaths(node.get())) change.times[path] = node->mtime;
       CAPSULE_RETURN_IF_ERROR(LogChange(change));
     }
   }
@@ -182,12 +204,37 @@ Result<std::string> CapsuleFs::do_readlink(fuse_ino_t ino) {
   return node->target;
 }
 
-Result<fuse_entry_param> CapsuleFs::do_mknod(fuse_ino_t parent, const std::string& name, mode_t mode,
-                                             const Caller& caller) {
-  if (!S_ISREG(mode)) return FsError(EPERM, name + ": only regular files and folders live in a capsule");
-  CAPSULE_ASSIGN_OR_RETURN(auto created, do_create(parent, name, mode, O_WRONLY | O_CREAT | O_EXCL, caller));
-  do_release(created.second);
-  return created.first;
+Result<fuse_entry_param> CapsuleFs::do_mknod(fuse_ino_t parent_ino, const std::string& name, mode_t mode,
+                                             dev_t rdev, const Caller& caller) {
+  if (S_ISREG(mode) || (mode & S_IFMT) == 0) {
+    CAPSULE_ASSIGN_OR_RETURN(auto created, do_create(parent_ino, name, mode, O_WRONLY | O_CREAT | O_EXCL, caller));
+    do_release(created.second);
+    return created.first;
+  }
+  if (!S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISCHR(mode) && !S_ISBLK(mode)) return FsError(EINVAL, name);
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
+  std::shared_ptr<Node> node;
+  {
+    std::unique_lock lock(tree_mu_);
+    CAPSULE_ASSIGN_OR_RETURN(Node* parent, NodeOf(parent_ino, name));
+    if (parent->kind != NodeKind::kWsDir) return FsError(EPERM, name + ": FIFOs, sockets and devices live only under files/");
+    if (parent->parent == nullptr) return FsError(ENOENT, name);  // its folder was removed
+    if (parent->children.count(name) != 0) return FsError(EEXIST, name);
+    if (name.size() > NAME_MAX) return FsError(ENAMETOOLONG, name);
+    // Metadata only: the kernel serves a FIFO, a socket or a device itself, never through us.
+    node = NewNode(NodeKind::kWsSpecial, parent, name);
+    node->special = mode & S_IFMT;
+    node->mode = mode & 07777;
+    node->rdev = (S_ISCHR(mode) || S_ISBLK(mode)) ? rdev : 0;
+    SetNewOwner(node.get(), parent, caller);
+    WorkspaceChange change;
+    Record(node.get(), WsPath(node.get()), &change);
+    EntriesChanged(parent, &change);
+    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    ++node->nlookup;
+  }
+  CAPSULE_RETURN_IF_ERROR(SyncLog());
+  return Entry(node);
 }
 
 Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::string& name, mode_t mode,
@@ -242,7 +289,38 @@ Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_i
   return Entry(node);
 }
 
-Status CapsuleFs::do_link() { return FsError(EPERM, "hard links are not kept in a capsule"); }
+Result<fuse_entry_param> CapsuleFs::do_link(fuse_ino_t ino, fuse_ino_t newparent_ino, const std::string& newname) {
+  CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
+  std::shared_ptr<Node> node;
+  {
+    std::unique_lock lock(tree_mu_);
+    auto it = nodes_.find(ino);
+    if (it == nodes_.end()) return FsError(ENOENT, newname);
+    node = it->second;
+    CAPSULE_ASSIGN_OR_RETURN(Node* newparent, NodeOf(newparent_ino, newname));
+    if (IsDirKind(node->kind)) return FsError(EPERM, newname + ": a folder has one name");
+    if (!IsWs(node->kind) || newparent->kind != NodeKind::kWsDir) {
+      return FsError(IsWs(node->kind) != (newparent->kind == NodeKind::kWsDir) ? EXDEV : EPERM,
+                     newname + ": hard links live only under files/");
+    }
+    if (newname.size() > NAME_MAX) return FsError(ENAMETOOLONG, newname);
+    if (newparent->parent == nullptr) return FsError(ENOENT, newname);  // its folder was removed
+    if (newparent->children.count(newname) != 0) return FsError(EEXIST, newname);
+    if (node->parent == nullptr) return FsError(ENOENT, newname + ": the file has no name left");
+    if (node->other_links.size() + 1 >= kMaxLinks) return FsError(EMLINK, newname);
+    if (node->link_group == 0) node->link_group = next_link_group_++;
+    newparent->children[newname] = node;
+    node->other_links.push_back(NodeLink{newparent, newname});
+    clock_gettime(CLOCK_REALTIME, &node->ctime);
+    WorkspaceChange change;
+    RecordAllNames(node.get(), &change);  // every name now carries the link group
+    EntriesChanged(newparent, &change);
+    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    ++node->nlookup;
+  }
+  CAPSULE_RETURN_IF_ERROR(SyncLog());
+  return Entry(node);
+}
 
 Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
@@ -260,10 +338,11 @@ Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
     }
     if (parent->kind != NodeKind::kWsDir) return FsError(EPERM, rel + ": cannot be removed");
     WorkspaceChange change;
-    change.del.push_back(WsPath(node.get()));
+    change.del.push_back(WsChildPath(parent, name));
     EntriesChanged(parent, &change);
     clock_gettime(CLOCK_REALTIME, &node->ctime);
-    CAPSULE_RETURN_IF_ERROR(Detach(node.get()));
+    RemoveName(parent, name, node.get());
+    RecordAllNames(node.get(), &change);  // the names left: one fewer in the group, or none
     CAPSULE_RETURN_IF_ERROR(LogChange(change));
   }
   return Status::Ok();
@@ -336,23 +415,39 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
     WorkspaceChange change;
     if (ws) {
       WorkspaceChange old;
-      AddSubtree(node.get(), WsPath(node.get()), &old);
+      AddSubtree(node.get(), WsChildPath(parent, name), &old);
       for (const auto& [path, entry] : old.set) change.del.push_back(path);
-      if (target) change.del.push_back(WsPath(target.get()));
+      if (target) change.del.push_back(WsChildPath(newparent, newname));
     }
-    if (target) CAPSULE_RETURN_IF_ERROR(Detach(target.get()));
-    parent->children.erase(node->name);
-    node->name = newname;
-    node->parent = newparent;
-    newparent->children[newname] = node;
     if (real) {
+      if (target) CAPSULE_RETURN_IF_ERROR(Detach(target.get()));
+      parent->children.erase(node->name);
+      node->name = newname;
+      node->parent = newparent;
+      newparent->children[newname] = node;
       ++generation_;
       return Status::Ok();
     }
+    if (target) {
+      clock_gettime(CLOCK_REALTIME, &target->ctime);
+      RemoveName(newparent, newname, target.get());
+      RecordAllNames(target.get(), &change);  // a hard-linked target keeps its other names
+    }
+    // The name that moves is this one, whichever of the node's names it is.
+    parent->children.erase(name);
+    if (node->parent == parent && node->name == name) {
+      node->parent = newparent;
+      node->name = newname;
+    } else {
+      for (NodeLink& link : node->other_links) {
+        if (link.dir == parent && link.name == name) link = NodeLink{newparent, newname};
+      }
+    }
+    newparent->children[newname] = node;
     clock_gettime(CLOCK_REALTIME, &node->ctime);
     EntriesChanged(parent, &change);
     if (newparent != parent) EntriesChanged(newparent, &change);
-    AddSubtree(node.get(), WsPath(node.get()), &change);
+    AddSubtree(node.get(), WsChildPath(newparent, newname), &change);
     CAPSULE_RETURN_IF_ERROR(LogChange(change));
   }
   return Status::Ok();
@@ -368,7 +463,7 @@ Result<Handle*> CapsuleFs::do_opendir(fuse_ino_t ino) {
   if (!IsDirKind(node->kind)) return FsError(ENOTDIR, node->name);
   handle->entries.push_back({"..", node->parent ? node->parent->ino : node->ino, S_IFDIR});
   if (node->kind != NodeKind::kRealDir) {
-    for (const auto& [name, child] : node->children) handle->entries.push_back({name, child->ino, TypeOf(child->kind)});
+    for (const auto& [name, child] : node->children) handle->entries.push_back({name, child->ino, TypeOf(*child)});
     return handle.release();
   }
   std::string rel = RelPath(node.get());

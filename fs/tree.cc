@@ -8,6 +8,8 @@
 #include <climits>
 #include <cstdlib>
 #include <ctime>
+#include <algorithm>
+#include <map>
 #include <optional>
 
 #include "capsule/base/sha256.h"
@@ -76,6 +78,18 @@ std::string CapsuleFs::WsPath(const Node* node) const {
   return path;
 }
 
+std::string CapsuleFs::WsChildPath(const Node* dir, const std::string& name) const {
+  return dir == files_.get() ? name : WsPath(dir) + "/" + name;
+}
+
+std::vector<std::string> CapsuleFs::WsPaths(const Node* node) const {
+  std::vector<std::string> paths;
+  if (node->parent == nullptr) return paths;
+  paths.push_back(WsPath(node));
+  for (const NodeLink& link : node->other_links) paths.push_back(WsChildPath(link.dir, link.name));
+  return paths;
+}
+
 Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& times) {
   std::unique_lock lock(tree_mu_);
   root_ = std::make_shared<Node>(FUSE_ROOT_ID, NodeKind::kVirtualDir);
@@ -89,6 +103,7 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& time
   NewNode(NodeKind::kRendered, artifacts.get(), "snapshot.json")->document = Document::kSnapshot;
   NewNode(NodeKind::kRealDir, artifacts.get(), "blobs");
   // Workspace entries in path order, so that a folder comes before what it holds.
+  std::map<uint64_t, Node*> link_groups;  // the first name of each hard-linked file
   for (const auto& [path, entry] : snapshot.entries()) {
     Node* parent = files_.get();
     size_t start = 0;
@@ -105,6 +120,16 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& time
     }
     std::string leaf = path.substr(start);
     auto time = times.find(path);
+    if (entry.link != 0) {  // a further name of a file already in the tree
+      next_link_group_ = std::max(next_link_group_, entry.link + 1);
+      auto group = link_groups.find(entry.link);
+      if (group != link_groups.end() && parent->children.count(leaf) == 0) {
+        Node* node = group->second;
+        parent->children[leaf] = nodes_[node->ino];
+        node->other_links.push_back(NodeLink{parent, leaf});
+        continue;
+      }
+    }
     if (parent->children.count(leaf) != 0) {
       Node* existing = parent->children[leaf].get();
       if (entry.type == SnapshotEntry::Type::kDirectory) existing->mode = entry.mode;
@@ -115,8 +140,17 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& time
     }
     NodeKind kind = entry.type == SnapshotEntry::Type::kFile        ? NodeKind::kWsFile
                     : entry.type == SnapshotEntry::Type::kDirectory ? NodeKind::kWsDir
-                                                                    : NodeKind::kWsLink;
+                    : entry.type == SnapshotEntry::Type::kSymlink   ? NodeKind::kWsLink
+                                                                    : NodeKind::kWsSpecial;
     auto node = NewNode(kind, parent, leaf);
+    if (entry.link != 0) {
+      node->link_group = entry.link;
+      link_groups[entry.link] = node.get();
+    }
+    if (kind == NodeKind::kWsSpecial) {
+      node->special = SnapshotTypeBits(entry.type);
+      node->rdev = static_cast<dev_t>(entry.rdev);
+    }
     node->mode = entry.mode;
     node->sha256 = entry.sha256;
     node->size = entry.size;
@@ -142,6 +176,14 @@ SnapshotEntry CapsuleFs::EntryOf(const Node* node) const {
       entry.target = node->target;
       entry.mode = 0;
       break;
+    case NodeKind::kWsSpecial:
+      entry.type = S_ISFIFO(node->special)  ? SnapshotEntry::Type::kFifo
+                   : S_ISSOCK(node->special) ? SnapshotEntry::Type::kSocket
+                   : S_ISCHR(node->special)  ? SnapshotEntry::Type::kCharDevice
+                                             : SnapshotEntry::Type::kBlockDevice;
+      entry.mode = node->mode & 07777;
+      if (S_ISCHR(node->special) || S_ISBLK(node->special)) entry.rdev = node->rdev;
+      break;
     default:
       entry.type = SnapshotEntry::Type::kDirectory;
       entry.mode = node->mode & 07777;
@@ -149,6 +191,7 @@ SnapshotEntry CapsuleFs::EntryOf(const Node* node) const {
   }
   entry.uid = node->uid;
   entry.gid = node->gid;
+  if (!node->other_links.empty()) entry.link = node->link_group;
   return entry;
 }
 
@@ -180,6 +223,10 @@ void CapsuleFs::EntriesChanged(Node* dir, WorkspaceChange* change) {
   dir->mtime = now;
   dir->ctime = now;
   if (dir->kind == NodeKind::kWsDir && dir != files_.get()) change->times[WsPath(dir)] = now;
+}
+
+void CapsuleFs::RecordAllNames(const Node* node, WorkspaceChange* change) const {
+  for (const std::string& path : WsPaths(node)) Record(node, path, change);
 }
 
 void CapsuleFs::AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const {
@@ -277,7 +324,8 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
       real.st_ino = node->ino;
       if (live) {
         real.st_size = static_cast<off_t>(live->size);
-        real.st_mtim = real.st_ctim = live->mtime;
+        real.st_mtim = live->mtime;
+        real.st_ctim = Later(real.st_ctim, live->mtime);
         real.st_blocks = (real.st_size + 511) / 512;
       }
       if (read_only_mount || (node->kind == NodeKind::kRealFile && !WritableRealPath(rel))) real.st_mode &= ~0222;
@@ -291,15 +339,23 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
       st.st_mode = S_IFREG | (node->mode & 07777);
       st.st_size = static_cast<off_t>(node->size);
       if (live) {
+        // A write changes both times; a utimens on the open file (tar -x) sets the mtime back
+        // and the ctime to now, which node->ctime holds.
         st.st_size = static_cast<off_t>(live->size);
-        st.st_mtim = st.st_ctim = live->mtime;
+        st.st_mtim = live->mtime;
+        st.st_ctim = Later(st.st_ctim, live->mtime);
       }
       break;
     case NodeKind::kWsLink:
       st.st_mode = S_IFLNK | 0777;
       st.st_size = static_cast<off_t>(node->target.size());
       break;
+    case NodeKind::kWsSpecial:
+      st.st_mode = node->special | (node->mode & 07777);
+      st.st_rdev = node->rdev;
+      break;
   }
+  if (!IsDirKind(node->kind)) st.st_nlink = 1 + node->other_links.size();
   if (unlinked) st.st_nlink = 0;
   st.st_blocks = (st.st_size + 511) / 512;
   return st;

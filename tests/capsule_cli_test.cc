@@ -1,6 +1,7 @@
 // End-to-end tests of `capsule init`, `verify`, `export`, `import` and `keygen` through the
 // real binary: what a user sees, exit codes included.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,6 +53,30 @@ TEST_F(CapsuleCliTest, InitFromWorkspaceVerifies) {
   auto snapshot = ReadFile(cap_ + "/artifacts/snapshot.json");
   EXPECT_TRUE(Contains(*snapshot, "\"src/main.py\""));
   EXPECT_TRUE(Contains(*snapshot, "\"src\":{\"mode\""));
+}
+
+// A workspace brought in by init keeps what a file system holds: hard links as one link group
+// stored once, FIFOs, sockets and devices as metadata, and the source's modification times
+// (local: .capsule/times.json, which the mount shows).
+TEST_F(CapsuleCliTest, InitKeepsHardLinksSpecialFilesAndTimes) {
+  std::string ws = root_ + "/ws2";
+  ASSERT_TRUE(MakeDirectories(ws + "/sub").ok());
+  ASSERT_TRUE(WriteFileAtomic(ws + "/one", "same inode\n").ok());
+  ASSERT_EQ(::link((ws + "/one").c_str(), (ws + "/sub/two").c_str()), 0);
+  ASSERT_EQ(::mkfifo((ws + "/pipe").c_str(), 0600), 0);
+  struct timespec past[2] = {{1262304000, 5}, {1262304000, 5}};  // 2010-01-01
+  ASSERT_EQ(::utimensat(AT_FDCWD, (ws + "/one").c_str(), past, 0), 0);
+  std::string cap = root_ + "/cap2";
+  auto init = RunCapsule({"init", cap, "--id", "agent-9", "--name", "Links", "--workspace", ws});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  auto verify = RunCapsule({"verify", cap});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  std::string snapshot = *ReadFile(cap + "/artifacts/snapshot.json");
+  EXPECT_TRUE(Contains(snapshot, "\"one\":{\"link\":1,")) << snapshot;
+  EXPECT_TRUE(Contains(snapshot, "\"sub/two\":{\"link\":1,")) << snapshot;
+  EXPECT_TRUE(Contains(snapshot, "\"pipe\":{\"mode\":384,\"type\":\"fifo\"}")) << snapshot;
+  std::string times = *ReadFile(cap + "/.capsule/times.json");
+  EXPECT_TRUE(Contains(times, "\"one\":[1262304000,5]")) << times;
 }
 
 TEST_F(CapsuleCliTest, InitRefusesNonEmptyFolderAndBadId) {

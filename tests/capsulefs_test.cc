@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -168,10 +169,6 @@ TEST_F(CapsulefsTest, FilesBehavesAsPosix) {
     ASSERT_EQ(::readlink(F("link").c_str(), target, sizeof(target)), 5);
     EXPECT_STREQ(target, "b.txt");
     EXPECT_EQ(Slurp(F("link")), "012");
-    EXPECT_EQ(::link(F("b.txt").c_str(), F("hard").c_str()), -1);
-    EXPECT_TRUE(errno == EPERM || errno == ENOTSUP) << errno;
-    EXPECT_EQ(::mkfifo(F("fifo").c_str(), 0644), -1);
-    EXPECT_EQ(errno, EPERM);
     // chmod, utimens, statfs
     ASSERT_EQ(::chmod(F("b.txt").c_str(), 0600), 0);
     struct stat st;
@@ -229,10 +226,18 @@ TEST_F(CapsulefsTest, AWriterSeesItsOwnSizeAndTimesAtOnce) {
     EXPECT_EQ(st.st_size, 10) << "another path to the same file sees the writer's size";
     struct timespec times[2] = {{1700000000, 0}, {1700000000, 0}};
     ASSERT_EQ(::futimens(fd, times), 0);
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    EXPECT_GT(st.st_ctim.tv_sec, 1700000000) << "utimens sets the mtime back and the ctime to now";
+    struct timespec ctime_before_close = st.st_ctim;
     ASSERT_EQ(::close(fd), 0);
     ASSERT_EQ(::lstat(F("w.txt").c_str(), &st), 0);
     EXPECT_EQ(st.st_size, 10) << "the futimens reply must not carry the size from before the writes";
     EXPECT_EQ(st.st_mtim.tv_sec, 1700000000);
+    EXPECT_GT(st.st_ctim.tv_sec, 1700000000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // past the attribute cache
+    ASSERT_EQ(::lstat(F("w.txt").c_str(), &st), 0);
+    EXPECT_EQ(st.st_ctim.tv_sec, ctime_before_close.tv_sec) << "the commit at close is no change of its own";
+    EXPECT_EQ(st.st_ctim.tv_nsec, ctime_before_close.tv_nsec);
 
     ASSERT_EQ(Put(F("t.txt"), "0123456789"), 0);
     ASSERT_EQ(::truncate(F("t.txt").c_str(), 5), 0);
@@ -337,6 +342,134 @@ TEST_F(CapsulefsTest, FallocateLinkCountsAndTimesAsPosixHasThem) {
   ASSERT_EQ(::stat(F("d/new").c_str(), &st), 0);
   EXPECT_EQ(st.st_mtim.tv_sec, 1000000000);
   EXPECT_GT(st.st_ctim.tv_sec, 1000000000) << "chmod changes ctime, not mtime";
+}
+
+// Hard links: one file under several names, in one folder or two, with one content, one
+// inode and a true link count, through unlink and rename, kept across a remount and in the
+// snapshot as a link group that capsule verify checks.
+TEST_F(CapsulefsTest, HardLinksShareContentAndSurviveRemount) {
+  struct stat a, b, c;
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    ASSERT_EQ(Put(F("a"), "one\n"), 0);
+    ASSERT_EQ(::mkdir(F("d").c_str(), 0755), 0);
+    ASSERT_EQ(::link(F("a").c_str(), F("b").c_str()), 0) << std::strerror(errno);
+    ASSERT_EQ(::link(F("a").c_str(), F("d/c").c_str()), 0) << std::strerror(errno);
+    EXPECT_EQ(::link(F("a").c_str(), F("b").c_str()), -1);
+    EXPECT_EQ(errno, EEXIST);
+    EXPECT_EQ(::link(F("d").c_str(), F("d2").c_str()), -1) << "a folder has one name";
+    EXPECT_EQ(errno, EPERM);
+    ASSERT_EQ(::stat(F("a").c_str(), &a), 0);
+    ASSERT_EQ(::stat(F("b").c_str(), &b), 0);
+    ASSERT_EQ(::stat(F("d/c").c_str(), &c), 0);
+    EXPECT_EQ(a.st_ino, b.st_ino);
+    EXPECT_EQ(a.st_ino, c.st_ino);
+    EXPECT_EQ(a.st_nlink, 3u);
+    // A write through one name is the content of every name, at once.
+    int fd = ::open(F("b").c_str(), O_WRONLY | O_APPEND);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "two\n", 4), 4);
+    EXPECT_EQ(Slurp(F("d/c")), "one\ntwo\n");
+    ASSERT_EQ(::close(fd), 0);
+    ASSERT_EQ(::chmod(F("d/c").c_str(), 0600), 0);
+    ASSERT_EQ(::stat(F("a").c_str(), &a), 0);
+    EXPECT_EQ(a.st_mode & 07777, 0600u);
+    // Unlink and rename move names, not the file.
+    ASSERT_EQ(::unlink(F("a").c_str()), 0);
+    ASSERT_EQ(::stat(F("b").c_str(), &b), 0);
+    EXPECT_EQ(b.st_nlink, 2u);
+    ASSERT_EQ(::rename(F("d/c").c_str(), F("e").c_str()), 0);
+    EXPECT_EQ(::rename(F("b").c_str(), F("e").c_str()), 0) << "two names of one file: nothing to do";
+    ASSERT_EQ(::stat(F("e").c_str(), &c), 0);
+    EXPECT_EQ(c.st_ino, b.st_ino);
+    EXPECT_EQ(c.st_nlink, 2u);
+    // Renaming another file over one name leaves the other.
+    ASSERT_EQ(Put(F("f"), "other"), 0);
+    ASSERT_EQ(::link(F("f").c_str(), F("g").c_str()), 0);
+    ASSERT_EQ(::rename(F("f").c_str(), F("b").c_str()), 0);
+    ASSERT_EQ(::stat(F("e").c_str(), &c), 0);
+    EXPECT_EQ(c.st_nlink, 1u);
+    EXPECT_EQ(Slurp(F("e")), "one\ntwo\n");
+    ASSERT_EQ(::stat(F("g").c_str(), &b), 0);
+    EXPECT_EQ(b.st_nlink, 2u);
+  }
+  ExpectVerifies();
+  Result<std::string> snapshot = ReadFile(dir_ + "/artifacts/snapshot.json");
+  ASSERT_TRUE(snapshot.ok());
+  EXPECT_NE(snapshot->find("\"link\""), std::string::npos) << *snapshot;
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    struct stat g, e;
+    ASSERT_EQ(::stat(F("b").c_str(), &b), 0);
+    ASSERT_EQ(::stat(F("g").c_str(), &g), 0);
+    ASSERT_EQ(::stat(F("e").c_str(), &e), 0);
+    EXPECT_EQ(b.st_ino, g.st_ino) << "still one file after a remount";
+    EXPECT_EQ(b.st_nlink, 2u);
+    EXPECT_EQ(e.st_nlink, 1u);
+    EXPECT_EQ(e.st_mode & 07777, 0600u);
+    ASSERT_EQ(Put(F("g"), "rewritten"), 0);
+    EXPECT_EQ(Slurp(F("b")), "rewritten");
+  }
+  ExpectVerifies();
+  // A link group whose names disagree is damage verify names.
+  std::string text = *ReadFile(dir_ + "/artifacts/snapshot.json");
+  size_t mode = text.find("\"mode\":420", text.find("\"g\""));
+  ASSERT_NE(mode, std::string::npos) << text;
+  text.replace(mode, std::string("\"mode\":420").size(), "\"mode\":384");
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/artifacts/snapshot.json", text).ok());
+  auto verify = RunCapsule({"verify", dir_});
+  EXPECT_NE(verify.exit_code, 0);
+  EXPECT_NE((verify.out + verify.err).find("hard link"), std::string::npos) << verify.out << verify.err;
+}
+
+// FIFOs, sockets and device nodes: metadata-only entries the kernel serves; a FIFO carries
+// bytes between two processes, a socket can be bound, and all of them survive a remount.
+TEST_F(CapsulefsTest, FifosSocketsAndDevicesAreKept) {
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    ASSERT_EQ(::mkfifo(F("pipe").c_str(), 0640), 0) << std::strerror(errno);
+    ASSERT_EQ(::mknod(F("null").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0) << std::strerror(errno);
+    int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_GE(s, 0);
+    struct sockaddr_un addr {};
+    addr.sun_family = AF_UNIX;
+    std::string path = F("sock");
+    ASSERT_LT(path.size(), sizeof addr.sun_path);
+    std::strcpy(addr.sun_path, path.c_str());
+    ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+    ::close(s);
+    std::thread writer([&] {
+      int w = ::open(F("pipe").c_str(), O_WRONLY);
+      if (w >= 0) {
+        (void)!::write(w, "through", 7);
+        ::close(w);
+      }
+    });
+    int r = ::open(F("pipe").c_str(), O_RDONLY);
+    ASSERT_GE(r, 0);
+    char buffer[16] = {};
+    ssize_t n = ::read(r, buffer, sizeof buffer);
+    ::close(r);
+    writer.join();
+    EXPECT_EQ(std::string(buffer, n > 0 ? n : 0), "through");
+  }
+  ExpectVerifies();
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  struct stat st;
+  ASSERT_EQ(::lstat(F("pipe").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  ASSERT_EQ(::lstat(F("null").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(st.st_rdev, makedev(1, 3));
+  ASSERT_EQ(::lstat(F("sock").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  ASSERT_EQ(::unlink(F("pipe").c_str()), 0);
+  EXPECT_NE(::lstat(F("pipe").c_str(), &st), 0);
 }
 
 // Shared mappings work for reading and writing (SQLite's WAL index, many tools): what a

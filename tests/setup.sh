@@ -8,6 +8,7 @@ packages=(
   g++ libfuse3-dev fuse3 libsqlite3-dev libssl-dev openssl nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libspdlog-dev libfmt-dev
   mandoc libarchive-tools tar coreutils python3 bc clang-14 libclang-rt-14-dev
+  git sqlite3 make gcc rsync python3-venv diffutils
 )
 
 missing=()

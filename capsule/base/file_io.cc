@@ -254,6 +254,12 @@ Status ListInto(const std::string& root, const std::string& rel,
     TreeEntry entry;
     entry.path = child;
     entry.mode = st.st_mode & 07777;
+    entry.format = st.st_mode & S_IFMT;
+    entry.rdev = st.st_rdev;
+    entry.dev = st.st_dev;
+    entry.ino = st.st_ino;
+    entry.nlink = st.st_nlink;
+    entry.mtime = st.st_mtim;
     if (S_ISREG(st.st_mode)) {
       entry.type = TreeEntry::Type::kFile;
       entry.size = static_cast<uint64_t>(st.st_size);

@@ -24,9 +24,13 @@ constexpr Field kName{0, 100}, kMode{100, 8}, kUid{108, 8}, kGid{116, 8}, kSize{
     kVersion{263, 2}, kUname{265, 32}, kGname{297, 32}, kDevMajor{329, 8}, kDevMinor{337, 8},
     kPrefix{345, 155};
 
+// `value` in octal, zero-padded to the field's width less its NUL; callers keep it in range.
 void PutOctal(char* block, Field field, uint64_t value) {
-  std::snprintf(block + field.offset, field.length, "%0*llo", static_cast<int>(field.length - 1),
+  char digits[24];
+  std::snprintf(digits, sizeof digits, "%0*llo", static_cast<int>(field.length - 1),
                 static_cast<unsigned long long>(value));
+  std::memcpy(block + field.offset, digits + std::strlen(digits) - (field.length - 1), field.length - 1);
+  block[field.offset + field.length - 1] = '\0';
 }
 
 void PutString(char* block, Field field, std::string_view value) {
@@ -132,7 +136,7 @@ namespace {
 
 // One ustar header block with the fixed owner (0/0, root/root) and time (0).
 std::string UstarHeader(const std::string& name, mode_t mode, uint64_t size, char type_flag,
-                        const std::string& link_target) {
+                        const std::string& link_target, uint32_t dev_major = 0, uint32_t dev_minor = 0) {
   char block[kBlock] = {};
   PutString(block, kName, name);
   PutOctal(block, kMode, mode & 07777);
@@ -146,8 +150,8 @@ std::string UstarHeader(const std::string& name, mode_t mode, uint64_t size, cha
   PutString(block, kVersion, "00");
   PutString(block, kUname, "root");
   PutString(block, kGname, "root");
-  PutOctal(block, kDevMajor, 0);
-  PutOctal(block, kDevMinor, 0);
+  PutOctal(block, kDevMajor, dev_major);
+  PutOctal(block, kDevMinor, dev_minor);
   std::snprintf(block + kChecksum.offset, 8, "%06o", Checksum(block));
   block[kChecksum.offset + 7] = ' ';
   return std::string(block, kBlock);
@@ -172,10 +176,18 @@ Status TarWriter::WriteHeader(const TarEntry& entry) {
     body.resize((body.size() + kBlock - 1) / kBlock * kBlock, '\0');
     CAPSULE_RETURN_IF_ERROR(Emit(body));
   }
-  char type_flag = entry.type == TarEntry::Type::kDirectory ? '5'
-                   : entry.type == TarEntry::Type::kSymlink ? '2'
-                                                             : '0';
-  return Emit(UstarHeader(name, entry.mode, entry.size, type_flag, entry.link_target));
+  char type_flag = '0';
+  switch (entry.type) {
+    case TarEntry::Type::kDirectory: type_flag = '5'; break;
+    case TarEntry::Type::kSymlink: type_flag = '2'; break;
+    case TarEntry::Type::kHardLink: type_flag = '1'; break;
+    case TarEntry::Type::kFifo: type_flag = '6'; break;
+    case TarEntry::Type::kCharDevice: type_flag = '3'; break;
+    case TarEntry::Type::kBlockDevice: type_flag = '4'; break;
+    default: break;
+  }
+  return Emit(UstarHeader(name, entry.mode, entry.size, type_flag, entry.link_target, entry.dev_major,
+                          entry.dev_minor));
 }
 
 Status TarWriter::AddDirectory(const std::string& path, mode_t mode, const std::map<std::string, std::string>& pax) {
@@ -195,6 +207,30 @@ Status TarWriter::AddSymlink(const std::string& path, const std::string& target,
   entry.mode = 0777;
   entry.link_target = target;
   entry.pax = pax;
+  return WriteHeader(entry);
+}
+
+Status TarWriter::AddHardLink(const std::string& path, const std::string& earlier,
+                              const std::map<std::string, std::string>& pax) {
+  TarEntry entry;
+  entry.path = path;
+  entry.type = TarEntry::Type::kHardLink;
+  entry.link_target = earlier;
+  entry.pax = pax;
+  return WriteHeader(entry);
+}
+
+Status TarWriter::AddSpecial(const TarEntry& special) {
+  if (special.type != TarEntry::Type::kFifo && special.type != TarEntry::Type::kCharDevice &&
+      special.type != TarEntry::Type::kBlockDevice) {
+    return Status::InvalidArgument("tar writer", special.path + ": not a FIFO or a device");
+  }
+  if (special.dev_major > 07777777 || special.dev_minor > 07777777) {
+    return Status::InvalidArgument("tar writer", special.path + ": device number too large for a ustar header");
+  }
+  TarEntry entry = special;
+  entry.size = 0;
+  entry.link_target.clear();
   return WriteHeader(entry);
 }
 
@@ -325,8 +361,18 @@ Result<bool> TarReader::Next(TarEntry* entry) {
       case '0': case '\0': case '7': out.type = TarEntry::Type::kFile; break;
       case '1': out.type = TarEntry::Type::kHardLink; break;
       case '2': out.type = TarEntry::Type::kSymlink; break;
+      case '3': out.type = TarEntry::Type::kCharDevice; break;
+      case '4': out.type = TarEntry::Type::kBlockDevice; break;
       case '5': out.type = TarEntry::Type::kDirectory; break;
+      case '6': out.type = TarEntry::Type::kFifo; break;
       default: out.type = TarEntry::Type::kOther; break;
+    }
+    if (out.type == TarEntry::Type::kCharDevice || out.type == TarEntry::Type::kBlockDevice) {
+      CAPSULE_ASSIGN_OR_RETURN(uint64_t major, ParseNumber(block, kDevMajor, name));
+      CAPSULE_ASSIGN_OR_RETURN(uint64_t minor, ParseNumber(block, kDevMinor, name));
+      if (major > UINT32_MAX || minor > UINT32_MAX) return Status::Corruption("tar entry '" + name + "'", "device number out of range");
+      out.dev_major = static_cast<uint32_t>(major);
+      out.dev_minor = static_cast<uint32_t>(minor);
     }
     if (out.path.rfind("./", 0) == 0 && out.path.size() > 2) out.path = out.path.substr(2);
     while (out.path.size() > 1 && out.path.back() == '/') out.path.pop_back();

@@ -24,13 +24,14 @@
 namespace capsule {
 
 struct TarEntry {
-  enum class Type { kFile, kDirectory, kSymlink, kHardLink, kOther };
+  enum class Type { kFile, kDirectory, kSymlink, kHardLink, kFifo, kCharDevice, kBlockDevice, kOther };
   std::string path;  // as stored, a leading "./" and a folder's trailing '/' taken off
   Type type = Type::kFile;
   char type_flag = '0';  // the raw ustar type, for error messages
   uint64_t size = 0;
   mode_t mode = 0644;
-  std::string link_target;
+  std::string link_target;  // kSymlink: the target; kHardLink: the earlier entry's path
+  uint32_t dev_major = 0, dev_minor = 0;  // kCharDevice, kBlockDevice
   std::map<std::string, std::string> pax;  // every pax record that applied to this entry
 };
 
@@ -44,6 +45,11 @@ class TarWriter {
                       const std::map<std::string, std::string>& pax = {});
   Status AddSymlink(const std::string& path, const std::string& target,
                     const std::map<std::string, std::string>& pax = {});
+  // Another name of the earlier entry `earlier` (a hard link: no data).
+  Status AddHardLink(const std::string& path, const std::string& earlier,
+                     const std::map<std::string, std::string>& pax = {});
+  // A FIFO or a device node (kFifo, kCharDevice, kBlockDevice of `entry`): a header only.
+  Status AddSpecial(const TarEntry& entry);
   // A regular file of exactly `size` bytes, given by WriteFileData calls, then EndFile.
   Status BeginFile(const std::string& path, uint64_t size, mode_t mode = 0644,
                    const std::map<std::string, std::string>& pax = {});

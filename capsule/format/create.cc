@@ -6,14 +6,18 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <optional>
+#include <utility>
 
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
+#include "capsule/format/local_files.h"
 #include "capsule/format/workspace.h"
+#include "capsule/format/workspace_times.h"
 
 namespace capsule {
 
@@ -66,9 +70,23 @@ Status ImportWorkspace(const std::string& staging, const std::string& source, co
   }
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(source, skip));
   Snapshot snapshot;
+  WorkspaceTimes times;  // the source's modification times, kept
+  // Hard links: the names of one inode become one link group, stored once.
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<uint64_t, std::string>> inodes;  // -> group, first path
   for (const TreeEntry& entry : entries) {
     std::string full = JoinPath(source, entry.path);
     SnapshotEntry item;
+    times[entry.path] = entry.mtime;
+    if (entry.type != TreeEntry::Type::kDirectory && entry.nlink > 1) {
+      auto [it, fresh] = inodes.try_emplace({entry.dev, entry.ino}, inodes.size() + 1, entry.path);
+      if (!fresh) {
+        SnapshotEntry first = *snapshot.Find(it->second.second);
+        first.link = it->second.first;
+        snapshot.Set(it->second.second, first);
+        snapshot.Set(entry.path, first);
+        continue;
+      }
+    }
     switch (entry.type) {
       case TreeEntry::Type::kFile: {
         // Read beneath the source without following links: a folder swapped for a link after
@@ -91,10 +109,21 @@ Status ImportWorkspace(const std::string& staging, const std::string& source, co
         item.target = entry.link_target;
         break;
       case TreeEntry::Type::kOther:
-        return Status::InvalidArgument(full, "not a file, folder or link (devices, FIFOs and sockets cannot be stored)");
+        // Metadata only: the name, mode and device number; a FIFO is never opened here.
+        item.type = S_ISFIFO(entry.format)  ? SnapshotEntry::Type::kFifo
+                    : S_ISSOCK(entry.format) ? SnapshotEntry::Type::kSocket
+                    : S_ISCHR(entry.format)  ? SnapshotEntry::Type::kCharDevice
+                    : S_ISBLK(entry.format)  ? SnapshotEntry::Type::kBlockDevice
+                                             : SnapshotEntry::Type::kDirectory;
+        if (item.type == SnapshotEntry::Type::kDirectory) return Status::InvalidArgument(full, "of an unknown type");
+        item.mode = entry.mode & 0777;
+        if (S_ISCHR(entry.format) || S_ISBLK(entry.format)) item.rdev = entry.rdev;
+        break;
     }
     snapshot.Set(entry.path, std::move(item));
   }
+  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
+  CAPSULE_RETURN_IF_ERROR(SaveWorkspaceTimes(JoinPath(capsule_dir, local::kTimes), times));
   return snapshot.Save(capsule_dir);
 }
 

@@ -205,6 +205,39 @@ TEST(HolderTest, FreezeWaitsForAWriteAlreadyChecked) {
   EXPECT_NE(after.status().message().find("frozen"), std::string::npos) << after.status().ToString();
 }
 
+// Hard links and metadata-only entries in the snapshot: they round-trip, and a link group
+// whose names disagree, a linked folder, a device without its number are refused by name.
+TEST(SnapshotTest, LinkGroupsAndSpecialEntries) {
+  std::string sha = Sha256Hex("x");
+  std::string good = "{\"a\":{\"link\":3,\"mode\":420,\"sha256\":\"" + sha + "\",\"size\":1},"
+                     "\"b\":{\"link\":3,\"mode\":420,\"sha256\":\"" + sha + "\",\"size\":1},"
+                     "\"d\":{\"mode\":432,\"rdev\":259,\"type\":\"chr\"},"
+                     "\"p\":{\"mode\":384,\"type\":\"fifo\"},\"s\":{\"mode\":493,\"type\":\"socket\"}}";
+  Result<Snapshot> parsed = Snapshot::Parse(good);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->Find("b")->link, 3u);
+  EXPECT_EQ(parsed->Find("d")->type, SnapshotEntry::Type::kCharDevice);
+  EXPECT_EQ(parsed->Find("d")->rdev, 259u);
+  EXPECT_EQ(parsed->Find("s")->type, SnapshotEntry::Type::kSocket);
+  EXPECT_EQ(*parsed->ToCanonicalText(), good);
+  struct Case {
+    std::string text, why;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"{\"a\":{\"link\":1,\"mode\":420,\"sha256\":\"" + sha + "\",\"size\":1},"
+            "\"b\":{\"link\":1,\"mode\":384,\"sha256\":\"" + sha + "\",\"size\":1}}",
+            "differs from 'a'"},
+           {"{\"d\":{\"link\":1,\"mode\":493,\"type\":\"dir\"}}", "a folder cannot be a hard link"},
+           {"{\"a\":{\"link\":0,\"mode\":420,\"sha256\":\"" + sha + "\",\"size\":1}}", "positive link group"},
+           {"{\"d\":{\"mode\":432,\"type\":\"blk\"}}", "a device needs rdev"},
+           {"{\"d\":{\"mode\":432,\"type\":7}}", "type is not a string"},
+       }) {
+    Result<Snapshot> bad = Snapshot::Parse(c.text);
+    ASSERT_FALSE(bad.ok()) << c.text;
+    EXPECT_NE(bad.status().message().find(c.why), std::string::npos) << bad.status().ToString();
+  }
+}
+
 TEST(LayoutTest, PlainRelativePaths) {
   for (const char* good : {"a", "a/b", "files/x.txt", "..a", "a..b"}) EXPECT_TRUE(IsPlainRelativePath(good)) << good;
   for (const char* bad : {"", "/a", "a/../b", "..", ".", "a//b", "a/", "./a"}) {

@@ -42,7 +42,11 @@ Status CheckImportEntry(const TarEntry& entry, std::set<std::string>* seen) {
                                kSnapshotPath + ")");
     case TarEntry::Type::kHardLink:
       return Unsafe(entry, "hard link to '" + entry.link_target + "' refused");
+    case TarEntry::Type::kFifo:
+    case TarEntry::Type::kCharDevice:
+    case TarEntry::Type::kBlockDevice:
     case TarEntry::Type::kOther:
+      // The workspace's FIFOs and devices are entries of the snapshot, never nodes of the folder.
       return Unsafe(entry, std::string(TarTypeName(entry)) + " refused");
   }
   if (!seen->insert(entry.path).second) return Unsafe(entry, "duplicate entry");

@@ -1,13 +1,12 @@
 #include "capsule/format/workspace.h"
 
-#include <set>
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -26,6 +25,57 @@ Status Bad(const std::string& path, const std::string& why) {
 
 }  // namespace
 
+const char* SnapshotTypeName(SnapshotEntry::Type type) {
+  switch (type) {
+    case SnapshotEntry::Type::kFile: return "file";
+    case SnapshotEntry::Type::kDirectory: return "dir";
+    case SnapshotEntry::Type::kSymlink: return "link";
+    case SnapshotEntry::Type::kFifo: return "fifo";
+    case SnapshotEntry::Type::kSocket: return "socket";
+    case SnapshotEntry::Type::kCharDevice: return "chr";
+    case SnapshotEntry::Type::kBlockDevice: return "blk";
+  }
+  return "?";
+}
+
+mode_t SnapshotTypeBits(SnapshotEntry::Type type) {
+  switch (type) {
+    case SnapshotEntry::Type::kFile: return S_IFREG;
+    case SnapshotEntry::Type::kDirectory: return S_IFDIR;
+    case SnapshotEntry::Type::kSymlink: return S_IFLNK;
+    case SnapshotEntry::Type::kFifo: return S_IFIFO;
+    case SnapshotEntry::Type::kSocket: return S_IFSOCK;
+    case SnapshotEntry::Type::kCharDevice: return S_IFCHR;
+    case SnapshotEntry::Type::kBlockDevice: return S_IFBLK;
+  }
+  return 0;
+}
+
+namespace {
+
+using Type = SnapshotEntry::Type;
+
+bool IsDevice(Type type) { return type == Type::kCharDevice || type == Type::kBlockDevice; }
+
+// The checks that span entries: a link group is one file, so its names agree on everything.
+Status CheckLinkGroups(const std::map<std::string, SnapshotEntry>& entries) {
+  std::map<uint64_t, const std::pair<const std::string, SnapshotEntry>*> first;
+  for (const auto& item : entries) {
+    const SnapshotEntry& entry = item.second;
+    if (entry.link == 0) continue;
+    auto [it, fresh] = first.emplace(entry.link, &item);
+    if (fresh) continue;
+    SnapshotEntry a = it->second->second, b = entry;
+    if (!(a == b)) {
+      return Bad(item.first, "hard link " + std::to_string(entry.link) + " differs from '" + it->second->first +
+                                 "', another name of the same file");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Snapshot> Snapshot::Parse(std::string_view text) {
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, kSnapshotPath, Code::kCorruption));
   if (!json.is_object()) return Status::Corruption(kSnapshotPath, "not a JSON object");
@@ -34,9 +84,18 @@ Result<Snapshot> Snapshot::Parse(std::string_view text) {
     if (!IsPlainRelativePath(path)) return Bad(path, "unsafe path");
     if (!value.is_object()) return Bad(path, "entry is not an object");
     SnapshotEntry entry;
+    if (value.contains("type") && !value["type"].is_string()) return Bad(path, "type is not a string");
     std::string type = value.value("type", "file");
-    if (type == "file") {
-      entry.type = SnapshotEntry::Type::kFile;
+    bool known = false;
+    for (Type t : {Type::kFile, Type::kDirectory, Type::kSymlink, Type::kFifo, Type::kSocket, Type::kCharDevice,
+                   Type::kBlockDevice}) {
+      if (type == SnapshotTypeName(t)) {
+        entry.type = t;
+        known = true;
+      }
+    }
+    if (!known) return Bad(path, "unknown type '" + type + "'");
+    if (entry.type == Type::kFile) {
       if (!value.contains("sha256") || !value["sha256"].is_string() ||
           !IsSha256Hex(value["sha256"].get<std::string>()) || !value.contains("size") ||
           !value["size"].is_number_unsigned()) {
@@ -44,20 +103,26 @@ Result<Snapshot> Snapshot::Parse(std::string_view text) {
       }
       entry.sha256 = value["sha256"];
       entry.size = value["size"];
-    } else if (type == "dir") {
-      entry.type = SnapshotEntry::Type::kDirectory;
-    } else if (type == "link") {
-      entry.type = SnapshotEntry::Type::kSymlink;
+    } else if (entry.type == Type::kSymlink) {
       if (!value.contains("target") || !value["target"].is_string()) return Bad(path, "a link needs a target");
       entry.target = value["target"];
-    } else {
-      return Bad(path, "unknown type '" + type + "'");
     }
-    if (entry.type != SnapshotEntry::Type::kSymlink) {
+    if (entry.type != Type::kSymlink) {
       if (!value.contains("mode") || !value["mode"].is_number_unsigned() || value["mode"].get<uint64_t>() > 07777) {
         return Bad(path, "needs a mode (permission bits)");
       }
       entry.mode = static_cast<mode_t>(value["mode"].get<uint64_t>());
+    }
+    if (IsDevice(entry.type)) {
+      if (!value.contains("rdev") || !value["rdev"].is_number_unsigned()) return Bad(path, "a device needs rdev");
+      entry.rdev = value["rdev"];
+    }
+    if (value.contains("link")) {
+      if (entry.type == Type::kDirectory) return Bad(path, "a folder cannot be a hard link");
+      if (!value["link"].is_number_unsigned() || value["link"].get<uint64_t>() == 0) {
+        return Bad(path, "link is not a positive link group number");
+      }
+      entry.link = value["link"];
     }
     for (auto [key, field] : {std::pair{"uid", &entry.uid}, std::pair{"gid", &entry.gid}}) {
       if (!value.contains(key)) continue;
@@ -68,6 +133,7 @@ Result<Snapshot> Snapshot::Parse(std::string_view text) {
     }
     snapshot.entries_[path] = std::move(entry);
   }
+  CAPSULE_RETURN_IF_ERROR(CheckLinkGroups(snapshot.entries_));
   return snapshot;
 }
 
@@ -79,19 +145,22 @@ Result<Snapshot> Snapshot::Load(const std::string& capsule_dir) {
 Result<std::string> Snapshot::ToCanonicalText() const {
   Json json = Json::object();
   for (const auto& [path, entry] : entries_) {
+    Json& out = json[path];
     switch (entry.type) {
-      case SnapshotEntry::Type::kFile:
-        json[path] = {{"sha256", entry.sha256}, {"size", entry.size}, {"mode", entry.mode}};
+      case Type::kFile:
+        out = {{"sha256", entry.sha256}, {"size", entry.size}, {"mode", entry.mode}};
         break;
-      case SnapshotEntry::Type::kDirectory:
-        json[path] = {{"type", "dir"}, {"mode", entry.mode}};
+      case Type::kSymlink:
+        out = {{"type", "link"}, {"target", entry.target}};
         break;
-      case SnapshotEntry::Type::kSymlink:
-        json[path] = {{"type", "link"}, {"target", entry.target}};
+      default:
+        out = {{"type", SnapshotTypeName(entry.type)}, {"mode", entry.mode}};
+        if (IsDevice(entry.type)) out["rdev"] = entry.rdev;
         break;
     }
-    if (entry.uid) json[path]["uid"] = *entry.uid;
-    if (entry.gid) json[path]["gid"] = *entry.gid;
+    if (entry.link != 0) out["link"] = entry.link;
+    if (entry.uid) out["uid"] = *entry.uid;
+    if (entry.gid) out["gid"] = *entry.gid;
   }
   return CanonicalJson(json, kSnapshotPath);
 }

@@ -23,15 +23,26 @@
 namespace capsule {
 
 struct SnapshotEntry {
-  enum class Type { kFile, kDirectory, kSymlink };
+  // kFifo, kSocket and the devices are metadata only: a name, a mode, an owner (and the
+  // device number), no content.
+  enum class Type { kFile, kDirectory, kSymlink, kFifo, kSocket, kCharDevice, kBlockDevice };
   Type type = Type::kFile;
   std::string sha256;  // kFile
   uint64_t size = 0;   // kFile
-  mode_t mode = 0644;  // kFile, kDirectory
+  mode_t mode = 0644;  // permission bits; every type but kSymlink
   std::string target;  // kSymlink
+  uint64_t rdev = 0;   // kCharDevice, kBlockDevice: the device number
+  // Hard links: entries with the same nonzero `link` are one file under several names (same
+  // type, content, mode and owner). 0: a name of its own.
+  uint64_t link = 0;
   std::optional<uint32_t> uid, gid;  // absent: whoever mounts the capsule
   bool operator==(const SnapshotEntry&) const = default;
 };
+
+// The snapshot's name of a type ("file", "dir", "link", "fifo", "socket", "chr", "blk").
+const char* SnapshotTypeName(SnapshotEntry::Type type);
+// The S_IF* bits of a type.
+mode_t SnapshotTypeBits(SnapshotEntry::Type type);
 
 class Snapshot {
  public:

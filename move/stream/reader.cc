@@ -150,8 +150,34 @@ Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
         CAPSULE_RETURN_IF_ERROR(ReceiveFile(&reader, entry, into, &received, &buffer));
         stream.file_bytes += received.size;
         break;
+      case TarEntry::Type::kHardLink: {
+        auto earlier = stream.entries.find(entry.link_target);
+        if (earlier == stream.entries.end() || earlier->second.kind != ReceivedEntry::Kind::kFile) {
+          return Refuse(entry.path, "a hard link to '" + entry.link_target +
+                                        "', which is not an earlier regular file of the stream");
+        }
+        if (entry.path.rfind("files/", 0) != 0 || entry.link_target.rfind("files/", 0) != 0) {
+          return Refuse(entry.path, "a hard link outside files/");
+        }
+        received = earlier->second;  // one file under two names: the same content, mode and owner
+        received.kind = ReceivedEntry::Kind::kHardLink;
+        received.link_target = entry.link_target;
+        break;
+      }
+      case TarEntry::Type::kFifo:
+      case TarEntry::Type::kCharDevice:
+      case TarEntry::Type::kBlockDevice:
+        if (entry.path.rfind("files/", 0) != 0) {
+          return Refuse(entry.path, std::string("a ") + TarTypeName(entry) + " outside files/");
+        }
+        received.kind = ReceivedEntry::Kind::kSpecial;
+        received.special = entry.type;
+        received.dev_major = entry.dev_major;
+        received.dev_minor = entry.dev_minor;
+        break;
       default:
-        return Refuse(entry.path, std::string("a ") + TarTypeName(entry) + " (only files, folders and links may travel)");
+        return Refuse(entry.path, std::string("a ") + TarTypeName(entry) +
+                                      " (only files, folders, links, hard links, FIFOs and devices may travel)");
     }
     stream.entries[entry.path] = std::move(received);
   }

@@ -2,8 +2,8 @@
 //
 // Every fault refuses the whole stream, with an error naming the entry and the reason: a
 // missing or misplaced manifest or end, another format, a digest that differs or is missing,
-// a path the phase does not allow, a link that escapes, an entry that is not a file, folder
-// or link, a duplicate, an entry beneath a link or file of the stream, a header or size that
+// a path the phase does not allow, a link that escapes, an entry that is not a file, folder,
+// link, hard link to an earlier file, or FIFO or device under files/, a duplicate, an entry beneath a link or file of the stream, a header or size that
 // lies, a stream cut short, bytes after the end.
 #pragma once
 
@@ -13,16 +13,21 @@
 
 #include "capsule/base/byte_stream.h"
 #include "capsule/base/status.h"
+#include "capsule/base/tar.h"
 #include "move/stream/format.h"
 
 namespace capsule::move {
 
 struct ReceivedEntry {
-  enum class Kind { kFolder, kFile, kLink } kind = Kind::kFile;
+  // kHardLink: another name of the earlier regular file `link_target` (a stream path).
+  // kSpecial: a FIFO or a device node, metadata only.
+  enum class Kind { kFolder, kFile, kLink, kHardLink, kSpecial } kind = Kind::kFile;
   mode_t mode = 0644;
   std::string sha256;  // kFile, checked against what was written
   uint64_t size = 0;
   std::string link_target;
+  TarEntry::Type special = TarEntry::Type::kFifo;  // kSpecial
+  uint32_t dev_major = 0, dev_minor = 0;            // kSpecial devices
   std::optional<uint32_t> uid, gid;  // LNK.uid / LNK.gid, when the entry had them
 };
 

@@ -3,6 +3,7 @@
 // TarWriter directly, so that they exercise the reader and not the writer.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -626,20 +627,108 @@ TEST_F(StreamTest, RefusesLinksThatCannotBeLinks) {
   }
 }
 
-TEST_F(StreamTest, RefusesEntriesThatAreNotFileFolderOrLink) {
+TEST_F(StreamTest, RefusesEntriesOfOtherTypes) {
   std::string dst = ReceivedCopy();
-  struct Case {
-    char flag;
-    std::string expect;
-  };
-  for (const Case& c : std::vector<Case>{{'3', "character device"}, {'4', "block device"}, {'6', "FIFO"}, {'1', "hard link"}}) {
-    SCOPED_TRACE(c.expect);
+  for (char flag : {'V', 'D', 'S', 'M'}) {
+    SCOPED_TRACE(flag);
     std::string stream = Forge(ManifestText(Phase::kCopy))
                              .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddFile("files/odd", "").ok()); })
                              .End()
                              .Finish();
-    ExpectRefused(PatchType(stream, "files/odd", c.flag), dst, "only files, folders and links may travel");
+    ExpectRefused(PatchType(stream, "files/odd", flag), dst, "may travel");
   }
+  // A FIFO or device outside files/; a hard link to nothing earlier, to a folder, out of files/.
+  TarEntry fifo;
+  fifo.path = "memory/pipe";
+  fifo.type = TarEntry::Type::kFifo;
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).Raw([&](TarWriter& w) { ASSERT_TRUE(w.AddSpecial(fifo).ok()); }).End().Finish(),
+                dst, "FIFO outside files/");
+  ExpectRefused(Forge(ManifestText(Phase::kCopy))
+                    .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddHardLink("files/a", "files/later").ok()); })
+                    .File("files/later", "x")
+                    .End()
+                    .Finish(),
+                dst, "not an earlier regular file");
+  ExpectRefused(Forge(ManifestText(Phase::kCopy))
+                    .Raw([](TarWriter& w) {
+                      ASSERT_TRUE(w.AddDirectory("files/d").ok());
+                      ASSERT_TRUE(w.AddHardLink("files/h", "files/d").ok());
+                    })
+                    .End()
+                    .Finish(),
+                dst, "not an earlier regular file");
+  ExpectRefused(Forge(ManifestText(Phase::kCopy))
+                    .File("files/a", "x")
+                    .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddHardLink("memory/notes.md", "files/a").ok()); })
+                    .End()
+                    .Finish(),
+                dst, "hard link outside files/");
+}
+
+// Hard links travel as tar hard links (every name, in every stream, never skipped for the
+// receiver's have); FIFOs and devices as their tar types; a socket stays behind, as with tar.
+TEST_F(StreamTest, HardLinksFifosAndDevicesTravel) {
+  Snapshot snapshot = *Snapshot::Load(src_);
+  SnapshotEntry file = *snapshot.Find("README.md");
+  file.link = 7;
+  snapshot.Set("README.md", file);
+  snapshot.Set("src/again.md", file);
+  SnapshotEntry fifo;
+  fifo.type = SnapshotEntry::Type::kFifo;
+  fifo.mode = 0640;
+  snapshot.Set("pipe", fifo);
+  SnapshotEntry device;
+  device.type = SnapshotEntry::Type::kCharDevice;
+  device.mode = 0666;
+  device.rdev = makedev(1, 3);
+  snapshot.Set("null", device);
+  SnapshotEntry socket;
+  socket.type = SnapshotEntry::Type::kSocket;
+  socket.mode = 0755;
+  snapshot.Set("sock", socket);
+  ASSERT_TRUE(snapshot.Save(src_).ok());
+  RefreshManifest(src_);
+  std::string dst = ReceivedCopy();
+  Snapshot arrived = *Snapshot::Load(dst);
+  ASSERT_NE(arrived.Find("README.md"), nullptr);
+  ASSERT_NE(arrived.Find("src/again.md"), nullptr);
+  EXPECT_NE(arrived.Find("README.md")->link, 0u);
+  EXPECT_EQ(arrived.Find("README.md")->link, arrived.Find("src/again.md")->link);
+  EXPECT_EQ(arrived.Find("src/again.md")->sha256, file.sha256);
+  EXPECT_NE(arrived.Find("src/main.py")->link, arrived.Find("README.md")->link);
+  ASSERT_NE(arrived.Find("pipe"), nullptr);
+  EXPECT_EQ(arrived.Find("pipe")->type, SnapshotEntry::Type::kFifo);
+  EXPECT_EQ(arrived.Find("pipe")->mode, 0640u);
+  ASSERT_NE(arrived.Find("null"), nullptr);
+  EXPECT_EQ(arrived.Find("null")->type, SnapshotEntry::Type::kCharDevice);
+  EXPECT_EQ(arrived.Find("null")->rdev, makedev(1, 3));
+  EXPECT_EQ(arrived.Find("sock"), nullptr);
+  auto report = VerifyFolder(dst);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->problems.front();
+
+  // A switch against that have: both names travel again; a name unlinked since arrives alone.
+  snapshot.Remove("src/again.md");
+  snapshot.Remove("pipe");
+  file.link = 0;
+  snapshot.Set("README.md", file);
+  ASSERT_TRUE(snapshot.Save(src_).ok());
+  RefreshManifest(src_);
+  PackOptions options;
+  options.phase = Phase::kSwitch;
+  options.move_id = std::string(32, 'a');
+  options.have = *HaveOfCapsule(dst);
+  std::string stream = Pack(src_, options);
+  UnpackOptions sealed;
+  sealed.sealed = true;
+  Status status = Unpack(stream, dst, sealed);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  arrived = *Snapshot::Load(dst);
+  EXPECT_EQ(arrived.Find("src/again.md"), nullptr);
+  EXPECT_EQ(arrived.Find("pipe"), nullptr) << "a switch carries every FIFO the sender holds";
+  EXPECT_NE(arrived.Find("null"), nullptr);
+  EXPECT_EQ(arrived.Find("README.md")->link, 0u) << "one name left: a file of its own";
+  EXPECT_TRUE(VerifyFolder(dst)->ok());
 }
 
 TEST_F(StreamTest, RefusesDuplicateEntries) {

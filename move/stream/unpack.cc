@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <map>
 #include <set>
 
 #include "capsule/base/file_io.h"
@@ -78,6 +80,28 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
     for (const std::string& path : doomed) snapshot.Remove(path);
     ++stats->removed;
   }
+  // A switch carries every folder, link, FIFO and device the sender holds (only files are
+  // skipped for the have): one it does not carry is gone there.
+  if (stream.manifest.phase == Phase::kSwitch) {
+    std::vector<std::string> gone;
+    for (const auto& [path, entry] : snapshot.entries()) {
+      if (entry.type != SnapshotEntry::Type::kFile && !stream.entries.count("files/" + path)) gone.push_back(path);
+    }
+    for (const std::string& path : gone) snapshot.Remove(path);
+  }
+  // Hard links: every name of a hard-linked file travels in each stream, so a name kept from
+  // before and not in this stream is one of its own now; the groups are numbered afresh.
+  for (const auto& [path, entry] : snapshot.entries()) {
+    if (entry.link != 0 && !stream.entries.count("files/" + path)) {
+      SnapshotEntry alone = entry;
+      alone.link = 0;
+      snapshot.Set(path, alone);
+    }
+  }
+  std::map<std::string, uint64_t> groups;  // stream path of a group's first name -> its number
+  for (const auto& [path, entry] : stream.entries) {
+    if (entry.kind == ReceivedEntry::Kind::kHardLink) groups.emplace(entry.link_target, groups.size() + 1);
+  }
   for (const auto& [path, entry] : stream.entries) {
     if (!StartsWith(path, "files/")) continue;
     std::string rel = path.substr(6);
@@ -93,7 +117,22 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
         item.type = SnapshotEntry::Type::kSymlink;
         item.target = entry.link_target;
         break;
+      case ReceivedEntry::Kind::kSpecial:
+        item.type = entry.special == TarEntry::Type::kFifo         ? SnapshotEntry::Type::kFifo
+                    : entry.special == TarEntry::Type::kCharDevice ? SnapshotEntry::Type::kCharDevice
+                                                                   : SnapshotEntry::Type::kBlockDevice;
+        item.mode = entry.mode;
+        if (item.type != SnapshotEntry::Type::kFifo) item.rdev = makedev(entry.dev_major, entry.dev_minor);
+        break;
+      case ReceivedEntry::Kind::kHardLink:
+        item.type = SnapshotEntry::Type::kFile;
+        item.sha256 = entry.sha256;
+        item.size = entry.size;
+        item.mode = entry.mode;
+        item.link = groups.at(entry.link_target);
+        break;
       case ReceivedEntry::Kind::kFile: {
+        if (auto group = groups.find(path); group != groups.end()) item.link = group->second;
         std::string received = JoinPath(JoinPath(staging, local::kReceivedDir), path);
         std::string blob = JoinPath(staging, BlobPath(entry.sha256));
         if (PathExists(blob)) {

@@ -1,6 +1,7 @@
 #include "move/stream/writer.h"
 
 #include <fcntl.h>
+#include <sys/sysmacros.h>
 
 #include <map>
 #include <optional>
@@ -22,13 +23,15 @@ namespace {
 
 // One entry of the stream, before it is written.
 struct Planned {
-  enum class Kind { kFolder, kFile, kLink } kind = Kind::kFile;
+  enum class Kind { kFolder, kFile, kLink, kHardLink, kSpecial } kind = Kind::kFile;
   std::string stream_path;
   std::string source;       // kFile: the file to read, under the capsule folder
   std::string sha256;       // kFile
   uint64_t size = 0;        // kFile
   mode_t mode = 0644;
-  std::string link_target;  // kLink
+  std::string link_target;  // kLink; kHardLink: the stream path of the group's first name
+  uint64_t link = 0;        // the snapshot's link group: never skipped for the receiver's have
+  TarEntry special;         // kSpecial: a FIFO or a device node
   std::string inline_data;  // kFile whose bytes were rewritten (canonical jobs)
   bool has_inline = false;
   std::optional<uint32_t> uid, gid;  // workspace entries: the owner, when the snapshot names one
@@ -83,6 +86,7 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
   root.stream_path = "files";
   root.mode = 0755;
   plan["files"] = root;
+  std::map<uint64_t, std::string> first_names;  // link group -> stream path of its first name
   for (const auto& [path, entry] : snapshot.entries()) {
     Planned item;
     item.stream_path = "files/" + path;
@@ -103,6 +107,31 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
         item.link_target = entry.target;
         CAPSULE_RETURN_IF_ERROR(CheckStreamLink(item.stream_path, entry.target, phase));
         break;
+      case SnapshotEntry::Type::kFifo:
+      case SnapshotEntry::Type::kCharDevice:
+      case SnapshotEntry::Type::kBlockDevice:
+        item.kind = Planned::Kind::kSpecial;
+        item.special.path = item.stream_path;
+        item.special.mode = entry.mode;
+        item.special.type = entry.type == SnapshotEntry::Type::kFifo         ? TarEntry::Type::kFifo
+                            : entry.type == SnapshotEntry::Type::kCharDevice ? TarEntry::Type::kCharDevice
+                                                                             : TarEntry::Type::kBlockDevice;
+        item.special.dev_major = major(entry.rdev);
+        item.special.dev_minor = minor(entry.rdev);
+        break;
+      case SnapshotEntry::Type::kSocket:
+        continue;  // as with tar: a socket is a live process's, and no process travels
+    }
+    if (entry.link != 0 && entry.type == SnapshotEntry::Type::kFile) {
+      // A hard link: its first name travels as what it is, every later one as a tar hard link
+      // naming it (the spec's "earlier regular file of the same stream"). Hard-linked links,
+      // FIFOs and devices travel as separate names.
+      item.link = entry.link;
+      auto [first, fresh] = first_names.emplace(entry.link, item.stream_path);
+      if (!fresh) {
+        item.kind = Planned::Kind::kHardLink;
+        item.link_target = first->second;
+      }
     }
     AddFolders(item.stream_path, &plan);
     plan[item.stream_path] = std::move(item);
@@ -152,7 +181,8 @@ Result<HaveMap> HaveOfCapsule(const std::string& dir) {
   HaveMap have;
   CAPSULE_ASSIGN_OR_RETURN(auto plan, PlanStream(dir, Phase::kSwitch));
   for (const auto& [path, item] : plan) {
-    if (item.kind == Planned::Kind::kFile) have[path] = item.sha256;
+    // Every name of a file, hard links too, so that a name gone at the sender is removed.
+    if (item.kind == Planned::Kind::kFile || item.kind == Planned::Kind::kHardLink) have[path] = item.sha256;
   }
   return have;
 }
@@ -196,9 +226,18 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
       case Planned::Kind::kLink:
         CAPSULE_RETURN_IF_ERROR(tar.AddSymlink(path, item.link_target, OwnerRecords(item)));
         break;
+      case Planned::Kind::kHardLink:
+        CAPSULE_RETURN_IF_ERROR(tar.AddHardLink(path, item.link_target));
+        break;
+      case Planned::Kind::kSpecial: {
+        TarEntry special = item.special;
+        special.pax = OwnerRecords(item);
+        CAPSULE_RETURN_IF_ERROR(tar.AddSpecial(special));
+        break;
+      }
       case Planned::Kind::kFile: {
         auto held = options.have.find(path);
-        if (held != options.have.end() && held->second == item.sha256) {
+        if (held != options.have.end() && held->second == item.sha256 && item.link == 0) {
           ++local.files_skipped;
           break;
         }

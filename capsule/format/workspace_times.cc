@@ -1,0 +1,43 @@
+#include "capsule/format/workspace_times.h"
+
+#include <cstdint>
+
+#include "capsule/base/file_io.h"
+
+namespace capsule {
+
+Json WorkspaceTimesJson(const WorkspaceTimes& times) {
+  Json json = Json::object();
+  for (const auto& [path, time] : times) {
+    json[path] = Json::array({static_cast<int64_t>(time.tv_sec), static_cast<int64_t>(time.tv_nsec)});
+  }
+  return json;
+}
+
+void ParseWorkspaceTimes(const Json& json, WorkspaceTimes* times) {
+  if (!json.is_object()) return;
+  for (const auto& [path, value] : json.items()) {
+    if (!value.is_array() || value.size() != 2 || !value[0].is_number_integer() || !value[1].is_number_integer()) {
+      continue;
+    }
+    int64_t nsec = value[1].get<int64_t>();
+    if (nsec < 0 || nsec >= 1000000000) continue;
+    (*times)[path] = timespec{static_cast<time_t>(value[0].get<int64_t>()), static_cast<long>(nsec)};
+  }
+}
+
+WorkspaceTimes LoadWorkspaceTimes(const std::string& path) {
+  WorkspaceTimes times;
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return times;
+  Result<Json> json = ParseJson(*text, path, Code::kCorruption);
+  if (json.ok()) ParseWorkspaceTimes(*json, &times);
+  return times;
+}
+
+Status SaveWorkspaceTimes(const std::string& path, const WorkspaceTimes& times) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(WorkspaceTimesJson(times), path));
+  return WriteFileAtomic(path, text);
+}
+
+}  // namespace capsule
