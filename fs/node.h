@@ -84,6 +84,7 @@ struct Node {
   std::optional<uint32_t> uid, gid;
   struct timespec mtime {};
   struct timespec ctime {};  // when its attributes last changed; {} means as mtime
+  std::optional<struct timespec> atime;  // as utimensat(2) set it (reads do not move it); else mtime
   std::string sha256;  // kWsFile: committed content
   uint64_t size = 0;   // kWsFile: committed size
   std::string target;  // kWsLink

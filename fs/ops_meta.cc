@@ -179,6 +179,11 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
   } else if ((to_set & FUSE_SET_ATTR_MODE) && !ws) {
     return FsError(EPERM, rel + ": modes of capsule files are fixed");
   }
+  if ((to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) && !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) {
+    std::unique_lock lock(tree_mu_);
+    clock_gettime(CLOCK_REALTIME, &node->ctime);
+    node->atime = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? node->ctime : attr.st_atim;
+  }
   if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
     struct timespec mtime = attr.st_mtim;
     if (to_set & FUSE_SET_ATTR_MTIME_NOW) clock_gettime(CLOCK_REALTIME, &mtime);
@@ -187,6 +192,8 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     std::unique_lock lock(tree_mu_);
     node->mtime = mtime;
     clock_gettime(CLOCK_REALTIME, &node->ctime);
+    if (to_set & FUSE_SET_ATTR_ATIME) node->atime = attr.st_atim;
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW) node->atime = node->ctime;
     if (ws && node->parent != nullptr) {  // kept across remounts
       WorkspaceChange change;
       for (const std::string& path : WsPaths(node.get())) change.times[path] = node->mtime;

@@ -293,6 +293,7 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
   std::shared_lock lock(tree_mu_);
   st.st_mtim = st.st_atim = st.st_ctim = node->mtime;
   if (node->ctime.tv_sec != 0 || node->ctime.tv_nsec != 0) st.st_ctim = node->ctime;
+  if (node->atime) st.st_atim = *node->atime;
   // A folder's links: its entry, its '.', and each subfolder's '..'. A file unlinked while
   // still open has none.
   nlink_t subfolders = 0;

@@ -342,6 +342,20 @@ TEST_F(CapsulefsTest, FallocateLinkCountsAndTimesAsPosixHasThem) {
   ASSERT_EQ(::stat(F("d/new").c_str(), &st), 0);
   EXPECT_EQ(st.st_mtim.tv_sec, 1000000000);
   EXPECT_GT(st.st_ctim.tv_sec, 1000000000) << "chmod changes ctime, not mtime";
+
+  // Access and modification times are set apart, the epoch included; reads do not move them.
+  struct timespec apart[2] = {{0, 0}, {1500000000, 7}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, F("d/new").c_str(), apart, 0), 0);
+  EXPECT_EQ(Slurp(F("d/new")), "y");
+  ASSERT_EQ(::stat(F("d/new").c_str(), &st), 0);
+  EXPECT_EQ(st.st_atim.tv_sec, 0);
+  EXPECT_EQ(st.st_mtim.tv_sec, 1500000000);
+  EXPECT_EQ(st.st_mtim.tv_nsec, 7);
+  struct timespec only_atime[2] = {{1600000000, 0}, {0, UTIME_OMIT}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, F("d/new").c_str(), only_atime, 0), 0);
+  ASSERT_EQ(::stat(F("d/new").c_str(), &st), 0);
+  EXPECT_EQ(st.st_atim.tv_sec, 1600000000);
+  EXPECT_EQ(st.st_mtim.tv_sec, 1500000000);
 }
 
 // Hard links: one file under several names, in one folder or two, with one content, one
