@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): the capsule mount against libfuse's own passthrough_ll (built from
 # Debian's examples) and the native folder, in the same run: sequential write and read MB/s,
-# small-file create+write+close per second, stat and readdir per second, and the cost of
-# committing one small file in a capsule of 10 and of 100,000 files.
+# small-file create+write+close per second, stat and readdir per second, durable journal
+# appends, tar -x + git add + commit of a few thousand files (seconds: lower is better), and the
+# cost of committing one small file in a capsule of 10 and of 100,000 files.
 #
 #   tests/bench_fs.sh [WORKDIR]          SEQ_MIB=256 SMALL=2000 BIG_WS=100000 tests/bench_fs.sh
 set -euo pipefail
@@ -114,6 +115,27 @@ os.close(fd)
 PY
 }
 journal_lines=${JOURNAL_LINES:-300}
+
+# A real program's workload: git add + commit of $git_files files (headers from /usr/include),
+# the same tree on each contender; seconds, so the ratios read the other way (lower is better).
+git_files=${GIT_FILES:-3000}
+find /usr/include -type f -name '*.h' | sort | head -n "$git_files" > "$work/git-files.txt"
+git_commit() {  # $1 = folder to work in; prints seconds for copy + git init/add/commit
+  local dir=$1/gitbench start end
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  start=$(date +%s.%N)
+  tar -c -T "$work/git-files.txt" 2>/dev/null | tar -x -C "$dir"
+  (cd "$dir" && git init -q && git -c user.name=bench -c user.email=bench@example.invalid add -A &&
+    git -c user.name=bench -c user.email=bench@example.invalid commit -q -m bench)
+  end=$(date +%s.%N)
+  python3 -c "print('%.2f' % ($end - $start))"
+}
+g_c=$(git_commit "$work/mnt-cap/files")
+g_p=$(git_commit "$work/mnt-pt")
+g_n=$(git_commit "$work/native")
+row "tar -x + git add+commit, s ($git_files)" "$g_c" "$g_p" "$g_n"
+
 j_c=$(appends "$work/mnt-cap/memory/timeline_events.jsonl" 0)
 j_p=$(appends "$work/mnt-pt/journal.jsonl" 1)
 j_n=$(appends "$work/native/journal.jsonl" 1)
