@@ -19,6 +19,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "capsule/base/status.h"
@@ -140,6 +141,7 @@ class CapsuleFs {
   Result<size_t> do_write(Handle* h, const char* buf, size_t size, off_t off);
   Status do_flush(Handle* h);
   void do_release(Handle* h);
+  void do_releasedir(Handle* h);
   Status do_fsync(Handle* h);
   // fallocate(2) on the working copy, a real file: every mode the backing file system has
   // (0, KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE, ...), committed like any write.
@@ -216,6 +218,11 @@ class CapsuleFs {
   bool WritableRealPath(const std::string& rel) const;
   bool CreatableRealPath(const std::string& rel) const;
 
+  // Every handle given to the kernel, so that those it never released (the driver stopped
+  // while files were open) are freed with the mount.
+  Handle* Register(std::unique_ptr<Handle> h);
+  std::unique_ptr<Handle> Unregister(Handle* h);
+
   // ops_meta.cc helpers.
   Status Detach(Node* node);  // needs tree_mu_ (unique)
   // Removes the name `name` in `dir` of `node`, one of its names; the node goes when it has
@@ -234,6 +241,8 @@ class CapsuleFs {
   JournalSink journal_sink_;
   std::unique_ptr<ChangeLog> log_;
   std::atomic<uint64_t> work_counter_{0};
+  std::mutex handles_mu_;
+  std::unordered_set<Handle*> handles_;  // guarded by handles_mu_
 
   mutable std::shared_mutex tree_mu_;
   std::unordered_map<fuse_ino_t, std::shared_ptr<Node>> nodes_;  // guarded by tree_mu_

@@ -186,7 +186,7 @@ void Readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
 }
 
 void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete H(fi);
+  Fs(req)->do_releasedir(H(fi));
   fuse_reply_err(req, 0);
 }
 

@@ -114,6 +114,10 @@ int Run(const Args& args) {
     std::cerr << "capsulefs: " << mount_lock.status().message() << "\n";
     return 1;
   }
+  if (mount_lock->valid()) {
+    // Best effort: without it, commands tell a finishing driver by its control socket alone.
+    (void)capsule::RecordMountpoint(mount_lock->get(), args.mount.mountpoint);
+  }
   auto opened = capsule::fs::CapsuleFs::Open(args.mount);
   if (!opened.ok()) {
     std::cerr << "capsulefs: " << opened.status().message() << "\n";

@@ -48,7 +48,7 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags, const WriteTicket*
     case NodeKind::kRealDir:
     case NodeKind::kWsDir:
       if (writes) return FsError(EISDIR, rel);
-      return h.release();
+      return Register(std::move(h));
     case NodeKind::kWsLink:
       return FsError(ELOOP, rel);
     case NodeKind::kWsSpecial:  // the kernel opens FIFOs, sockets and devices itself
@@ -61,7 +61,7 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags, const WriteTicket*
       } else {
         CAPSULE_ASSIGN_OR_RETURN(h->data, Render(node->document));
       }
-      return h.release();
+      return Register(std::move(h));
     case NodeKind::kRealFile: {
       if (writes && rel == kJournalPath) {
         if (!journal_sink_ || (flags & O_TRUNC)) return FsError(EPERM, rel + ": append-only journal");
@@ -98,7 +98,7 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags, const WriteTicket*
     h->writer = true;
     h->append = (flags & O_APPEND) != 0;
   }
-  return h.release();
+  return Register(std::move(h));
 }
 
 Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent, const std::string& name,
@@ -317,8 +317,22 @@ Status CapsuleFs::do_fsync(Handle* h) {
   return Status::Ok();
 }
 
+Handle* CapsuleFs::Register(std::unique_ptr<Handle> h) {
+  std::lock_guard lock(handles_mu_);
+  handles_.insert(h.get());
+  return h.release();
+}
+
+std::unique_ptr<Handle> CapsuleFs::Unregister(Handle* raw) {
+  std::lock_guard lock(handles_mu_);
+  handles_.erase(raw);
+  return std::unique_ptr<Handle>(raw);
+}
+
+void CapsuleFs::do_releasedir(Handle* h) { Unregister(h); }
+
 void CapsuleFs::do_release(Handle* raw) {
-  std::unique_ptr<Handle> h(raw);
+  std::unique_ptr<Handle> h = Unregister(raw);
   if (!h->writer) return;
   Node* node = h->node.get();
   bool dirty = false;

@@ -471,7 +471,7 @@ Result<Handle*> CapsuleFs::do_opendir(fuse_ino_t ino) {
   handle->entries.push_back({"..", node->parent ? node->parent->ino : node->ino, S_IFDIR});
   if (node->kind != NodeKind::kRealDir) {
     for (const auto& [name, child] : node->children) handle->entries.push_back({name, child->ino, TypeOf(*child)});
-    return handle.release();
+    return Register(std::move(handle));
   }
   std::string rel = RelPath(node.get());
   DIR* dir = ::opendir(JoinPath(options_.dir, rel).c_str());
@@ -484,7 +484,7 @@ Result<Handle*> CapsuleFs::do_opendir(fuse_ino_t ino) {
     handle->entries.push_back({name, child_ino, static_cast<mode_t>(d->d_type == DT_DIR ? S_IFDIR : S_IFREG)});
   }
   ::closedir(dir);
-  return handle.release();
+  return Register(std::move(handle));
 }
 
 Result<struct statvfs> CapsuleFs::do_statfs() {

@@ -37,7 +37,9 @@ struct timespec Now() {
 CapsuleFs::CapsuleFs(MountOptions options, MountState state)
     : options_(std::move(options)), gate_(state) {}
 
-CapsuleFs::~CapsuleFs() = default;
+CapsuleFs::~CapsuleFs() {
+  for (Handle* h : handles_) delete h;  // opens the kernel never released: the mount is gone
+}
 
 std::shared_ptr<Node> CapsuleFs::NewNode(NodeKind kind, Node* parent, const std::string& name) {
   auto node = std::make_shared<Node>(next_ino_++, kind);

@@ -18,6 +18,8 @@
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
+#include "capsule/format/local_files.h"
+#include "capsule/format/mount_lock.h"
 #include "capsule/format/verify.h"
 #include "capsule/format/workspace.h"
 
@@ -236,6 +238,26 @@ TEST(SnapshotTest, LinkGroupsAndSpecialEntries) {
     ASSERT_FALSE(bad.ok()) << c.text;
     EXPECT_NE(bad.status().message().find(c.why), std::string::npos) << bad.status().ToString();
   }
+}
+
+// Right after `fusermount3 -u`, a daemon's control socket is still there while it writes its
+// last checkpoint: a command waits for it, because its recorded mountpoint is no longer
+// mounted; with no mountpoint recorded it trusts the socket, as before.
+TEST(MountLockTest, AWaitSeesADriverThatIsNoLongerMountedAsFinishing) {
+  std::string cap = NewCapsule();
+  Result<UniqueFd> lock = LockForMount(cap);
+  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  ASSERT_TRUE(lock->valid());
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(cap, local::kControlSocket), "").ok());  // stands in for the socket
+  EXPECT_TRUE(WaitForUnmountToFinish(cap, std::chrono::milliseconds(200)).ok()) << "nothing recorded: serving";
+  std::string plain = cap + "/not-a-mount";
+  ASSERT_TRUE(MakeDirectories(plain).ok());
+  ASSERT_TRUE(RecordMountpoint(lock->get(), plain).ok());
+  EXPECT_EQ(*ReadFile(JoinPath(cap, local::kMountLock)), RealPath(plain));
+  Status waited = WaitForUnmountToFinish(cap, std::chrono::milliseconds(200));
+  EXPECT_EQ(waited.code(), Code::kUnavailable) << waited.ToString();
+  lock->Reset();
+  EXPECT_TRUE(WaitForUnmountToFinish(cap, std::chrono::milliseconds(200)).ok()) << "the driver let go";
 }
 
 TEST(LayoutTest, PlainRelativePaths) {

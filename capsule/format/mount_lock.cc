@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <string_view>
 #include <functional>
 #include <thread>
 
@@ -14,8 +16,67 @@
 namespace capsule {
 namespace {
 
+// A path as /proc/self/mountinfo writes it: space, tab, newline and backslash in octal.
+std::string MountinfoEscaped(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\\') {
+      char octal[5];
+      std::snprintf(octal, sizeof octal, "\\%03o", static_cast<unsigned char>(c));
+      out += octal;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Whether `mountpoint` is a FUSE mount in this process's mount table (read from the kernel,
+// never through the mount itself, which may be the one going away).
+bool FuseMountedAt(const std::string& mountpoint) {
+  Result<std::string> table = ReadFile("/proc/self/mountinfo");
+  if (!table.ok()) return true;  // cannot tell: as before, trust the control socket
+  std::string wanted = MountinfoEscaped(mountpoint);
+  size_t start = 0;
+  while (start < table->size()) {
+    size_t end = table->find('\n', start);
+    if (end == std::string::npos) end = table->size();
+    std::string_view line(table->data() + start, end - start);
+    start = end + 1;
+    // id parent major:minor root MOUNTPOINT options ... - FSTYPE source superoptions
+    size_t field = 0, pos = 0;
+    std::string_view point;
+    while (field < 5 && pos <= line.size()) {
+      size_t space = line.find(' ', pos);
+      if (space == std::string_view::npos) space = line.size();
+      if (field == 4) point = line.substr(pos, space - pos);
+      pos = space + 1;
+      ++field;
+    }
+    if (point != wanted) continue;
+    size_t dash = line.find(" - ");
+    if (dash != std::string_view::npos && line.substr(dash + 3, 4) == "fuse") return true;
+  }
+  return false;
+}
+
+// The mountpoint the driver holding `dir` recorded; empty when it recorded none.
+std::string RecordedMountpoint(const std::string& dir) {
+  Result<std::string> text = ReadFile(JoinPath(dir, local::kMountLock));
+  return text.ok() ? *text : "";
+}
 
 }  // namespace
+
+Status RecordMountpoint(int lock, const std::string& mountpoint) {
+  std::string path = RealPath(mountpoint);
+  if (path.empty()) return Status::Ok();  // nothing to tell; the control socket still does
+  if (::ftruncate(lock, 0) != 0) return Status::IOError(local::kMountLock, errno);
+  if (::pwrite(lock, path.data(), path.size(), 0) != static_cast<ssize_t>(path.size())) {
+    return Status::IOError(local::kMountLock, errno);
+  }
+  return Status::Ok();
+}
 
 Result<UniqueFd> LockForMount(const std::string& dir) {
   // Not a capsule (a mistyped path): nothing is made there; opening it names the problem.
@@ -68,9 +129,15 @@ Status WaitForLock(const std::string& dir, std::chrono::milliseconds timeout, co
 }  // namespace
 
 Status WaitForUnmountToFinish(const std::string& dir, std::chrono::milliseconds timeout) {
-  // A driver whose control socket is there is mounted and serving, not finishing.
-  return WaitForLock(dir, timeout, [&] { return PathExists(JoinPath(dir, local::kControlSocket)); },
-                     "capsulefs is still finishing an unmount");
+  // A driver whose control socket is there and whose mountpoint is still mounted is serving,
+  // not finishing. (Right after `fusermount3 -u` the socket is still there for a moment.)
+  std::string mountpoint = RecordedMountpoint(dir);
+  return WaitForLock(
+      dir, timeout,
+      [&] {
+        return PathExists(JoinPath(dir, local::kControlSocket)) && (mountpoint.empty() || FuseMountedAt(mountpoint));
+      },
+      "capsulefs is still finishing an unmount");
 }
 
 Status WaitForDriverToExit(const std::string& dir, std::chrono::milliseconds timeout) {

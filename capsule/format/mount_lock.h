@@ -16,9 +16,14 @@ namespace capsule {
 // unwritable .capsule/ (a read-only copy) gives an empty handle: nothing to protect there.
 Result<UniqueFd> LockForMount(const std::string& dir);
 
-// When a capsulefs still holds the lock but has closed its control channel (it is writing
-// its last checkpoint after an unmount), waits for it to let go, up to `timeout`; then
-// Unavailable. Returns at once when no driver holds the folder or one is serving it.
+// Writes the driver's mountpoint into the lock file it holds (`lock`, from LockForMount), so
+// that a command can tell a driver still mounted from one finishing an unmount.
+Status RecordMountpoint(int lock, const std::string& mountpoint);
+
+// When a capsulefs still holds the lock but is no longer mounted (it is writing its last
+// checkpoint after an unmount; its mountpoint has left /proc/self/mountinfo, or it has closed
+// its control channel), waits for it to let go, up to `timeout`; then Unavailable. Returns at
+// once when no driver holds the folder or one is mounted and serving it.
 Status WaitForUnmountToFinish(const std::string& dir,
                               std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
