@@ -119,7 +119,7 @@ journal_lines=${JOURNAL_LINES:-300}
 # A real program's workload: git add + commit of $git_files files (headers from /usr/include),
 # the same tree on each contender; seconds, so the ratios read the other way (lower is better).
 git_files=${GIT_FILES:-3000}
-find /usr/include -type f -name '*.h' | sort | head -n "$git_files" > "$work/git-files.txt"
+find /usr/include -type f -name '*.h' | sort | awk -v n="$git_files" 'NR <= n' > "$work/git-files.txt"
 git_commit() {  # $1 = folder to work in; prints seconds for copy + git init/add/commit
   local dir=$1/gitbench start end
   rm -rf "$dir"
