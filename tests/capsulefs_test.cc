@@ -441,11 +441,16 @@ TEST_F(CapsulefsTest, HardLinksShareContentAndSurviveRemount) {
 // FIFOs, sockets and device nodes: metadata-only entries the kernel serves; a FIFO carries
 // bytes between two processes, a socket can be bound, and all of them survive a remount.
 TEST_F(CapsulefsTest, FifosSocketsAndDevicesAreKept) {
+  const bool can_make_devices = ::mknod((root_ + "/probe").c_str(), S_IFCHR | 0600, makedev(1, 3)) == 0;
+  if (!can_make_devices) std::cerr << "no CAP_MKNOD here: device nodes are not tried\n";
   {
     Mount mount(dir_, mnt_);
     ASSERT_TRUE(mount.up());
     ASSERT_EQ(::mkfifo(F("pipe").c_str(), 0640), 0) << std::strerror(errno);
-    ASSERT_EQ(::mknod(F("null").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0) << std::strerror(errno);
+    // Only where this process may make devices at all (not in a user namespace's sandbox).
+    if (can_make_devices) {
+      ASSERT_EQ(::mknod(F("null").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0) << std::strerror(errno);
+    }
     // Bound by a child from inside files/: a test folder's path may be longer than sun_path.
     pid_t binder = ::fork();
     ASSERT_GE(binder, 0);
@@ -482,9 +487,11 @@ TEST_F(CapsulefsTest, FifosSocketsAndDevicesAreKept) {
   ASSERT_EQ(::lstat(F("pipe").c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0640u);
-  ASSERT_EQ(::lstat(F("null").c_str(), &st), 0);
-  EXPECT_TRUE(S_ISCHR(st.st_mode));
-  EXPECT_EQ(st.st_rdev, makedev(1, 3));
+  if (can_make_devices) {
+    ASSERT_EQ(::lstat(F("null").c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode));
+    EXPECT_EQ(st.st_rdev, makedev(1, 3));
+  }
   ASSERT_EQ(::lstat(F("sock").c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   ASSERT_EQ(::unlink(F("pipe").c_str()), 0);
