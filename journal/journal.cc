@@ -61,7 +61,10 @@ Result<std::vector<Event>> Journal::Read(const std::string& capsule_dir) {
   return ReadJournalText(text);
 }
 
-Status Journal::Verify(const std::string& capsule_dir) { return Read(capsule_dir).status(); }
+Status Journal::Verify(const std::string& capsule_dir) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JournalFile(capsule_dir)));
+  return VerifyJournalText(text);
+}
 
 Result<Event> Journal::Append(const std::string& type, const Json& data) {
   CAPSULE_ASSIGN_OR_RETURN(std::vector<Event> appended, AppendAll({NewEvent{type, data}}));
