@@ -43,20 +43,6 @@ Result<std::vector<Event>> BuildEvents(const ScannedLines& lines, uint64_t first
   return events;
 }
 
-// Checks the chains of `lines` as continuing `tail` after `last`.
-Status CheckChains(const ScannedLines& lines, JournalTail* tail, std::optional<EventLine> last) {
-  ChainCheck chain(tail, last);
-  size_t index = 0;
-  Status status;
-  for (const ScannedPart& part : lines.parts) {
-    for (const EventLine& line : part.lines) {
-      status = chain.Next(line, lines, index++);
-      if (!status.ok()) return status;
-    }
-  }
-  return status;
-}
-
 // Checks the complete lines of `text` after `from.size` bytes as continuing `from`.
 Result<CheckedJournal> CheckFrom(CheckedJournal from, std::string_view text, std::vector<Event>* added) {
   size_t complete = CompleteLength(text);

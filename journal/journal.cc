@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <unordered_map>
 
 #include "capsule/base/sha256.h"
@@ -13,6 +14,7 @@
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
 #include "journal/journal_file.h"
+#include "journal/merge_stream.h"
 #include "journal/merge_text.h"
 
 namespace capsule::journal {
@@ -36,6 +38,24 @@ std::vector<std::string_view> SplitLines(std::string_view text) {
     start = end + 1;
   }
   return lines;
+}
+
+// After a merge that added nothing the journal is left as it is. But a crash of an earlier
+// merge between its rename and its manifest update leaves a manifest entry that no longer
+// describes the journal's first bytes: that is repaired here, so running the merge again
+// finishes it.
+Status RepairManifestEntry(const std::string& dir, const std::string& path) {
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir));
+  auto entry = manifest.files.find(kJournalPath);
+  if (entry == manifest.files.end()) return Status::Ok();
+  std::string prefix;
+  uint64_t file_size = 0;
+  CAPSULE_ASSIGN_OR_RETURN(std::string whole, Sha256FileWithPrefix(path, entry->second.size, &prefix, &file_size));
+  if ((entry->second.size == file_size ? whole : prefix) != entry->second.sha256) {
+    CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(dir, {kJournalPath}, &manifest));
+    CAPSULE_RETURN_IF_ERROR(manifest.Save(dir));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -125,6 +145,77 @@ Result<std::vector<Event>> Journal::AppendAll(const std::vector<NewEvent>& event
   return appended;
 }
 
+struct OtherJournalText {
+  std::string text;
+  MergeSide side;  // views into text
+};
+
+Result<OtherJournal> OtherJournal::Load(const std::string& capsule_dir) {
+  auto loaded = std::make_shared<OtherJournalText>();
+  CAPSULE_ASSIGN_OR_RETURN(loaded->text, ReadFile(JournalFile(capsule_dir)));
+  CAPSULE_ASSIGN_OR_RETURN(loaded->side, CheckMergeSide(loaded->text));
+  return OtherJournal(std::move(loaded));
+}
+
+size_t OtherJournal::events() const { return text_->side.lines.size(); }
+
+Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
+  CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd held, HoldForWrite(dir_));
+  std::string path = JournalFile(dir_);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
+  std::string text(size, '\0');
+  CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd.get(), text.data(), size, 0, path));
+  text.resize(got);
+  Result<MergeSide> ours = CheckMergeSide(text);
+  if (!ours.ok()) return ours.status().WithContext("merge: this journal");
+
+  // The merged journal goes through the durable-write path in large writes, hashed on the way
+  // for its manifest entry.
+  std::optional<AtomicFile> out;
+  std::string buffer;
+  Sha256 digest;
+  uint64_t written = 0;
+  auto flush = [&]() -> Status {
+    digest.Update(buffer);
+    written += buffer.size();
+    Status status = out->Append(buffer);
+    buffer.clear();
+    return status;
+  };
+  auto write = [&](std::string_view piece) -> Status {
+    if (!out) {
+      CAPSULE_ASSIGN_OR_RETURN(AtomicFile created, AtomicFile::Create(path, 0644));
+      out.emplace(std::move(created));
+      buffer.reserve(4 << 20);
+    }
+    if (buffer.size() + piece.size() > (4 << 20)) CAPSULE_RETURN_IF_ERROR(flush());
+    if (piece.size() >= (4 << 20)) {  // a long run of one side's lines goes as it is
+      digest.Update(piece);
+      written += piece.size();
+      return out->Append(piece);
+    }
+    buffer.append(piece);
+    return Status::Ok();
+  };
+  CAPSULE_ASSIGN_OR_RETURN(MergeCounts counts, MergeSides(*ours, other.text_->side, write));
+  MergeResult result{counts.added, counts.total};
+  if (counts.added == 0) {
+    CAPSULE_RETURN_IF_ERROR(RepairManifestEntry(dir_, path));
+    return result;
+  }
+  CAPSULE_RETURN_IF_ERROR(flush());
+  CAPSULE_RETURN_IF_ERROR(out->Commit());
+  // The journal was rewritten, not appended to: its manifest entry covers the new bytes.
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
+  manifest.files[kJournalPath] = FileDigest{digest.FinishHex(), written};
+  CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(dir_));
+  (void)SaveJournalTail(dir_, merged.get(), std::string(counts.last_line) + "\n", counts.tail);
+  return result;
+}
+
 Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
   // The other side, checked on its own first.
   std::vector<Event> theirs = std::move(events);
@@ -152,21 +243,7 @@ Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
   CAPSULE_ASSIGN_OR_RETURN(std::vector<const Event*> added, EventsToAdd(ours, theirs));
   MergeResult result{added.size(), ours.size() + added.size()};
   if (added.empty()) {
-    // Nothing new: the journal is left as it is. But a crash of an earlier merge between its
-    // rename and its manifest update leaves a manifest entry that no longer describes the
-    // journal's first bytes: that is repaired here, so running the merge again finishes it.
-    CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
-    auto entry = manifest.files.find(kJournalPath);
-    if (entry != manifest.files.end()) {
-      std::string prefix;
-      uint64_t file_size = 0;
-      CAPSULE_ASSIGN_OR_RETURN(std::string whole,
-                               Sha256FileWithPrefix(path, entry->second.size, &prefix, &file_size));
-      if ((entry->second.size == file_size ? whole : prefix) != entry->second.sha256) {
-        CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(dir_, {kJournalPath}, &manifest));
-        CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
-      }
-    }
+    CAPSULE_RETURN_IF_ERROR(RepairManifestEntry(dir_, path));
     return result;
   }
 

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,20 @@ struct JournalOptions {
   bool sync = true;
   // The time written into `ts` (UTC RFC 3339); injectable for tests.
   std::function<std::string()> now = UtcNowRfc3339;
+};
+
+// Another copy's journal, read and checked whole (Journal::Read's checks, the same faults),
+// ready to be merged in by Journal::MergeFrom. Holds the text, not its events.
+struct OtherJournalText;
+class OtherJournal {
+ public:
+  static Result<OtherJournal> Load(const std::string& capsule_dir);
+  size_t events() const;
+
+ private:
+  friend class Journal;
+  explicit OtherJournal(std::shared_ptr<const OtherJournalText> text) : text_(std::move(text)) {}
+  std::shared_ptr<const OtherJournalText> text_;
 };
 
 struct MergeResult {
@@ -78,6 +93,10 @@ class Journal {
   // refreshed. A conflicting event (same machine and seq, different id) refuses the merge
   // (Corruption naming both ids). Idempotent, commutative and associative.
   Result<MergeResult> MergeFrom(std::vector<Event> events);
+  // The same for another copy's journal file, in one pass over each journal (like sort -m):
+  // this journal is read and checked once, lines are copied byte for byte, and the merged
+  // journal's digest for the manifest is taken as it is written.
+  Result<MergeResult> MergeFrom(const OtherJournal& other);
 
   const std::string& machine() const { return machine_; }
   const std::string& capsule_dir() const { return dir_; }

@@ -84,11 +84,11 @@ int Main(int argc, char** argv) {
   }
   if (args.size() == 3 && args[0] == "merge") {
     auto start = Clock::now();
-    Result<std::vector<Event>> theirs = Journal::Read(args[2]);
+    Result<OtherJournal> theirs = OtherJournal::Load(args[2]);
     Check(theirs.status(), "read the other journal");
     Result<Journal> journal = Journal::OpenForWrite(args[1]);
     Check(journal.status(), "open");
-    Result<MergeResult> merged = journal->MergeFrom(std::move(*theirs));
+    Result<MergeResult> merged = journal->MergeFrom(*theirs);
     Check(merged.status(), "merge");
     std::printf("merge %.3f %zu %zu\n", Seconds(start), merged->added, merged->total);
     return 0;

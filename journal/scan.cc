@@ -87,6 +87,20 @@ Result<ScannedLines> ScanLines(std::string_view text, uint64_t first_line, unsig
   return scanned;
 }
 
+// Checks the chains of `lines` as continuing `tail` after `last`.
+Status CheckChains(const ScannedLines& lines, JournalTail* tail, std::optional<EventLine> last) {
+  ChainCheck chain(tail, last);
+  size_t index = 0;
+  Status status;
+  for (const ScannedPart& part : lines.parts) {
+    for (const EventLine& line : part.lines) {
+      status = chain.Next(line, lines, index++);
+      if (!status.ok()) return status;
+    }
+  }
+  return status;
+}
+
 Status ChainCheck::Next(const EventLine& event, const ScannedLines& lines, size_t index) {
   Status status = Next(event);
   if (status.ok()) return status;

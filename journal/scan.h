@@ -66,4 +66,8 @@ class ChainCheck {
   std::optional<EventLine> previous_;
 };
 
+// Checks every line of `lines` in order as continuing a journal whose machines end as `tail`
+// says, after `last`: the first fault as CheckEvents names it.
+Status CheckChains(const ScannedLines& lines, JournalTail* tail, std::optional<EventLine> last);
+
 }  // namespace capsule::journal
