@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "capsule/base/sha256.h"
+#include "journal/scan.h"
 
 namespace capsule::journal {
 
@@ -16,101 +17,61 @@ size_t CompleteLength(std::string_view text) {
 
 namespace {
 
-// Parses the complete lines of `text`, the first being line `first_line` of the journal.
-Result<std::vector<Event>> ParseLines(std::string_view text, uint64_t first_line) {
-  text = text.substr(0, CompleteLength(text));
-  std::vector<std::string_view> lines;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find('\n', start);
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  // Lines parse independently: large journals are split between a few threads.
-  constexpr size_t kLinesPerThread = 20000;
-  size_t threads = std::clamp<size_t>(lines.size() / kLinesPerThread, 1,
-                                      std::max(1u, std::min(4u, std::thread::hardware_concurrency())));
+// The whole events of `lines` (data parsed), on a few threads.
+Result<std::vector<Event>> BuildEvents(const ScannedLines& lines, uint64_t first_line) {
   std::vector<Event> events(lines.size());
-  std::vector<Status> failures(threads);
-  auto parse = [&](size_t part) {
-    size_t begin = lines.size() * part / threads, end = lines.size() * (part + 1) / threads;
-    for (size_t i = begin; i < end; ++i) {
-      Result<Event> event = ParseEventLine(lines[i], "journal: line " + std::to_string(first_line + i));
+  std::vector<Status> failures(lines.parts.size());
+  auto build = [&](size_t part) {
+    size_t index = 0;
+    for (size_t p = 0; p < part; ++p) index += lines.parts[p].lines.size();
+    for (const EventLine& line : lines.parts[part].lines) {
+      Result<Event> event = ToEvent(line, "journal: line " + std::to_string(first_line + index));
       if (!event.ok()) {
         failures[part] = event.status();
         return;
       }
-      events[i] = std::move(event).value();
+      events[index++] = std::move(event).value();
     }
   };
   std::vector<std::thread> workers;
-  for (size_t part = 1; part < threads; ++part) workers.emplace_back(parse, part);
-  parse(0);
+  for (size_t part = 1; part < lines.parts.size(); ++part) workers.emplace_back(build, part);
+  if (!lines.parts.empty()) build(0);
   for (std::thread& worker : workers) worker.join();
   for (const Status& failure : failures) {
-    if (!failure.ok()) return failure;  // the first bad line: parts are in line order
+    if (!failure.ok()) return failure;
   }
   return events;
-}
-
-// Checks that `event` may follow `previous` (the line before it, if any) in a journal whose
-// machines end as `tail` says, and adds it to `tail`. Two lines with the same id would be
-// the same machine and seq (the id digests both), which the seq rule refuses.
-Status CheckNextEvent(const Event* previous, const Event& event, JournalTail* tail) {
-  auto fail = [&](const std::string& why) { return Status::Corruption("journal: " + DescribeEvent(event), why); };
-  if (previous != nullptr && previous->id == event.id) return fail("duplicate: the same event appears twice");
-  if (previous != nullptr && !EventOrderLess(*previous, event)) {
-    return fail("out of order: not after " + DescribeEvent(*previous) + " in (clock, machine, seq) order");
-  }
-  auto known = tail->machines.find(event.machine);
-  uint64_t last_seq = known == tail->machines.end() ? 0 : known->second.seq;
-  if (event.seq != last_seq + 1) {
-    return fail(last_seq == 0 ? "the machine's first event has seq " + std::to_string(event.seq) + ", not 1"
-                              : "seq " + std::to_string(event.seq) + " follows seq " + std::to_string(last_seq) +
-                                    " (an event is missing or out of place)");
-  }
-  if (last_seq > 0) {
-    if (event.prev != known->second.id) {
-      return fail("prev does not link to seq " + std::to_string(last_seq) + " (" + known->second.id + ")");
-    }
-    if (event.clock <= known->second.clock) {
-      return fail("clock " + std::to_string(event.clock) + " is not after clock " +
-                  std::to_string(known->second.clock) + " of seq " + std::to_string(last_seq));
-    }
-  } else if (event.prev.has_value()) {
-    return fail("seq 1 must have prev null");
-  }
-  tail->Add(event);
-  return Status::Ok();
 }
 
 // Checks the complete lines of `text` after `from.size` bytes as continuing `from`.
 Result<CheckedJournal> CheckFrom(CheckedJournal from, std::string_view text, std::vector<Event>* added) {
   size_t complete = CompleteLength(text);
   std::string_view grown = text.substr(from.size, complete - from.size);
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<Event> events, ParseLines(grown, from.lines + 1));
-  std::unordered_set<std::string> ids;
-  ids.reserve(events.size());
-  const Event* previous = from.last ? &*from.last : nullptr;
-  for (const Event& event : events) {
-    if (!ids.insert(event.id).second) {
-      return Status::Corruption("journal: " + DescribeEvent(event), "duplicate: the same event appears twice");
-    }
-    CAPSULE_RETURN_IF_ERROR(CheckNextEvent(previous, event, &from.tail));
-    previous = &event;
+  CAPSULE_ASSIGN_OR_RETURN(ScannedLines lines, ScanLines(grown, from.lines + 1, ScanThreads(grown.size())));
+  std::optional<EventLine> last;
+  if (from.last) last = FieldsOf(*from.last, "");
+  CAPSULE_RETURN_IF_ERROR(CheckChains(lines, &from.tail, last));
+  size_t count = lines.size();
+  if (count > 0) {
+    CAPSULE_ASSIGN_OR_RETURN(Event event, ToEvent(lines.parts.back().lines.back(), "journal"));
+    from.last = std::move(event);
   }
-  if (!events.empty()) from.last = events.back();
-  from.lines += events.size();
-  from.size = complete;
-  from.sha256 = Sha256Hex(text.substr(0, complete));
   if (added != nullptr) {
+    CAPSULE_ASSIGN_OR_RETURN(std::vector<Event> events, BuildEvents(lines, from.lines + 1));
     added->insert(added->end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
   }
+  from.lines += count;
+  from.size = complete;
+  from.sha256 = Sha256Hex(text.substr(0, complete));
   return from;
 }
 
 }  // namespace
 
-Result<std::vector<Event>> ParseJournalText(std::string_view text) { return ParseLines(text, 1); }
+Result<std::vector<Event>> ParseJournalText(std::string_view text) {
+  CAPSULE_ASSIGN_OR_RETURN(ScannedLines lines, ScanLines(text, 1, ScanThreads(text.size())));
+  return BuildEvents(lines, 1);
+}
 
 void JournalTail::Add(const Event& event) {
   if (event.clock > max_clock) max_clock = event.clock;
@@ -118,15 +79,28 @@ void JournalTail::Add(const Event& event) {
   if (event.seq > tail.seq) tail = MachineTail{event.seq, event.id, event.clock};
 }
 
+void JournalTail::Add(const EventLine& event) {
+  if (event.clock > max_clock) max_clock = event.clock;
+  auto it = machines.find(event.machine);
+  if (it == machines.end()) it = machines.emplace(std::string(event.machine), MachineTail{}).first;
+  MachineTail& tail = it->second;
+  if (event.seq > tail.seq) {
+    tail.seq = event.seq;
+    tail.id.assign(event.id);  // in place: no allocation once the machine is known
+    tail.clock = event.clock;
+  }
+}
+
 Status CheckEvents(const std::vector<Event>& events) {
-  std::unordered_set<std::string> ids;
+  std::unordered_set<std::string_view> ids;
   ids.reserve(events.size());
   JournalTail tail;
-  for (size_t i = 0; i < events.size(); ++i) {
-    if (!ids.insert(events[i].id).second) {
-      return Status::Corruption("journal: " + DescribeEvent(events[i]), "duplicate: the same event appears twice");
+  ChainCheck chain(&tail, std::nullopt);
+  for (const Event& event : events) {
+    if (!ids.insert(event.id).second) {
+      return Status::Corruption("journal: " + DescribeEvent(event), "duplicate: the same event appears twice");
     }
-    CAPSULE_RETURN_IF_ERROR(CheckNextEvent(i > 0 ? &events[i - 1] : nullptr, events[i], &tail));
+    CAPSULE_RETURN_IF_ERROR(chain.Next(FieldsOf(event, "")));
   }
   return Status::Ok();
 }
@@ -143,15 +117,22 @@ Result<CheckedJournal> CheckJournalGrowth(const CheckedJournal& from, std::strin
 }
 
 Result<std::vector<Event>> ReadJournalText(std::string_view text) {
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<Event> events, ParseJournalText(text));
-  CAPSULE_RETURN_IF_ERROR(CheckEvents(events));
-  return events;
+  CAPSULE_ASSIGN_OR_RETURN(ScannedLines lines, ScanLines(text, 1, ScanThreads(text.size())));
+  JournalTail tail;
+  CAPSULE_RETURN_IF_ERROR(CheckChains(lines, &tail, std::nullopt));
+  return BuildEvents(lines, 1);
+}
+
+Status VerifyJournalText(std::string_view text) {
+  CAPSULE_ASSIGN_OR_RETURN(ScannedLines lines, ScanLines(text, 1, ScanThreads(text.size())));
+  JournalTail tail;
+  return CheckChains(lines, &tail, std::nullopt);
 }
 
 std::vector<std::string> CheckJournalText(const std::string& text) {
-  Result<std::vector<Event>> events = ReadJournalText(text);
-  if (events.ok()) return {};
-  return {events.status().message()};
+  Status status = VerifyJournalText(text);
+  if (status.ok()) return {};
+  return {status.message()};
 }
 
 }  // namespace capsule::journal

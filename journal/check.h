@@ -40,6 +40,9 @@ Status CheckEvents(const std::vector<Event>& events);
 // ParseJournalText then CheckEvents.
 Result<std::vector<Event>> ReadJournalText(std::string_view text);
 
+// ReadJournalText without building the events: ok, or the first fault, the same.
+Status VerifyJournalText(std::string_view text);
+
 // The hook for `capsule verify` (VerifyOptions::check_journal): one line per problem,
 // empty when the journal is sound. Reports the first fault only.
 std::vector<std::string> CheckJournalText(const std::string& text);
@@ -51,10 +54,12 @@ struct MachineTail {
   std::string id;
   uint64_t clock = 0;
 };
+struct EventLine;
 struct JournalTail {
   uint64_t max_clock = 0;
-  std::map<std::string, MachineTail> machines;
+  std::map<std::string, MachineTail, std::less<>> machines;
   void Add(const Event& event);
+  void Add(const EventLine& event);
 };
 
 // What a check of a journal's complete lines established, so that the same journal grown by

@@ -6,13 +6,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <unordered_map>
 
 #include "capsule/base/sha256.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
+#include "capsule/format/local_files.h"
 #include "capsule/format/manifest.h"
 #include "journal/journal_file.h"
+#include "journal/merge_stream.h"
+#include "journal/scan.h"
 #include "journal/merge_text.h"
 
 namespace capsule::journal {
@@ -38,6 +42,61 @@ std::vector<std::string_view> SplitLines(std::string_view text) {
   return lines;
 }
 
+// Appends the canonical line of `event` with its newline to `lines` and sets its id: the same
+// bytes as Event::CanonicalLine, and the text without the id member that ComputeId digests,
+// written directly from data's canonical text.
+Status AppendLine(Event* event, std::string* lines) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string data, CanonicalJson(event->data, "event"));
+  CAPSULE_ASSIGN_OR_RETURN(std::string machine, CanonicalJson(Json(event->machine), "event"));
+  CAPSULE_ASSIGN_OR_RETURN(std::string ts, CanonicalJson(Json(event->ts), "event"));
+  CAPSULE_ASSIGN_OR_RETURN(std::string type, CanonicalJson(Json(event->type), "event"));
+  std::string head = "{\"clock\":" + std::to_string(event->clock) + ",\"data\":" + data;
+  std::string rest = ",\"machine\":" + machine + ",\"prev\":" + (event->prev ? "\"" + *event->prev + "\"" : "null") +
+                     ",\"seq\":" + std::to_string(event->seq) + ",\"ts\":" + ts + ",\"type\":" + type + "}";
+  Sha256 hasher;
+  hasher.Update(head);
+  hasher.Update(rest);
+  event->id = hasher.FinishHex();
+  lines->append(head).append(",\"id\":\"").append(event->id).append("\"").append(rest).push_back('\n');
+  return Status::Ok();
+}
+
+// The last line of the journal open at `fd` (`size` bytes, ending with a newline), without
+// its newline; empty for an empty journal.
+Result<std::string> ReadLastLine(int fd, uint64_t size, const std::string& path) {
+  std::string line;
+  uint64_t end = size == 0 ? 0 : size - 1;  // before the final newline
+  while (end > 0) {
+    uint64_t begin = end > 4096 ? end - 4096 : 0;
+    std::string chunk(end - begin, '\0');
+    CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd, chunk.data(), chunk.size(), static_cast<off_t>(begin), path));
+    chunk.resize(got);
+    size_t newline = chunk.rfind('\n');
+    if (newline != std::string::npos) return chunk.substr(newline + 1) + line;
+    line = chunk + line;
+    end = begin;
+  }
+  return line;
+}
+
+// After a merge that added nothing the journal is left as it is. But a crash of an earlier
+// merge between its rename and its manifest update leaves a manifest entry that no longer
+// describes the journal's first bytes: that is repaired here, so running the merge again
+// finishes it.
+Status RepairManifestEntry(const std::string& dir, const std::string& path) {
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir));
+  auto entry = manifest.files.find(kJournalPath);
+  if (entry == manifest.files.end()) return Status::Ok();
+  std::string prefix;
+  uint64_t file_size = 0;
+  CAPSULE_ASSIGN_OR_RETURN(std::string whole, Sha256FileWithPrefix(path, entry->second.size, &prefix, &file_size));
+  if ((entry->second.size == file_size ? whole : prefix) != entry->second.sha256) {
+    CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(dir, {kJournalPath}, &manifest));
+    CAPSULE_RETURN_IF_ERROR(manifest.Save(dir));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Journal> Journal::OpenForWrite(const std::string& capsule_dir, JournalOptions options) {
@@ -61,7 +120,10 @@ Result<std::vector<Event>> Journal::Read(const std::string& capsule_dir) {
   return ReadJournalText(text);
 }
 
-Status Journal::Verify(const std::string& capsule_dir) { return Read(capsule_dir).status(); }
+Status Journal::Verify(const std::string& capsule_dir) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JournalFile(capsule_dir)));
+  return VerifyJournalText(text);
+}
 
 Result<Event> Journal::Append(const std::string& type, const Json& data) {
   CAPSULE_ASSIGN_OR_RETURN(std::vector<Event> appended, AppendAll({NewEvent{type, data}}));
@@ -80,14 +142,14 @@ Result<std::vector<Event>> Journal::AppendAll(const std::vector<NewEvent>& event
   CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
   // Checked under the lock each time: a move may have frozen or retired the capsule since.
   // The holder record stays as checked until the lines are written and synced.
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd held, HoldForWrite(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(HolderGate::Hold held, gate_.HoldForWrite());
+  CAPSULE_RETURN_IF_ERROR(CatchUp());
   std::string path = JournalFile(dir_);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
-  CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
-  CAPSULE_ASSIGN_OR_RETURN(JournalTail tail, LoadJournalTail(dir_, fd.get(), size));
 
   std::vector<Event> appended;
-  std::string lines, line;
+  std::string lines;
+  JournalTail tail = tail_;
+  size_t last_start = 0;
   for (const NewEvent& next : events) {
     Event event;
     const MachineTail* mine = nullptr;
@@ -99,27 +161,173 @@ Result<std::vector<Event>> Journal::AppendAll(const std::vector<NewEvent>& event
     if (mine) event.prev = mine->id;
     event.ts = options_.now();
     event.type = next.type;
-    CAPSULE_ASSIGN_OR_RETURN(event.id, event.ComputeId());
-    CAPSULE_ASSIGN_OR_RETURN(line, event.CanonicalLine());
-    line += '\n';
-    lines += line;
+    last_start = lines.size();
+    CAPSULE_RETURN_IF_ERROR(AppendLine(&event, &lines));
     tail.Add(event);  // the next event chains to this one
     appended.push_back(std::move(event));
   }
 
   // One write(2) of every line on the O_APPEND descriptor; a short write is undone.
-  ssize_t wrote = ::write(fd.get(), lines.data(), lines.size());
+  int fd = journal_fd_.get();
+  ssize_t wrote = ::write(fd, lines.data(), lines.size());
   if (wrote != static_cast<ssize_t>(lines.size())) {
     int err = wrote < 0 ? errno : ENOSPC;
-    if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
-      return Status::IOError(path + ": undoing a short append (the next writer cuts it off)", errno);
-    }
+    bool undone = ::ftruncate(fd, static_cast<off_t>(size_)) == 0;
+    int undo_err = errno;
+    journal_fd_.Reset();  // the next append looks at the file afresh
+    if (!undone) return Status::IOError(path + ": undoing a short append (the next writer cuts it off)", undo_err);
     return Status::IOError(path + ": appending an event", err);
   }
-  if (options_.sync && ::fdatasync(fd.get()) != 0) return Status::IOError(path + ": fdatasync", errno);
-  // The cache is an optimisation: failing to write it costs the next append a full read.
-  (void)SaveJournalTail(dir_, fd.get(), line, tail);
+  if (options_.sync && ::fdatasync(fd) != 0) {
+    journal_fd_.Reset();
+    return Status::IOError(path + ": fdatasync", errno);
+  }
+  size_ += lines.size();
+  tail_ = std::move(tail);
+  last_line_.assign(lines, last_start, lines.size() - last_start - 1);
+  // The cache is for other writers and later opens: failing to write it costs them a read.
+  if (tail_fd_.valid()) {
+    TailCache cache{inode_, size_, last_line_.size() + 1, "", tail_};
+    Sha256 hasher;
+    hasher.Update(std::string_view(lines).substr(last_start));
+    cache.last_line_sha256 = hasher.FinishHex();
+    (void)WriteTailCache(tail_fd_.get(), cache);
+  }
   return appended;
+}
+
+Status Journal::CatchUp() {
+  std::string path = JournalFile(dir_);
+  struct stat st;
+  if (!journal_fd_.valid() || ::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_ino) != inode_ ||
+      static_cast<uint64_t>(st.st_dev) != device_ || static_cast<uint64_t>(st.st_size) < size_) {
+    return Reopen();  // first use, replaced (a merge), or cut short
+  }
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size == size_) return Status::Ok();  // as this Journal left it
+  // Another writer appended: only the new lines are read and checked (a torn one is cut).
+  std::string grown(size - size_, '\0');
+  CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(journal_fd_.get(), grown.data(), grown.size(), static_cast<off_t>(size_), path));
+  grown.resize(got);
+  if (grown.empty() || grown.back() != '\n') {
+    CAPSULE_ASSIGN_OR_RETURN(size, CutTornTail(journal_fd_.get(), path));
+    grown.resize(size - size_);
+  }
+  Result<ScannedLines> lines = ScanLines(grown, 1, 1);
+  if (!lines.ok()) return Reopen();  // named with its line number by a whole read
+  std::optional<Event> slow;
+  std::optional<EventLine> last;
+  if (!last_line_.empty()) {
+    EventLine fields;
+    if (ReadEventLine(last_line_, &fields)) {
+      last = fields;
+    } else {
+      CAPSULE_ASSIGN_OR_RETURN(slow, ParseEventLine(last_line_, "journal"));
+      last = FieldsOf(*slow, last_line_);
+    }
+  }
+  JournalTail tail = tail_;
+  if (!CheckChains(*lines, &tail, last).ok()) return Reopen();
+  if (lines->size() > 0) last_line_.assign(lines->parts.back().lines.back().line);
+  tail_ = std::move(tail);
+  size_ = size;
+  return Status::Ok();
+}
+
+Status Journal::Reopen() {
+  std::string path = JournalFile(dir_);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
+  CAPSULE_ASSIGN_OR_RETURN(JournalTail tail, LoadJournalTail(dir_, fd.get(), size));
+  CAPSULE_ASSIGN_OR_RETURN(last_line_, ReadLastLine(fd.get(), size, path));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
+  if (!tail_fd_.valid()) {
+    Result<UniqueFd> cache = OpenFile(JoinPath(dir_, local::kJournalTail), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (cache.ok()) tail_fd_ = std::move(cache).value();
+  }
+  journal_fd_ = std::move(fd);
+  inode_ = static_cast<uint64_t>(st.st_ino);
+  device_ = static_cast<uint64_t>(st.st_dev);
+  size_ = size;
+  tail_ = std::move(tail);
+  return Status::Ok();
+}
+
+struct OtherJournalText {
+  std::string text;
+  MergeSide side;  // views into text
+};
+
+Result<OtherJournal> OtherJournal::Load(const std::string& capsule_dir) {
+  auto loaded = std::make_shared<OtherJournalText>();
+  CAPSULE_ASSIGN_OR_RETURN(loaded->text, ReadFile(JournalFile(capsule_dir)));
+  CAPSULE_ASSIGN_OR_RETURN(loaded->side, CheckMergeSide(loaded->text));
+  return OtherJournal(std::move(loaded));
+}
+
+size_t OtherJournal::events() const { return text_->side.lines.size(); }
+
+Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
+  CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd held, HoldForWrite(dir_));
+  std::string path = JournalFile(dir_);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
+  std::string text(size, '\0');
+  CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd.get(), text.data(), size, 0, path));
+  text.resize(got);
+  Result<MergeSide> ours = CheckMergeSide(text);
+  if (!ours.ok()) return ours.status().WithContext("merge: this journal");
+
+  // The merged journal goes through the durable-write path in large writes, hashed on the way
+  // for its manifest entry.
+  std::optional<AtomicFile> out;
+  std::string buffer;
+  Sha256 digest;
+  uint64_t written = 0;
+  // Each piece written is handed to the disk at once (sync_file_range starts its writeback
+  // without waiting), so the fsync of the commit finds little left to do.
+  auto put = [&](std::string_view piece) -> Status {
+    digest.Update(piece);
+    CAPSULE_RETURN_IF_ERROR(out->Append(piece));
+    (void)::sync_file_range(out->fd(), static_cast<off_t>(written), static_cast<off_t>(piece.size()),
+                            SYNC_FILE_RANGE_WRITE);
+    written += piece.size();
+    return Status::Ok();
+  };
+  auto flush = [&]() -> Status {
+    Status status = put(buffer);
+    buffer.clear();
+    return status;
+  };
+  auto write = [&](std::string_view piece) -> Status {
+    if (!out) {
+      CAPSULE_ASSIGN_OR_RETURN(AtomicFile created, AtomicFile::Create(path, 0644));
+      out.emplace(std::move(created));
+      buffer.reserve(4 << 20);
+    }
+    if (buffer.size() + piece.size() > (4 << 20)) CAPSULE_RETURN_IF_ERROR(flush());
+    if (piece.size() >= (4 << 20)) return put(piece);  // a long run of one side's lines goes as it is
+    buffer.append(piece);
+    return Status::Ok();
+  };
+  CAPSULE_ASSIGN_OR_RETURN(MergeCounts counts, MergeSides(*ours, other.text_->side, write));
+  MergeResult result{counts.added, counts.total};
+  if (counts.added == 0) {
+    CAPSULE_RETURN_IF_ERROR(RepairManifestEntry(dir_, path));
+    return result;
+  }
+  CAPSULE_RETURN_IF_ERROR(flush());
+  CAPSULE_RETURN_IF_ERROR(out->Commit());
+  // The journal was rewritten, not appended to: its manifest entry covers the new bytes.
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
+  manifest.files[kJournalPath] = FileDigest{digest.FinishHex(), written};
+  CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
+  journal_fd_.Reset();  // replaced: the next append opens the merged journal
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(dir_));
+  (void)SaveJournalTail(dir_, merged.get(), std::string(counts.last_line) + "\n", counts.tail);
+  return result;
 }
 
 Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
@@ -149,21 +357,7 @@ Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
   CAPSULE_ASSIGN_OR_RETURN(std::vector<const Event*> added, EventsToAdd(ours, theirs));
   MergeResult result{added.size(), ours.size() + added.size()};
   if (added.empty()) {
-    // Nothing new: the journal is left as it is. But a crash of an earlier merge between its
-    // rename and its manifest update leaves a manifest entry that no longer describes the
-    // journal's first bytes: that is repaired here, so running the merge again finishes it.
-    CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
-    auto entry = manifest.files.find(kJournalPath);
-    if (entry != manifest.files.end()) {
-      std::string prefix;
-      uint64_t file_size = 0;
-      CAPSULE_ASSIGN_OR_RETURN(std::string whole,
-                               Sha256FileWithPrefix(path, entry->second.size, &prefix, &file_size));
-      if ((entry->second.size == file_size ? whole : prefix) != entry->second.sha256) {
-        CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(dir_, {kJournalPath}, &manifest));
-        CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
-      }
-    }
+    CAPSULE_RETURN_IF_ERROR(RepairManifestEntry(dir_, path));
     return result;
   }
 
@@ -202,6 +396,7 @@ Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
   CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(dir_, {kJournalPath}, &manifest));
   CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
 
+  journal_fd_.Reset();  // replaced: the next append opens the merged journal
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(dir_));
   (void)SaveJournalTail(dir_, merged.get(), last_line, tail);
   return result;

@@ -13,21 +13,29 @@
 // .capsule/journal.lock, so two processes appending at once lose no event and break no chain.
 // Readers take no lock: they see a prefix of the journal and ignore a torn last line.
 //
-// Appends do not reread the journal: .capsule/journal.tail caches each machine's last event
-// and the largest clock, and is trusted only when the journal's inode, size and last line
-// match what it records; otherwise the journal is read (and checked) once from the start.
+// Appends do not reread the journal: a Journal keeps the journal, .capsule/journal.tail and
+// .capsule/holder.lock open and remembers the journal's tail (each machine's last event, the
+// largest clock) and size. An append then costs the two locks, a stat(2) of the holder
+// record (read again only when it changed: capsule/format/holder_gate.h), a stat(2) of the
+// journal, one write(2), one fdatasync(2) and one pwrite(2) of the tail cache. When the
+// journal grew meanwhile (another writer), only the new lines are read and checked; when it
+// was replaced (a merge) or shrank, it is opened again and its tail taken from
+// .capsule/journal.tail, trusted only when the journal's inode, size and last line match what
+// it records, or else by reading (and checking) the journal once from the start.
 //
 // Thread-safety: a Journal object is used by one thread at a time; separate objects (in one
 // process or many) may append to the same capsule concurrently.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
+#include "capsule/format/holder_gate.h"
 #include "journal/check.h"
 #include "journal/event.h"
 
@@ -38,6 +46,20 @@ struct JournalOptions {
   bool sync = true;
   // The time written into `ts` (UTC RFC 3339); injectable for tests.
   std::function<std::string()> now = UtcNowRfc3339;
+};
+
+// Another copy's journal, read and checked whole (Journal::Read's checks, the same faults),
+// ready to be merged in by Journal::MergeFrom. Holds the text, not its events.
+struct OtherJournalText;
+class OtherJournal {
+ public:
+  static Result<OtherJournal> Load(const std::string& capsule_dir);
+  size_t events() const;
+
+ private:
+  friend class Journal;
+  explicit OtherJournal(std::shared_ptr<const OtherJournalText> text) : text_(std::move(text)) {}
+  std::shared_ptr<const OtherJournalText> text_;
 };
 
 struct MergeResult {
@@ -78,6 +100,10 @@ class Journal {
   // refreshed. A conflicting event (same machine and seq, different id) refuses the merge
   // (Corruption naming both ids). Idempotent, commutative and associative.
   Result<MergeResult> MergeFrom(std::vector<Event> events);
+  // The same for another copy's journal file, in one pass over each journal (like sort -m):
+  // this journal is read and checked once, lines are copied byte for byte, and the merged
+  // journal's digest for the manifest is taken as it is written.
+  Result<MergeResult> MergeFrom(const OtherJournal& other);
 
   const std::string& machine() const { return machine_; }
   const std::string& capsule_dir() const { return dir_; }
@@ -85,12 +111,23 @@ class Journal {
  private:
   Journal(std::string dir, std::string machine, UniqueFd lock_fd, JournalOptions options)
       : dir_(std::move(dir)), machine_(std::move(machine)), lock_fd_(std::move(lock_fd)),
-        options_(std::move(options)) {}
+        options_(std::move(options)), gate_(dir_) {}
+
+  // Under the lock: makes journal_fd_, size_, tail_ and last_line_ describe the journal at
+  // its path now, with no torn last line.
+  Status CatchUp();
+  Status Reopen();
 
   std::string dir_;
   std::string machine_;
   UniqueFd lock_fd_;  // .capsule/journal.lock, flock(2)ed by each write
   JournalOptions options_;
+  HolderGate gate_;     // .capsule/holder.lock, shared-locked across each append
+  UniqueFd journal_fd_;  // the journal as last seen (O_APPEND); invalid: open it again
+  UniqueFd tail_fd_;     // .capsule/journal.tail
+  uint64_t inode_ = 0, device_ = 0, size_ = 0;
+  JournalTail tail_;
+  std::string last_line_;  // the journal's last line, without its newline
 };
 
 }  // namespace capsule::journal

@@ -45,7 +45,8 @@ std::optional<TailCache> ParseTailCache(const std::string& text) {
   size_t newline = text.find('\n');
   if (newline == std::string::npos) return std::nullopt;
   std::string body = text.substr(0, newline);
-  if (text.substr(newline + 1) != Sha256Hex(body) + "\n") return std::nullopt;
+  // What follows the checksum line is left over from a longer older text, written over.
+  if (text.substr(newline + 1, 65) != Sha256Hex(body) + "\n") return std::nullopt;
   Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) return std::nullopt;
   try {
@@ -65,7 +66,20 @@ std::optional<TailCache> ParseTailCache(const std::string& text) {
   }
 }
 
+std::string TailText(const TailCache& cache) {
+  std::string body = TailToJson(cache).dump();
+  return body + "\n" + Sha256Hex(body) + "\n";
+}
+
 }  // namespace
+
+Status WriteTailCache(int tail_fd, const TailCache& cache) {
+  std::string text = TailText(cache);
+  if (::pwrite(tail_fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    return Status::IOError(local::kJournalTail, errno);
+  }
+  return Status::Ok();
+}
 
 Result<JournalLock> JournalLock::Acquire(int fd) {
   while (::flock(fd, LOCK_EX) != 0) {
@@ -141,8 +155,7 @@ Status SaveJournalTail(const std::string& capsule_dir, int fd, const std::string
   cache.last_line_length = last_line.size();
   cache.last_line_sha256 = Sha256Hex(last_line);
   cache.tail = tail;
-  std::string body = TailToJson(cache).dump();
-  std::string text = body + "\n" + Sha256Hex(body) + "\n";
+  std::string text = TailText(cache);
   // Rewritten in place under the journal lock; a torn or stale cache fails its checks.
   std::string path = TailPath(capsule_dir);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd out, OpenFile(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));

@@ -48,4 +48,8 @@ Result<JournalTail> LoadJournalTail(const std::string& capsule_dir, int fd, uint
 Status SaveJournalTail(const std::string& capsule_dir, int fd, const std::string& last_line,
                        const JournalTail& tail);
 
+// Writes `cache` over the tail cache open at `tail_fd` (kept open by a Journal), in one
+// pwrite(2): a longer older text left behind it is ignored by the reader.
+Status WriteTailCache(int tail_fd, const TailCache& cache);
+
 }  // namespace capsule::journal

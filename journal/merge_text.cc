@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "journal/check.h"
+#include "journal/merge_stream.h"
 
 namespace capsule::journal {
 
@@ -26,27 +27,17 @@ Result<std::vector<const Event*>> EventsToAdd(const std::vector<Event>& ours, co
 }
 
 Result<std::string> MergeJournalTexts(std::string_view held, std::string_view arriving) {
-  Result<std::vector<Event>> ours = ReadJournalText(held);
+  Result<MergeSide> ours = CheckMergeSide(held);
   if (!ours.ok()) return ours.status().WithContext("merge: the journal held here");
-  Result<std::vector<Event>> theirs = ReadJournalText(arriving);
+  Result<MergeSide> theirs = CheckMergeSide(arriving);
   if (!theirs.ok()) return theirs.status().WithContext("merge: the arriving journal");
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<const Event*> added, EventsToAdd(*ours, *theirs));
   std::string out;
-  size_t line_start = 0, i = 0, j = 0;
-  while (i < ours->size() || j < added.size()) {
-    bool take_ours = j == added.size() || (i < ours->size() && EventOrderLess((*ours)[i], *added[j]));
-    if (take_ours) {
-      size_t end = held.find('\n', line_start);
-      out.append(held.substr(line_start, end - line_start + 1));
-      line_start = end + 1;
-      ++i;
-    } else {
-      CAPSULE_ASSIGN_OR_RETURN(std::string line, added[j]->CanonicalLine());
-      out += line;
-      out += '\n';
-      ++j;
-    }
-  }
+  out.reserve(held.size() + arriving.size() / 2);
+  CAPSULE_ASSIGN_OR_RETURN(MergeCounts counts, MergeSides(*ours, *theirs, [&](std::string_view piece) {
+                             out.append(piece);
+                             return Status::Ok();
+                           }));
+  if (counts.added == 0) return std::string(ours->text);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #   stream     the Move Stream reader                  move/stream/stream_fuzz.cc
 #   wire       the move protocol's wire, both ends     move/wire_fuzz.cc
 #   control    a mount's control channel, both ends    fs/control_fuzz.cc
+#   journal    a journal line: fast reader vs slow one  journal/line_fuzz.cc
 #
 # Builds the target with Debian's clang++-14 -fsanitize=fuzzer,address,undefined directly (not
 # through Bazel), then runs it for SECONDS seconds (default 60) on a corpus that the target
@@ -19,7 +20,7 @@
 # .cache/fuzz-TARGET in the worktree); replay it with: $FUZZ_DIR/TARGET_fuzz crash-...
 set -euo pipefail
 
-target=${1:?usage: tests/fuzz.sh envelope|stream|wire|control [SECONDS]}
+target=${1:?usage: tests/fuzz.sh envelope|stream|wire|control|journal [SECONDS]}
 seconds=${2:-60}
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=${FUZZ_DIR:-$top/.cache/fuzz-$target}
@@ -47,8 +48,11 @@ case "$target" in
   control)
     sources=(fs/control_fuzz.cc fs/control_client.cc "${base[@]}")
     max_len=4096 ;;
+  journal)
+    sources=(journal/line_fuzz.cc journal/event_line.cc journal/event.cc capsule/base/canonical_scan.cc "${base[@]}")
+    max_len=4096 ;;
   *)
-    echo "tests/fuzz.sh: no fuzz target '$target' (envelope, stream, wire, control)" >&2
+    echo "tests/fuzz.sh: no fuzz target '$target' (envelope, stream, wire, control, journal)" >&2
     exit 2 ;;
 esac
 

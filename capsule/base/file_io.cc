@@ -74,17 +74,22 @@ Result<size_t> ReadAt(int fd, char* buffer, size_t size, off_t offset, const std
 
 Result<std::string> ReadFile(const std::string& path) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));
-  std::string data;
-  char buffer[65536];
+  // Read straight into the string, sized by fstat (a file that grows meanwhile is read on).
+  struct stat st;
+  size_t expected = ::fstat(fd.get(), &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
+  std::string data(expected + 1, '\0');
+  size_t used = 0;
   for (;;) {
-    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (used == data.size()) data.resize(data.size() * 2 + 65536);
+    ssize_t n = ::read(fd.get(), data.data() + used, data.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::IOError(path, errno);
     }
     if (n == 0) break;
-    data.append(buffer, static_cast<size_t>(n));
+    used += static_cast<size_t>(n);
   }
+  data.resize(used);
   return data;
 }
 

@@ -25,6 +25,10 @@ void Sha256::Update(std::string_view data) {
   if (EVP_DigestUpdate(ctx_.get(), data.data(), data.size()) != 1) std::abort();
 }
 
+void Sha256::Reset() {
+  if (EVP_DigestInit_ex2(ctx_.get(), nullptr, nullptr) != 1) std::abort();
+}
+
 Sha256Digest Sha256::Finish() {
   Sha256Digest digest;
   unsigned int length = 0;

@@ -98,11 +98,11 @@ int RunMerge(const MergeArgs& args) {
   if (here->agent.id != there->agent.id) {
     return Fail("merge: " + args.other + ": holds agent " + there->agent.id + ", not " + here->agent.id);
   }
-  Result<std::vector<Event>> theirs = Journal::Read(args.other);
+  Result<journal::OtherJournal> theirs = journal::OtherJournal::Load(args.other);
   if (!theirs.ok()) return Fail(theirs.status().WithContext("merge: " + args.other));
   Result<Journal> journal = Journal::OpenForWrite(args.dir);
   if (!journal.ok()) return Fail(journal.status());
-  Result<journal::MergeResult> merged = journal->MergeFrom(std::move(*theirs));
+  Result<journal::MergeResult> merged = journal->MergeFrom(*theirs);
   if (!merged.ok()) return Fail(merged.status().WithContext(args.dir));
   std::cout << "merged " << args.other << " into " << args.dir << ": " << merged->added << " event"
             << (merged->added == 1 ? "" : "s") << " added, " << merged->total << " in all\n";

@@ -1,0 +1,124 @@
+// The one-pass merge against the merge it replaced (both sides read into events, EventsToAdd,
+// then the ordered union), on random histories of copies that append, merge each other, and
+// sometimes share a machine id (a forged or duplicated copy, whose chains conflict), and on
+// sides with a line damaged, dropped or repeated: the same bytes, or the same refusal.
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "journal/check.h"
+#include "journal/merge_text.h"
+
+namespace capsule::journal {
+namespace {
+
+// The merge as it was before the one-pass merge: each side read whole into events.
+Result<std::string> ReferenceMerge(std::string_view held, std::string_view arriving) {
+  Result<std::vector<Event>> ours = ReadJournalText(held);
+  if (!ours.ok()) return ours.status().WithContext("merge: the journal held here");
+  Result<std::vector<Event>> theirs = ReadJournalText(arriving);
+  if (!theirs.ok()) return theirs.status().WithContext("merge: the arriving journal");
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<const Event*> added, EventsToAdd(*ours, *theirs));
+  std::string out;
+  size_t i = 0, j = 0;
+  while (i < ours->size() || j < added.size()) {
+    bool take_ours = j == added.size() || (i < ours->size() && EventOrderLess((*ours)[i], *added[j]));
+    out += *(take_ours ? (*ours)[i++] : *added[j++]).CanonicalLine() + "\n";
+  }
+  return out;
+}
+
+struct Copy {
+  std::string machine;
+  std::string text;
+};
+
+Event Next(const Copy& copy, std::mt19937& rng) {
+  Result<std::vector<Event>> events = ReadJournalText(copy.text);
+  uint64_t max_clock = 0, seq = 0;
+  std::optional<std::string> prev;
+  for (const Event& event : *events) {
+    max_clock = std::max(max_clock, event.clock);
+    if (event.machine == copy.machine && event.seq > seq) {
+      seq = event.seq;
+      prev = event.id;
+    }
+  }
+  Event event;
+  event.clock = max_clock + 1 + rng() % 2;
+  event.data = {{"text", "note " + std::to_string(rng() % 1000)}};
+  event.machine = copy.machine;
+  event.seq = seq + 1;
+  event.prev = prev;
+  event.ts = "2026-12-02T16:40:00Z";
+  event.type = "user_message";
+  event.id = *event.ComputeId();
+  return event;
+}
+
+std::string Damaged(const std::string& text, std::mt19937& rng) {
+  std::vector<std::string> lines;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  if (lines.empty()) return text;
+  size_t at = rng() % lines.size();
+  switch (rng() % 4) {
+    case 0: lines[at].insert(rng() % lines[at].size(), " "); break;
+    case 1: lines.erase(lines.begin() + static_cast<long>(at)); break;
+    case 2: lines.insert(lines.begin() + static_cast<long>(at), lines[rng() % lines.size()]); break;
+    default: std::swap(lines[at], lines[rng() % lines.size()]); break;
+  }
+  std::string out;
+  for (const std::string& line : lines) out += line + "\n";
+  return out;
+}
+
+TEST(MergeStreamTest, SameBytesOrSameRefusalAsTheMergeItReplaced) {
+  std::mt19937 rng(4242);
+  size_t merged = 0, refused = 0;
+  for (int round = 0; round < 150; ++round) {
+    std::vector<Copy> copies;
+    size_t count = 2 + rng() % 3;
+    for (size_t c = 0; c < count; ++c) {
+      // Now and then two copies share a machine id: their chains conflict once both append.
+      std::string machine = "m-000000000000000" + std::to_string(rng() % 5 == 0 && c > 0 ? c - 1 : c);
+      copies.push_back({machine, ""});
+    }
+    for (int step = 0; step < 30; ++step) {
+      Copy& copy = copies[rng() % copies.size()];
+      if (rng() % 4 == 0) {
+        const Copy& other = copies[rng() % copies.size()];
+        Result<std::string> joined = ReferenceMerge(copy.text, other.text);
+        if (joined.ok()) copy.text = *joined;
+      } else {
+        copy.text += *Next(copy, rng).CanonicalLine() + "\n";
+      }
+    }
+    for (size_t a = 0; a < copies.size(); ++a) {
+      for (size_t b = 0; b < copies.size(); ++b) {
+        std::string held = copies[a].text, arriving = copies[b].text;
+        if (rng() % 5 == 0) (rng() % 2 ? held : arriving) = Damaged(rng() % 2 ? held : arriving, rng);
+        if (rng() % 6 == 0) arriving += arriving.substr(0, arriving.size() / 3);  // a torn last line
+        Result<std::string> expected = ReferenceMerge(held, arriving);
+        Result<std::string> got = MergeJournalTexts(held, arriving);
+        ASSERT_EQ(got.ok(), expected.ok()) << (got.ok() ? expected.status().message() : got.status().message());
+        if (expected.ok()) {
+          ASSERT_EQ(*got, *expected);
+          ++merged;
+        } else {
+          ASSERT_EQ(got.status().message(), expected.status().message());
+          ++refused;
+        }
+      }
+    }
+  }
+  EXPECT_GT(merged, 300u);
+  EXPECT_GT(refused, 100u);
+  std::printf("merged %zu, refused %zu\n", merged, refused);
+}
+
+}  // namespace
+}  // namespace capsule::journal

@@ -1,0 +1,73 @@
+// Reading a journal's text line by line with the fast reader (event_line.h), on a few threads,
+// and checking the chains, clocks and order of what was read: the pieces check.h, merge and
+// the writers build on (internal to journal/).
+//
+// Thread-safety: ScanLines runs its own threads and returns when they are done; a ChainCheck
+// is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "capsule/base/status.h"
+#include "journal/check.h"
+#include "journal/event_line.h"
+
+namespace capsule::journal {
+
+// Every complete line of a text, read in order. Fields are views into the text, or into
+// `slow`: the few events the fast reader left to ParseEventLine.
+struct ScannedPart {
+  std::vector<EventLine> lines;
+  std::deque<Event> slow;
+};
+struct ScannedLines {
+  std::vector<ScannedPart> parts;  // in the text's order
+  size_t size() const;
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const ScannedPart& part : parts) {
+      for (const EventLine& line : part.lines) f(line);
+    }
+  }
+};
+
+// Reads the complete lines of `text` (a torn last line is left out), the first being line
+// `first_line` of the journal, on up to `threads` threads. The first bad line is Corruption as
+// ParseEventLine names it ("journal: line 12: ...").
+Result<ScannedLines> ScanLines(std::string_view text, uint64_t first_line, unsigned threads);
+
+// The threads worth using for a text of `bytes`: one per few megabytes, at most one per core
+// and at most four.
+unsigned ScanThreads(size_t bytes);
+
+// Checks events one after another as lines of one journal, as CheckEvents does, with the same
+// messages: each machine's chain (seq, prev), its clocks, the order, no event twice.
+class ChainCheck {
+ public:
+  // Continues a journal whose machines end as `tail` says and whose last event is `last`
+  // (none for an empty journal). `tail` is updated as events pass.
+  ChainCheck(JournalTail* tail, std::optional<EventLine> last) : tail_(tail), previous_(last) {}
+
+  // Ok when `event`, line `index` of `lines` (whose earlier lines this ChainCheck was given,
+  // in order), may follow them. A fault on an event that repeats one of them is reported as
+  // a duplicate, as CheckEvents does.
+  Status Next(const EventLine& event, const ScannedLines& lines, size_t index);
+  // The same, for a caller that finds repeats itself.
+  Status Next(const EventLine& event);
+
+  const std::optional<EventLine>& last() const { return previous_; }
+
+ private:
+  JournalTail* tail_;
+  std::optional<EventLine> previous_;
+};
+
+// Checks every line of `lines` in order as continuing a journal whose machines end as `tail`
+// says, after `last`: the first fault as CheckEvents names it.
+Status CheckChains(const ScannedLines& lines, JournalTail* tail, std::optional<EventLine> last);
+
+}  // namespace capsule::journal

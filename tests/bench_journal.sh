@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): the journal, each figure next to a baseline measured in the same run
+# with a warm page cache.
+#   1. the merge of two copies' journals (what capsule merge does to the journal, the owned
+#      state's projection left out) of EVENTS events each (a shared history of both
+#      machines' chains interleaved, then each copy's own events, ~300 bytes an event), against
+#      LC_ALL=C sort -m -u of the same two files;
+#   2. Journal::Verify of one of them (every line's canonical form and id, every chain, the
+#      order), against sha256sum of the file; and capsule verify of the whole capsule;
+#   3. durable appends (Journal::Append, write + fdatasync each) by 1, 4 and 16 writers,
+#      against a small C loop of write + fdatasync of lines of the same size, compiled here.
+#
+#   tests/bench_journal.sh [WORKDIR]
+#   EVENTS=1000000 APPENDS=2000 tests/bench_journal.sh
+#   CAPSULE=/path/capsule JOURNAL_BENCH=/path/journal_bench tests/bench_journal.sh  # other builds
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tests/bench_common.sh
+events=${EVENTS:-1000000}
+appends=${APPENDS:-2000}
+work=${1:-$(mktemp -d /tmp/journal-bench.XXXXXX)}
+mkdir -p "$work"
+
+if [ -z "${CAPSULE:-}" ] || [ -z "${JOURNAL_BENCH:-}" ]; then
+  bazel build -c opt //:capsule //journal:journal_bench >/dev/null 2>&1
+fi
+capsule=${CAPSULE:-bazel-bin/capsule}
+journal_bench=${JOURNAL_BENCH:-bazel-bin/journal/journal_bench}
+
+rm -rf "$work/a" "$work/b" "$work/append" "$work"/*.jsonl
+"$capsule" init "$work/a" --id bench --name Bench >/dev/null
+cp -a "$work/a" "$work/b"
+"$capsule" adopt "$work/b" >/dev/null
+ma=$(cat "$work/a/.capsule/machine")
+mb=$(cat "$work/b/.capsule/machine")
+
+echo "== generating 2 x $events events"
+python3 - "$work" "$ma" "$mb" "$events" <<'PY'
+import hashlib, json, sys
+work, ma, mb, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+def canonical(obj):
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+words = ("the build finished and 214 tests passed; the report is in files/report.md, "
+         "next: look at the flaky mount test and the slow merge").split()
+def data(i):
+    kind = i % 4
+    text = " ".join(words[(i + k) % len(words)] for k in range(3 + i % 5))
+    if kind == 0: return "user_message", {"text": text}
+    if kind == 1: return "assistant_message", {"text": text, "provider": "anthropic", "model": "claude"}
+    if kind == 2: return "tool_call", {"call_id": "c%d" % i, "name": "grep", "arguments": {"pattern": text[:24]}}
+    return "tool_result", {"call_id": "c%d" % (i - 1), "content": text, "is_error": False}
+tails = {}
+def event(machine, clock, i):
+    seq, prev = tails.get(machine, (0, None))
+    kind, body = data(i)
+    e = {"clock": clock, "data": body, "machine": machine, "prev": prev, "seq": seq + 1,
+         "ts": "2026-12-02T16:40:%02dZ" % (i % 60), "type": kind}
+    e["id"] = hashlib.sha256(canonical(e).encode()).hexdigest()
+    tails[machine] = (seq + 1, e["id"])
+    return canonical(e) + "\n"
+shared = n // 2
+with open(work + "/shared.jsonl", "w") as out:
+    for c in range(1, shared + 1):  # both machines' chains, interleaved
+        out.write(event(ma if c % 2 else mb, c, c))
+saved = dict(tails)
+for side, machine in (("a", ma), ("b", mb)):
+    tails = dict(saved)
+    with open(work + "/" + side + "-own.jsonl", "w") as out:
+        for k in range(n - shared):
+            out.write(event(machine, shared + 1 + k, shared + k + (0 if side == "a" else 7)))
+PY
+cat "$work/shared.jsonl" "$work/a-own.jsonl" > "$work/a/memory/timeline_events.jsonl"
+cat "$work/shared.jsonl" "$work/b-own.jsonl" > "$work/b/memory/timeline_events.jsonl"
+rm -f "$work/shared.jsonl" "$work/a-own.jsonl" "$work/b-own.jsonl"
+cp "$work/a/memory/timeline_events.jsonl" "$work/a.jsonl"
+cp "$work/b/memory/timeline_events.jsonl" "$work/b.jsonl"
+cp -a "$work/a" "$work/a0"  # the merge rewrites a; each round starts from this copy
+bytes=$(stat -c %s "$work/a.jsonl")
+echo "$events events, $bytes bytes each ($((bytes / events)) bytes an event)"
+cat "$work/a.jsonl" "$work/b.jsonl" > /dev/null
+
+echo "== verify"
+t=$(now); sha256sum "$work/a.jsonl" > /dev/null; sha_s=$(elapsed "$t")
+verify_s=$("$journal_bench" verify "$work/a" | awk '/^verify/ {print $2}')
+t=$(now); "$capsule" verify "$work/a" > /dev/null; cverify_s=$(elapsed "$t")
+printf 'Journal::Verify  %6.2fs   sha256sum %6.2fs   ratio %sx\n' "$verify_s" "$sha_s" "$(ratio "$verify_s" "$sha_s")"
+printf 'capsule verify   %6.2fs   (the whole capsule: manifest digests and the journal)  ratio %sx\n' \
+  "$cverify_s" "$(ratio "$cverify_s" "$sha_s")"
+
+echo "== merge"
+t=$(now); LC_ALL=C sort -m -u "$work/a.jsonl" "$work/b.jsonl" > "$work/sorted.jsonl"; sort_s=$(elapsed "$t")
+read -r _ merge_s added total < <("$journal_bench" merge "$work/a" "$work/b")
+printf 'journal merge    %6.2fs   sort -m -u %6.2fs   ratio %sx   (%s added, %s in all; sort gave %s lines)\n' \
+  "$merge_s" "$sort_s" "$(ratio "$merge_s" "$sort_s")" "$added" "$total" "$(wc -l < "$work/sorted.jsonl")"
+rm -f "$work/sorted.jsonl"
+"$journal_bench" verify "$work/a" > /dev/null || { echo "the merged journal does not verify"; exit 1; }
+rm -rf "$work/a" && mv "$work/a0" "$work/a"
+
+echo "== durable appends, $appends each"
+cat > "$work/append_loop.c" <<'C'
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  int n = atoi(argv[2]);
+  int fd = open(argv[1], O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0644);
+  char line[320];
+  memset(line, 'x', sizeof line);
+  line[sizeof line - 1] = '\n';
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  for (int i = 0; i < n; ++i) {
+    if (write(fd, line, sizeof line) != sizeof line || fdatasync(fd) != 0) return 1;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  printf("loop %.0f\n", n / ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9));
+  return 0;
+}
+C
+cc -O2 -o "$work/append_loop" "$work/append_loop.c"
+"$capsule" init "$work/append" --id append --name Append >/dev/null
+for writers in 1 4 16; do
+  loop=$("$work/append_loop" "$work/append/loop.bin" "$appends" | awk '{print $2}')
+  rate=$("$journal_bench" append "$work/append" "$appends" "$writers" | awk '{print $2}')
+  printf 'append, %2d writer(s)  %8.0f events/s   C write+fdatasync loop %8.0f/s   ratio %sx\n' \
+    "$writers" "$rate" "$loop" "$(ratio "$rate" "$loop")"
+done
+rm -f "$work/append/loop.bin"
+[ -n "${KEEP:-}" ] || rm -rf "$work"
