@@ -19,11 +19,13 @@ int main(int argc, char** argv) {
   capsule::cli::RegisterOwnedStateCommands(app, &exit_code);
   capsule::cli::RegisterMountCommands(app, &exit_code);
   capsule::cli::RegisterMoveCommands(app, &exit_code);
+  std::string unknown = capsule::cli::UnknownSubcommand(app, argc, argv);
+  if (!unknown.empty()) return capsule::cli::UsageFailure(unknown, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);  // prints help, the version or the usage error
-    return code == 0 ? capsule::cli::kExitOk : capsule::cli::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // prints help or the version
+    return capsule::cli::UsageFailure(e.what(), argc, argv);
   }
   return exit_code;
 }
