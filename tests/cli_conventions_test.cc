@@ -163,6 +163,12 @@ TEST_F(CliConventionsTest, EveryReportingCommandSpeaksJsonOnSuccessAndFailure) {
   ASSERT_EQ(values.size(), 1u) << usage.out;
   EXPECT_EQ(values[0]["error"]["code"], "usage");
 
+  // With -o - standard output is the data: an error goes to standard error only.
+  RunResult to_stdout = RunCapsule({"export", root_ + "/nothing", "-o", "-", "--json"});
+  EXPECT_EQ(to_stdout.exit_code, 1);
+  EXPECT_EQ(to_stdout.out, "");
+  EXPECT_TRUE(Contains(to_stdout.err, "no such file or folder")) << to_stdout.err;
+
   // A capsule that does not verify: the report and the error in one object, exit 1.
   ASSERT_TRUE(WriteFileAtomic(cap_ + "/memory/working_memory.md", "changed behind its back\n").ok());
   RunResult bad = RunCapsule({"verify", cap_, "--json"});

@@ -88,6 +88,7 @@ struct ExportArgs {
 int RunExport(const ExportArgs& args) {
   ExportOptions options;
   if (!args.sign.empty()) options.signing_key_path = args.sign;
+  if (args.out == "-") StandardOutputIsData();
   Result<std::string> dir = ResolveCapsule(args.dir);
   if (!dir.ok()) return Fail(dir.status());
   Status status = WaitForUnmountToFinish(*dir);

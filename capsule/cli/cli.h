@@ -39,6 +39,8 @@ int UsageFailure(const std::string& message, int argc, char** argv);
 // adds it. PrintJson prints one JSON line on standard output.
 void AddJsonFlag(CLI::App* command, const std::string& help = "Print JSON, success and failure alike");
 bool JsonOutput();
+// For a command whose standard output is its data (-o -): errors go to standard error only.
+void StandardOutputIsData();
 int PrintJson(const Json& value);
 
 // The capsule folder PATH names: PATH itself, or, for the mountpoint of a capsulefs mount,

@@ -31,6 +31,8 @@ void AddJsonFlag(CLI::App* command, const std::string& help) {
 
 bool JsonOutput() { return json_output; }
 
+void StandardOutputIsData() { json_output = false; }
+
 void PrintJsonError(const std::string& code, const std::string& message, const Json& extra) {
   Json out = extra.is_object() ? extra : Json::object();
   out["error"] = {{"code", code}, {"message", message}};

@@ -108,7 +108,8 @@ int RunMerge(const MergeArgs& args) {
   Result<Manifest> there = Manifest::Load(*other);
   if (!there.ok()) return Fail(there.status());
   if (here->agent.id != there->agent.id) {
-    return Fail("merge: " + args.other + ": holds agent " + there->agent.id + ", not " + here->agent.id);
+    return Fail(Status::InvalidArgument("merge: " + args.other, "holds agent " + there->agent.id + ", not " +
+                                                                    here->agent.id));
   }
   Result<std::vector<Event>> theirs = Journal::Read(*other);
   if (!theirs.ok()) return Fail(theirs.status().WithContext("merge: " + args.other));

@@ -54,6 +54,7 @@ Status Pack(const PackArgs& args, move::PackStats* stats) {
 
 int RunPack(const PackArgs& args) {
   move::PackStats stats;
+  if (args.out == "-") StandardOutputIsData();
   Status status = Pack(args, &stats);
   if (!status.ok()) return Fail(status);
   if (JsonOutput() && args.out != "-") {
