@@ -47,6 +47,9 @@ int PrintJson(const Json& value);
 // the folder behind it (asked of the mount's control channel). NotFound "PATH: no such file
 // or folder" when nothing is at PATH.
 Result<std::string> ResolveCapsule(const std::string& path);
+// Ok when something is at PATH; NotFound "PATH: no such file or folder", or the IOError of
+// lstat (ENOTCONN for a mount whose driver died).
+Status CheckExists(const std::string& path);
 
 // Option checks whose refusals are words: "must be a positive whole number, got 0",
 // "must be openai, anthropic or gemini, got x".

@@ -1,7 +1,10 @@
 // The conventions every subcommand shares (man capsule.1, CONVENTIONS): how a failure is
 // reported and its exit status, --json, a capsule named by its folder or its mountpoint, and
 // usage errors in words.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <iostream>
 
@@ -60,8 +63,16 @@ int PrintJson(const Json& value) {
   return std::cout.flush() ? kExitOk : Fail("standard output: write failed");
 }
 
+Status CheckExists(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) return Status::Ok();
+  // A mount whose driver died answers ENOTCONN: say that, not "missing".
+  if (errno == ENOENT) return Status::NotFound(path, "no such file or folder");
+  return Status::IOError(path, errno);
+}
+
 Result<std::string> ResolveCapsule(const std::string& path) {
-  if (!PathExists(path)) return Status::NotFound(path, "no such file or folder");
+  CAPSULE_RETURN_IF_ERROR(CheckExists(path));
   if (!PathExists(JoinPath(path, kControlFileName))) return path;
   // A capsulefs mount: its control channel names the folder behind it.
   CAPSULE_ASSIGN_OR_RETURN(std::string socket, fs::FindControlSocket(path));

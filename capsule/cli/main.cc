@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   CLI::App app{"capsule: an AI agent's state as a folder of plain files", "capsule"};
   app.set_version_flag("--version", std::string("capsule ") + capsule::kVersion);
   app.require_subcommand(1);
+  app.footer("Exit status: 0 done, 1 not so (refused, failed, not found), 2 usage. Every command that reports takes\n"
+             "--json (a failure too); a capsule is named by its folder or its mountpoint. man capsule.1, CONVENTIONS");
   int exit_code = capsule::cli::kExitOk;
   capsule::cli::RegisterCapsuleCommands(app, &exit_code);
   capsule::cli::RegisterSealCommands(app, &exit_code);

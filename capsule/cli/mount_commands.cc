@@ -3,7 +3,6 @@
 #include <iostream>
 #include <memory>
 
-#include "capsule/base/file_io.h"
 #include "capsule/format/holder.h"
 #include "fs/control_client.h"
 
@@ -26,7 +25,7 @@ void Print(const Json& status, bool json) {
 }
 
 int Run(const std::string& command, const MountArgs& args) {
-  if (!PathExists(args.path)) return Fail(Status::NotFound(args.path, "no such file or folder"));
+  if (Status there = CheckExists(args.path); !there.ok()) return Fail(there);
   Result<std::string> socket = fs::FindControlSocket(args.path);
   if (socket.ok()) {
     Result<Json> reply = fs::SendControl(*socket, command);
