@@ -42,6 +42,8 @@ bool JsonOutput();
 // For a command whose standard output is its data (-o -): errors go to standard error only.
 void StandardOutputIsData();
 int PrintJson(const Json& value);
+// {"error":{"code":code,"message":message}} (and the members of `extra`) on standard output.
+void PrintJsonError(const std::string& code, const std::string& message, const Json& extra);
 
 // The capsule folder PATH names: PATH itself, or, for the mountpoint of a capsulefs mount,
 // the folder behind it (asked of the mount's control channel). NotFound "PATH: no such file
@@ -51,7 +53,7 @@ Result<std::string> ResolveCapsule(const std::string& path);
 // lstat (ENOTCONN for a mount whose driver died).
 Status CheckExists(const std::string& path);
 
-// Option checks whose refusals are words: "must be a positive whole number, got 0",
+// Option checks whose refusals are words (usage.cc): "must be a positive whole number, got 0",
 // "must be openai, anthropic or gemini, got x".
 CLI::Validator PositiveWholeNumber();
 CLI::Validator OneOf(const std::vector<std::string>& choices);

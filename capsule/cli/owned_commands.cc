@@ -114,13 +114,14 @@ int RunSql(const SqlArgs& args) {
   return kExitOk;
 }
 
-int RunReindex(const std::string& path) {
-  Result<std::string> folder = ResolveCapsule(path);
+int RunReindex(const std::string& dir) {
+  Result<std::string> folder = ResolveCapsule(dir);
   if (!folder.ok()) return Fail(folder.status());
   Result<owned::ProjectionStats> stats = owned::OwnedState::Reindex(*folder);
   if (!stats.ok()) return Fail(stats.status());
-  const std::string& dir = path;
-  if (JsonOutput()) return PrintJson({{"reindexed", dir}, {"events", stats->events}, {"journal_bytes", stats->journal_bytes}});
+  if (JsonOutput()) {
+    return PrintJson({{"reindexed", dir}, {"events", stats->events}, {"journal_bytes", stats->journal_bytes}});
+  }
   std::cout << "reindexed " << dir << ": " << stats->events << " event" << (stats->events == 1 ? "" : "s") << ", "
             << stats->journal_bytes << " bytes of journal\n";
   return kExitOk;
