@@ -66,6 +66,9 @@ Result<uint64_t> CapsuleFs::PreVerify() {
 }
 
 Status CapsuleFs::Thaw(const std::string& move) {
+  // An admin's thaw of a mount already thawed is done, as a second freeze is (capsule(1),
+  // CONVENTIONS); a move's thaw still needs the freeze it names.
+  if (move.empty() && gate_.state() == MountState::kActive) return Status::Ok();
   if (gate_.state() != MountState::kFrozen) {
     return Status::FailedPrecondition("thaw", std::string("the mount is ") + MountStateName(gate_.state()));
   }

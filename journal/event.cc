@@ -1,5 +1,6 @@
 #include "journal/event.h"
 
+#include <algorithm>
 #include <ctime>
 #include <tuple>
 
@@ -112,6 +113,17 @@ const std::vector<std::string>& KnownEventTypes() {
     return out;
   }();
   return types;
+}
+
+std::string EventTypesHelp() {
+  std::string out;
+  for (const TypeRule& rule : Rules()) {
+    std::string line = "  " + std::string(rule.type);
+    line.resize(std::max<size_t>(line.size() + 1, 21), ' ');
+    for (const Field& field : rule.fields) line += std::string(" ") + field.name + (field.required ? "*" : "");
+    out += line + "\n";
+  }
+  return out + "  Any type may add conversation (default main).";
 }
 
 bool IsKnownEventType(std::string_view type) {

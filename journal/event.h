@@ -50,6 +50,9 @@ std::string DescribeEvent(const Event& event);
 // The types this build knows and checks, in the order of man/capsule.5.
 const std::vector<std::string>& KnownEventTypes();
 bool IsKnownEventType(std::string_view type);
+// The same table in words, one line per type, for `capsule log append --help`:
+// "  tool_call          call_id* name* arguments*" (* required; every type may add conversation).
+std::string EventTypesHelp();
 
 // Checks `data` for `type` on append: InvalidArgument naming the field, for example
 // "tool_call: data.arguments: must be a JSON object". An unknown type is refused.

@@ -1099,8 +1099,12 @@ class World:
             froze = True
         rc, out, err = PROCS.run([cap, "verify", h.dir])
         if froze:
+            # A thaw of a thawed mount succeeds (capsule(1), CONVENTIONS): whether someone else
+            # thawed this check's freeze meanwhile is read from the status first.
+            src, sout, _ = PROCS.run([cap, "status", h.mnt, "--json"])
+            thawed_meanwhile = src == 0 and '"state":"active"' in sout
             trc, _, terr = PROCS.run([cap, "thaw", h.mnt])
-            if trc != 0 and "the mount is active" in terr:
+            if thawed_meanwhile:
                 self.finding("thaw-of-admin-freeze", f"an admin's freeze of {h.name} (this check's, around capsule "
                              f"verify) was thawed by someone else meanwhile: a move's rollback or recovery thaws "
                              f"any frozen record, also one it did not freeze")

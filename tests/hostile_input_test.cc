@@ -98,6 +98,15 @@ TEST_F(HostileInputTest, EveryHostileInputGetsAClearErrorAndChangesNothing) {
       // Queries.
       {"SQL that writes", {"sql", "{CAP}", "DELETE FROM messages"}, "", 1, "capsule: "},
       {"SQL that is not SQL", {"sql", "{CAP}", "SELEKT"}, "", 1, "capsule: "},
+      // The command line's own words (usage: exit 2).
+      {"a mistyped command", {"verfy", "{CAP}"}, "", 2, "'verfy' is not a command; did you mean 'verify'?"},
+      {"a count of zero", {"render", "{CAP}", "--context-tokens", "0"}, "", 2,
+       "--context-tokens: must be a positive whole number, got 0"},
+      {"a negative count", {"render", "{CAP}", "--max-tokens", "-5"}, "", 2,
+       "--max-tokens: must be a positive whole number, got -5"},
+      {"a choice not offered", {"keygen", "--type", "rsa", "-o", "{ROOT}/k"}, "", 2,
+       "--type: must be ed25519 or x25519, got rsa"},
+      {"a capsule that is not there", {"status", "{ROOT}/absent"}, "", 1, "absent: no such file or folder"},
   };
   for (const Hostile& row : table) {
     std::vector<std::string> args;

@@ -87,7 +87,10 @@ TEST_F(OwnedCliTest, FactsWhyAndSoftExpiryThroughTheBinary) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // ts has whole seconds
   std::string changed = Append(cap_, "user_message", R"({"text":"English is fine now"})");
   Append(cap_, "fact_expired", R"({"subject":"user","key":"language","source":")" + changed + R"("})");
-  EXPECT_EQ(Trim(RunCapsule({"facts", cap_, "user"}).out), "");
+  RunResult none = RunCapsule({"facts", cap_, "user"});  // none believed now: exit 1, as why
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_EQ(Trim(none.out), "");
+  EXPECT_NE(none.err.find("facts user: none believed now"), std::string::npos) << none.err;
   RunResult gone = RunCapsule({"why", cap_, "user", "language"});
   EXPECT_EQ(gone.exit_code, 1);
   EXPECT_NE(gone.err.find("capsule: fact user/language: not believed now"), std::string::npos) << gone.err;

@@ -1,6 +1,8 @@
 // capsule init, verify, export, import, keygen.
 #include <sys/stat.h>
 
+#include <cerrno>
+
 #include <iostream>
 #include <memory>
 
@@ -33,13 +35,13 @@ int RunInit(const InitArgs& args) {
   if (!args.workspace.empty()) options.workspace_source = args.workspace;
   Status status = CreateCapsule(args.dir, options);
   if (!status.ok()) return Fail(status);
+  if (JsonOutput()) return PrintJson({{"created", args.dir}, {"agent", args.id}, {"epoch", 1}});
   std::cout << "created " << args.dir << " (agent " << args.id << ", epoch 1, held here)\n";
   return kExitOk;
 }
 
 struct VerifyArgs {
   std::string path, pubkey;
-  bool json = false;
 };
 
 int RunVerify(const VerifyArgs& args) {
@@ -50,19 +52,20 @@ int RunVerify(const VerifyArgs& args) {
     if (!key.ok()) return Fail(key.status());
     options.public_key_hex = *key;
   }
+  Result<std::string> path = ResolveCapsule(args.path);
+  if (!path.ok()) return Fail(path.status());
   struct stat st;
-  if (::stat(args.path.c_str(), &st) != 0) return Fail(args.path + ": no such capsule folder or tar");
+  if (::stat(path->c_str(), &st) != 0) return Fail(Status::IOError(*path, errno));
   if (S_ISDIR(st.st_mode)) {  // a capsulefs finishing its unmount writes its last checkpoint
-    Status settled = WaitForUnmountToFinish(args.path);
+    Status settled = WaitForUnmountToFinish(*path);
     if (!settled.ok()) return Fail(settled);
   }
-  Result<VerifyReport> report =
-      S_ISDIR(st.st_mode) ? VerifyFolder(args.path, options) : VerifyTar(args.path, options);
+  Result<VerifyReport> report = S_ISDIR(st.st_mode) ? VerifyFolder(*path, options) : VerifyTar(*path, options);
   if (!report.ok()) return Fail(report.status());
-  if (args.json) {
-    Json out = {{"ok", report->ok()}, {"files", report->files_checked}, {"problems", report->problems}};
-    if (report->signer) out["signer"] = *report->signer;
-    std::cout << out.dump() << "\n";
+  Json out = {{"ok", report->ok()}, {"files", report->files_checked}, {"problems", report->problems}};
+  if (report->signer) out["signer"] = *report->signer;
+  if (JsonOutput()) {
+    if (report->ok()) PrintJson(out);
   } else {
     for (const std::string& problem : report->problems) std::cout << problem << "\n";
     if (report->ok()) {
@@ -71,8 +74,9 @@ int RunVerify(const VerifyArgs& args) {
     }
   }
   if (!report->ok()) {
-    return Fail(args.path + ": does not verify (" + std::to_string(report->problems.size()) + " problem" +
-                (report->problems.size() == 1 ? "" : "s") + ")");
+    return Fail(Status::Corruption(args.path, "does not verify (" + std::to_string(report->problems.size()) +
+                                                  " problem" + (report->problems.size() == 1 ? "" : "s") + ")"),
+                out);
   }
   return kExitOk;
 }
@@ -84,9 +88,15 @@ struct ExportArgs {
 int RunExport(const ExportArgs& args) {
   ExportOptions options;
   if (!args.sign.empty()) options.signing_key_path = args.sign;
-  Status status = WaitForUnmountToFinish(args.dir);
-  if (status.ok()) status = ExportCapsule(args.dir, args.out, options);
+  if (args.out == "-") StandardOutputIsData();
+  Result<std::string> dir = ResolveCapsule(args.dir);
+  if (!dir.ok()) return Fail(dir.status());
+  Status status = WaitForUnmountToFinish(*dir);
+  if (status.ok()) status = ExportCapsule(*dir, args.out, options);
   if (!status.ok()) return Fail(status);
+  if (JsonOutput() && args.out != "-") {
+    return PrintJson({{"exported", args.dir}, {"output", args.out}, {"signed", !args.sign.empty()}});
+  }
   // On standard output the tar is the output: the report goes to standard error.
   (args.out == "-" ? std::cerr : std::cout) << "exported " << args.dir << " to "
                                             << (args.out == "-" ? "standard output" : args.out)
@@ -127,7 +137,10 @@ Status CollectDeletedContent(const std::string& dir, size_t* removed, uint64_t* 
 int RunGc(const GcArgs& args) {
   size_t removed = 0;
   uint64_t bytes = 0;
-  if (Status done = CollectDeletedContent(args.dir, &removed, &bytes); !done.ok()) return Fail(done);
+  Result<std::string> dir = ResolveCapsule(args.dir);
+  if (!dir.ok()) return Fail(dir.status());
+  if (Status done = CollectDeletedContent(*dir, &removed, &bytes); !done.ok()) return Fail(done);
+  if (JsonOutput()) return PrintJson({{"dir", args.dir}, {"removed", removed}, {"bytes", bytes}});
   std::cout << "removed " << removed << " unreferenced blob" << (removed == 1 ? "" : "s") << " (" << bytes
             << " bytes) from " << args.dir << "\n";
   return kExitOk;
@@ -138,12 +151,20 @@ struct AdoptArgs {
 };
 
 int RunAdopt(const AdoptArgs& args) {
-  if (Result<UniqueFd> lock = LockForMount(args.dir); !lock.ok()) {
+  Result<std::string> dir = ResolveCapsule(args.dir);
+  if (!dir.ok()) return Fail(dir.status());
+  if (Result<UniqueFd> lock = LockForMount(*dir); !lock.ok()) {
     if (lock.status().code() != Code::kAlreadyExists) return Fail(lock.status());
     return Fail(Status::FailedPrecondition(args.dir, "is mounted; unmount it first"));
   }
-  Result<HolderRecord> adopted = AdoptCopy(args.dir);
+  Result<HolderRecord> adopted = AdoptCopy(*dir);
   if (!adopted.ok()) return Fail(adopted.status());
+  if (JsonOutput()) {
+    return PrintJson({{"adopted", args.dir},
+                      {"machine", adopted->machine},
+                      {"state", HolderStateName(adopted->state)},
+                      {"epoch", adopted->epoch}});
+  }
   std::cout << "adopted " << args.dir << ": machine " << adopted->machine << ", " << HolderStateName(adopted->state)
             << " at epoch " << adopted->epoch << " (the folder it was copied from keeps its own machine id)\n";
   return kExitOk;
@@ -162,8 +183,9 @@ int RunImport(const ImportArgs& args) {
   Status status = ImportCapsule(args.tar, args.dir, options, &problems);
   if (!status.ok()) {
     for (const std::string& problem : problems) std::cerr << "capsule: " << args.tar << ": " << problem << "\n";
-    return Fail(status);
+    return Fail(status, Json{{"problems", problems}});
   }
+  if (JsonOutput()) return PrintJson({{"imported", args.tar}, {"dir", args.dir}, {"adopted", args.adopt}});
   std::cout << "imported " << args.tar << " to " << args.dir
             << (args.adopt ? " (adopted: held here at a fresh epoch)" : " (read-only: not held here)") << "\n";
   return kExitOk;
@@ -177,6 +199,7 @@ int RunKeygen(const KeygenArgs& args) {
   KeyType type = args.type == "ed25519" ? KeyType::kEd25519 : KeyType::kX25519;
   Result<std::string> public_hex = GenerateKeyFile(type, args.out);
   if (!public_hex.ok()) return Fail(public_hex.status());
+  if (JsonOutput()) return PrintJson({{"public_key", *public_hex}, {"type", args.type}, {"file", args.out}});
   std::cout << *public_hex << "\n";
   return kExitOk;
 }
@@ -191,34 +214,38 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   init->add_option("--name", init_args->name, "Agent name")->required();
   init->add_option("--owner", init_args->owner, "Agent owner");
   init->add_option("--workspace", init_args->workspace, "Folder whose files become the workspace");
+  AddJsonFlag(init);
   init->callback([init_args, exit_code] { *exit_code = RunInit(*init_args); });
 
   auto verify_args = std::make_shared<VerifyArgs>();
   CLI::App* verify = app.add_subcommand("verify", "Check every digest of a capsule folder or exported tar, offline");
-  verify->add_option("PATH", verify_args->path, "Capsule folder or exported tar")->required();
+  verify->add_option("PATH", verify_args->path, "Capsule folder, its mountpoint, or an exported tar")->required();
   verify->add_option("--pubkey", verify_args->pubkey, "File with the Ed25519 public key (hex) the export must be signed by");
-  verify->add_flag("--json", verify_args->json, "Print the report as JSON");
+  AddJsonFlag(verify, "Print the report as JSON, success and failure alike");
   verify->callback([verify_args, exit_code] { *exit_code = RunVerify(*verify_args); });
 
   auto export_args = std::make_shared<ExportArgs>();
   CLI::App* exp = app.add_subcommand("export", "Write the capsule as a deterministic tar");
-  exp->add_option("DIR", export_args->dir, "Capsule folder")->required();
+  exp->add_option("DIR", export_args->dir, "Capsule folder or its mountpoint")->required();
   exp->add_option("-o,--output", export_args->out,
                   "Tar file to write (replaced whole), a FIFO or device (written in place), or - for standard output")
       ->required();
   exp->add_option("--sign", export_args->sign, "Ed25519 private key file: sign the exported manifest");
+  AddJsonFlag(exp, "Print JSON, success and failure alike (not with -o -)");
   exp->callback([export_args, exit_code] { *exit_code = RunExport(*export_args); });
 
   auto gc_args = std::make_shared<GcArgs>();
   CLI::App* gc = app.add_subcommand("gc", "Remove deleted content: blobs no file of the snapshot names");
   gc->add_option("DIR", gc_args->dir, "Capsule folder held here and not mounted (a mount does this itself)")
       ->required();
+  AddJsonFlag(gc);
   gc->callback([gc_args, exit_code] { *exit_code = RunGc(*gc_args); });
 
   auto adopt_args = std::make_shared<AdoptArgs>();
   CLI::App* adopt = app.add_subcommand(
       "adopt", "Make a copied capsule folder (cp -a, rsync, a restore) a holder of its own, with a new machine id");
   adopt->add_option("DIR", adopt_args->dir, "The copied capsule folder, not mounted")->required();
+  AddJsonFlag(adopt);
   adopt->callback([adopt_args, exit_code] { *exit_code = RunAdopt(*adopt_args); });
 
   auto import_args = std::make_shared<ImportArgs>();
@@ -227,14 +254,16 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   imp->add_option("DIR", import_args->dir, "Folder to create (absent or empty)")->required();
   imp->add_flag("--adopt", import_args->adopt,
                 "Disaster recovery: make this machine the holder at a fresh epoch (otherwise read-only)");
+  AddJsonFlag(imp);
   imp->callback([import_args, exit_code] { *exit_code = RunImport(*import_args); });
 
   auto keygen_args = std::make_shared<KeygenArgs>();
   CLI::App* keygen = app.add_subcommand("keygen", "Write a new private key (mode 0600) and print its public key in hex");
   keygen->add_option("--type", keygen_args->type, "Key type")
       ->required()
-      ->check(CLI::IsMember({"ed25519", "x25519"}));
+      ->check(OneOf({"ed25519", "x25519"}));
   keygen->add_option("-o,--output", keygen_args->out, "Private key file to write (must not exist)")->required();
+  AddJsonFlag(keygen);
   keygen->callback([keygen_args, exit_code] { *exit_code = RunKeygen(*keygen_args); });
 }
 

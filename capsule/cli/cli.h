@@ -3,7 +3,10 @@
 //
 // capsule/cli/ is the top floor: the only code that includes every other floor (capsule/base,
 // capsule/format, journal/, fs/, move/). A subcommand's callback stores its exit code: 0 done,
-// 1 refused or failed, 2 usage. Errors print as "capsule: <what>: <why>" on standard error.
+// 1 refused or failed (the thing asked for is not so), 2 usage. Errors print as
+// "capsule: <what>: <why>" on standard error and, under --json, as
+// {"error":{"code":"...","message":"..."}} on standard output too (common.cc; man capsule.1,
+// CONVENTIONS).
 //
 // Thread-safety: registration happens once, before parsing, on the main thread.
 #pragma once
@@ -11,7 +14,9 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
+#include "capsule/base/canonical_json.h"
 #include "capsule/base/status.h"
 
 namespace capsule::cli {
@@ -20,9 +25,42 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
 
-// Prints "capsule: <message>" on standard error and returns kExitFailed.
+// Prints "capsule: <message>" on standard error (and the JSON error under --json, with the
+// members of `extra` beside "error") and returns the exit status, ExitCode(status).
 int Fail(const Status& status);
+int Fail(const Status& status, const Json& extra);
 int Fail(const std::string& message);
+// The one map from a failure to its exit status: kExitFailed (usage is found by the parser).
+int ExitCode(const Status& status);
+// A usage error (the parser's, or an unknown subcommand): printed as Fail does, exit 2.
+int UsageFailure(const std::string& message, int argc, char** argv);
+
+// --json, bound to the one process-wide switch JsonOutput() reads; every reporting command
+// adds it. PrintJson prints one JSON line on standard output.
+void AddJsonFlag(CLI::App* command, const std::string& help = "Print JSON, success and failure alike");
+bool JsonOutput();
+// For a command whose standard output is its data (-o -): errors go to standard error only.
+void StandardOutputIsData();
+int PrintJson(const Json& value);
+// {"error":{"code":code,"message":message}} (and the members of `extra`) on standard output.
+void PrintJsonError(const std::string& code, const std::string& message, const Json& extra);
+
+// The capsule folder PATH names: PATH itself, or, for the mountpoint of a capsulefs mount,
+// the folder behind it (asked of the mount's control channel). NotFound "PATH: no such file
+// or folder" when nothing is at PATH.
+Result<std::string> ResolveCapsule(const std::string& path);
+// Ok when something is at PATH; NotFound "PATH: no such file or folder", or the IOError of
+// lstat (ENOTCONN for a mount whose driver died).
+Status CheckExists(const std::string& path);
+
+// Option checks whose refusals are words (usage.cc): "must be a positive whole number, got 0",
+// "must be openai, anthropic or gemini, got x".
+CLI::Validator PositiveWholeNumber();
+CLI::Validator OneOf(const std::vector<std::string>& choices);
+
+// When argv names a subcommand that does not exist: "capsule: 'verfy' is not a command; did
+// you mean 'verify'?" (within two edits); empty otherwise.
+std::string UnknownSubcommand(const CLI::App& app, int argc, char** argv);
 
 // capsule init, verify, export, import, keygen (capsule_commands.cc).
 void RegisterCapsuleCommands(CLI::App& app, int* exit_code);

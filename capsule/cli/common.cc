@@ -1,14 +1,87 @@
+// The conventions every subcommand shares (man capsule.1, CONVENTIONS): how a failure is
+// reported and its exit status, --json, and a capsule named by its folder or its mountpoint.
+// Usage errors are in usage.cc.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cctype>
 #include <iostream>
 
+#include "capsule/base/file_io.h"
 #include "capsule/cli/cli.h"
+#include "capsule/format/local_files.h"
+#include "fs/control_client.h"
 
 namespace capsule::cli {
 
-int Fail(const Status& status) { return Fail(status.message()); }
+namespace {
+
+bool json_output = false;  // set by --json while the command line is parsed
+
+std::string ErrorCode(Code code) {
+  std::string name = CodeName(code);
+  std::replace(name.begin(), name.end(), ' ', '_');
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  return name == "i/o_error" ? "io_error" : name;
+}
+
+}  // namespace
+
+void AddJsonFlag(CLI::App* command, const std::string& help) {
+  command->add_flag("--json", json_output, help);
+}
+
+bool JsonOutput() { return json_output; }
+
+void StandardOutputIsData() { json_output = false; }
+
+void PrintJsonError(const std::string& code, const std::string& message, const Json& extra) {
+  Json out = extra.is_object() ? extra : Json::object();
+  out["error"] = {{"code", code}, {"message", message}};
+  std::cout << out.dump() << "\n" << std::flush;
+}
+
+int ExitCode(const Status& status) { return status.ok() ? kExitOk : kExitFailed; }
+
+int Fail(const Status& status, const Json& extra) {
+  std::cerr << "capsule: " << status.message() << "\n";
+  if (json_output) PrintJsonError(ErrorCode(status.code()), status.message(), extra);
+  return ExitCode(status);
+}
+
+int Fail(const Status& status) { return Fail(status, Json()); }
 
 int Fail(const std::string& message) {
   std::cerr << "capsule: " << message << "\n";
+  if (json_output) PrintJsonError("failed", message, Json());
   return kExitFailed;
+}
+
+int PrintJson(const Json& value) {
+  std::cout << value.dump() << "\n";
+  return std::cout.flush() ? kExitOk : Fail("standard output: write failed");
+}
+
+Status CheckExists(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) return Status::Ok();
+  // A mount whose driver died answers ENOTCONN: say that, not "missing".
+  if (errno == ENOENT) return Status::NotFound(path, "no such file or folder");
+  return Status::IOError(path, errno);
+}
+
+Result<std::string> ResolveCapsule(const std::string& path) {
+  CAPSULE_RETURN_IF_ERROR(CheckExists(path));
+  if (!PathExists(JoinPath(path, kControlFileName))) return path;
+  // A capsulefs mount: its control channel names the folder behind it.
+  CAPSULE_ASSIGN_OR_RETURN(std::string socket, fs::FindControlSocket(path));
+  CAPSULE_ASSIGN_OR_RETURN(Json status, fs::SendControl(socket, "status"));
+  auto dir = status.find("dir");
+  if (dir == status.end() || !dir->is_string()) {
+    return Status::Corruption(path, "the mount's control channel names no capsule folder");
+  }
+  return dir->get<std::string>();
 }
 
 }  // namespace capsule::cli

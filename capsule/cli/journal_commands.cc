@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "capsule/format/manifest.h"
+#include "journal/event.h"
 #include "journal/journal.h"
 #include "journal/owned/owned_state.h"
 
@@ -25,7 +26,6 @@ void FollowOwnedState(const std::string& dir) {
 
 struct LogArgs {
   std::string dir;
-  bool json = false;
 };
 
 struct AppendArgs {
@@ -60,10 +60,12 @@ std::string Summary(const Event& event) {
 }
 
 int RunLog(const LogArgs& args) {
-  Result<std::vector<Event>> events = Journal::Read(args.dir);
+  Result<std::string> dir = ResolveCapsule(args.dir);
+  if (!dir.ok()) return Fail(dir.status());
+  Result<std::vector<Event>> events = Journal::Read(*dir);
   if (!events.ok()) return Fail(events.status().WithContext(args.dir));
   for (const Event& event : *events) {
-    if (args.json) {
+    if (JsonOutput()) {
       Result<std::string> line = event.CanonicalLine();
       if (!line.ok()) return Fail(line.status());
       std::cout << *line << "\n";
@@ -80,33 +82,48 @@ int RunAppend(const AppendArgs& args) {
   if (!args.has_data) text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   Result<Json> data = ParseJson(text, args.has_data ? "--data" : "data on standard input");
   if (!data.ok()) return Fail(data.status());
-  Result<Journal> journal = Journal::OpenForWrite(args.dir);
+  Result<std::string> dir = ResolveCapsule(args.dir);
+  if (!dir.ok()) return Fail(dir.status());
+  Result<Journal> journal = Journal::OpenForWrite(*dir);
   if (!journal.ok()) return Fail(journal.status());
   Result<Event> event = journal->Append(args.type, *data);
   if (!event.ok()) return Fail(event.status());
-  std::cout << event->id << "\n";
-  FollowOwnedState(args.dir);
+  if (JsonOutput()) {
+    PrintJson({{"id", event->id}, {"type", event->type}, {"machine", event->machine}, {"seq", event->seq}});
+  } else {
+    std::cout << event->id << "\n";
+  }
+  FollowOwnedState(*dir);
   return kExitOk;
 }
 
 int RunMerge(const MergeArgs& args) {
+  Result<std::string> dir = ResolveCapsule(args.dir);
+  if (!dir.ok()) return Fail(dir.status());
+  Result<std::string> other = ResolveCapsule(args.other);
+  if (!other.ok()) return Fail(other.status());
   // Two copies of the same agent only.
-  Result<Manifest> here = Manifest::Load(args.dir);
+  Result<Manifest> here = Manifest::Load(*dir);
   if (!here.ok()) return Fail(here.status());
-  Result<Manifest> there = Manifest::Load(args.other);
+  Result<Manifest> there = Manifest::Load(*other);
   if (!there.ok()) return Fail(there.status());
   if (here->agent.id != there->agent.id) {
-    return Fail("merge: " + args.other + ": holds agent " + there->agent.id + ", not " + here->agent.id);
+    return Fail(Status::InvalidArgument("merge: " + args.other, "holds agent " + there->agent.id + ", not " +
+                                                                    here->agent.id));
   }
-  Result<journal::OtherJournal> theirs = journal::OtherJournal::Load(args.other);
+  Result<journal::OtherJournal> theirs = journal::OtherJournal::Load(*other);
   if (!theirs.ok()) return Fail(theirs.status().WithContext("merge: " + args.other));
-  Result<Journal> journal = Journal::OpenForWrite(args.dir);
+  Result<Journal> journal = Journal::OpenForWrite(*dir);
   if (!journal.ok()) return Fail(journal.status());
   Result<journal::MergeResult> merged = journal->MergeFrom(*theirs);
   if (!merged.ok()) return Fail(merged.status().WithContext(args.dir));
-  std::cout << "merged " << args.other << " into " << args.dir << ": " << merged->added << " event"
-            << (merged->added == 1 ? "" : "s") << " added, " << merged->total << " in all\n";
-  FollowOwnedState(args.dir);
+  if (JsonOutput()) {
+    PrintJson({{"merged", args.other}, {"into", args.dir}, {"added", merged->added}, {"total", merged->total}});
+  } else {
+    std::cout << "merged " << args.other << " into " << args.dir << ": " << merged->added << " event"
+              << (merged->added == 1 ? "" : "s") << " added, " << merged->total << " in all\n";
+  }
+  FollowOwnedState(*dir);
   return kExitOk;
 }
 
@@ -115,14 +132,16 @@ int RunMerge(const MergeArgs& args) {
 void RegisterJournalCommands(CLI::App& app, int* exit_code) {
   auto log_args = std::make_shared<LogArgs>();
   CLI::App* log = app.add_subcommand("log", "The journal's events in order; `log append` adds one");
-  log->add_option("DIR", log_args->dir, "Capsule folder");
-  log->add_flag("--json", log_args->json, "Print the canonical lines");
+  log->add_option("DIR", log_args->dir, "Capsule folder or its mountpoint");
+  AddJsonFlag(log, "Print the canonical lines (an error as JSON)");
   log->require_subcommand(0, 1);
 
   auto append_args = std::make_shared<AppendArgs>();
   CLI::App* append = log->add_subcommand("append", "Append one event; print its id");
-  append->add_option("DIR", append_args->dir, "Capsule folder (held here)")->required();
-  append->add_option("--type", append_args->type, "Event type, e.g. user_message")->required();
+  append->add_option("DIR", append_args->dir, "Capsule folder (held here) or its mountpoint")->required();
+  append->add_option("--type", append_args->type, "Event type (below)")->required();
+  AddJsonFlag(append);
+  append->footer("Event types and their data fields (* required):\n" + journal::EventTypesHelp());
   CLI::Option* data = append->add_option("--data", append_args->data, "Event data, a JSON object (else standard input)");
   append->callback([append_args, data, exit_code] {
     append_args->has_data = data->count() > 0;
@@ -137,8 +156,9 @@ void RegisterJournalCommands(CLI::App& app, int* exit_code) {
 
   auto merge_args = std::make_shared<MergeArgs>();
   CLI::App* merge = app.add_subcommand("merge", "Add to DIR every event of OTHER's journal that DIR lacks");
-  merge->add_option("DIR", merge_args->dir, "Capsule folder (held here)")->required();
-  merge->add_option("OTHER", merge_args->other, "Another copy of the capsule")->required();
+  merge->add_option("DIR", merge_args->dir, "Capsule folder (held here) or its mountpoint")->required();
+  merge->add_option("OTHER", merge_args->other, "Another copy of the capsule (folder or mountpoint)")->required();
+  AddJsonFlag(merge);
   merge->callback([merge_args, exit_code] { *exit_code = RunMerge(*merge_args); });
 }
 

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   CLI::App app{"capsule: an AI agent's state as a folder of plain files", "capsule"};
   app.set_version_flag("--version", std::string("capsule ") + capsule::kVersion);
   app.require_subcommand(1);
+  app.footer("Exit status: 0 done, 1 not so (refused, failed, not found), 2 usage. Every command that reports takes\n"
+             "--json (a failure too); a capsule is named by its folder or its mountpoint. man capsule.1, CONVENTIONS");
   int exit_code = capsule::cli::kExitOk;
   capsule::cli::RegisterCapsuleCommands(app, &exit_code);
   capsule::cli::RegisterSealCommands(app, &exit_code);
@@ -19,11 +21,13 @@ int main(int argc, char** argv) {
   capsule::cli::RegisterOwnedStateCommands(app, &exit_code);
   capsule::cli::RegisterMountCommands(app, &exit_code);
   capsule::cli::RegisterMoveCommands(app, &exit_code);
+  std::string unknown = capsule::cli::UnknownSubcommand(app, argc, argv);
+  if (!unknown.empty()) return capsule::cli::UsageFailure(unknown, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);  // prints help, the version or the usage error
-    return code == 0 ? capsule::cli::kExitOk : capsule::cli::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // prints help or the version
+    return capsule::cli::UsageFailure(e.what(), argc, argv);
   }
   return exit_code;
 }

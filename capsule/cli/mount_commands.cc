@@ -11,7 +11,6 @@ namespace {
 
 struct MountArgs {
   std::string path;
-  bool json = false;
 };
 
 void Print(const Json& status, bool json) {
@@ -26,11 +25,12 @@ void Print(const Json& status, bool json) {
 }
 
 int Run(const std::string& command, const MountArgs& args) {
+  if (Status there = CheckExists(args.path); !there.ok()) return Fail(there);
   Result<std::string> socket = fs::FindControlSocket(args.path);
   if (socket.ok()) {
     Result<Json> reply = fs::SendControl(*socket, command);
     if (reply.ok()) {
-      Print(*reply, args.json);
+      Print(*reply, JsonOutput());
       return kExitOk;
     }
     if (command != "status" || reply.status().code() != Code::kUnavailable) return Fail(reply.status().WithContext(args.path));
@@ -40,7 +40,8 @@ int Run(const std::string& command, const MountArgs& args) {
   // status of a capsule folder that no mount serves: its holder record.
   Result<HolderRecord> record = HolderRecord::Load(args.path);
   if (!record.ok()) return Fail(record.status());
-  Print(Json{{"agent", record->agent}, {"epoch", record->epoch}, {"state", HolderStateName(record->state)}}, args.json);
+  Print(Json{{"agent", record->agent}, {"epoch", record->epoch}, {"state", HolderStateName(record->state)}},
+        JsonOutput());
   return kExitOk;
 }
 
@@ -53,12 +54,13 @@ void RegisterMountCommands(CLI::App& app, int* exit_code) {
   };
   for (Command c : {Command{"status", "Print the agent id, epoch and state (active, frozen, retired) of a mount or capsule"},
                     Command{"freeze", "Commit every write in flight and make the capsule current; then writes wait"},
-                    Command{"thaw", "Let the writes of a frozen mount go on (refused when a move froze it: capsule move --recover)"}}) {
+                    Command{"thaw", "Let the writes of a frozen mount go on (refused when a move froze it: capsule move --recover); "
+                                  "a thawed mount is left as it is"}}) {
     auto args = std::make_shared<MountArgs>();
     std::string name = c.name;
     CLI::App* sub = app.add_subcommand(name, c.help);
     sub->add_option("MOUNTPOINT", args->path, name == "status" ? "Mountpoint or capsule folder" : "Mountpoint")->required();
-    sub->add_flag("--json", args->json, "Print agent, epoch and state as JSON");
+    AddJsonFlag(sub, "Print agent, epoch and state as JSON (an error as JSON)");
     sub->callback([name, args, exit_code] { *exit_code = Run(name, *args); });
   }
 }

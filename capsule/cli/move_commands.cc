@@ -37,7 +37,6 @@ using move::TlsDialer;
 struct MoveArgs {
   std::string source, to, cert, key, ca;
   bool recover = false;
-  bool json = false;
   bool progress = false;
 };
 
@@ -67,12 +66,13 @@ int RunMoveCommand(const MoveArgs& args) {
   if (args.recover) {
     Status resolved = move::RecoverMove(args.source, &target, options);
     if (!resolved.ok()) return Fail(resolved);
+    if (JsonOutput()) return PrintJson({{"resolved", args.source}});
     std::cout << "resolved: no move of " << args.source << " is left unfinished\n";
     return kExitOk;
   }
   Result<move::MoveReport> report = move::RunMove(args.source, &target, options);
   if (!report.ok()) return Fail(report.status());
-  if (args.json) {
+  if (JsonOutput()) {
     Json json = {{"agent", report->agent},
                  {"move", report->move},
                  {"epoch", report->epoch},
@@ -134,7 +134,7 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   move->add_option("--ca", move_args->ca, "CA certificate(s) the target's certificate must chain to (PEM)")->required();
   move->add_flag("--recover", move_args->recover,
                  "Only resolve the move SOURCE records as unfinished (ask the target; retire or thaw)");
-  move->add_flag("--json", move_args->json, "Print the move's figures as JSON");
+  AddJsonFlag(move, "Print the move's figures as JSON (an error as JSON)");
   move->add_flag("--progress", move_args->progress,
                  "Report progress (phase, bytes, rate) on standard error even when it is not a terminal");
   move->footer("Exit 0 only when the target holds the new epoch and SOURCE is retired. man capsule-protocol.7");

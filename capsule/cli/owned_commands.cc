@@ -24,22 +24,20 @@ using owned::StoredFact;
 
 struct SqlArgs {
   std::string dir, query;
-  bool json = false;
 };
 
 struct FactsArgs {
   std::string dir, subject, as_of;
-  bool all = false, json = false;
+  bool all = false;
 };
 
 struct RunsArgs {
   std::string dir;
-  bool in_flight = false, json = false;
+  bool in_flight = false;
 };
 
 struct WhyArgs {
   std::string dir, subject, key, as_of;
-  bool json = false;
 };
 
 // A value for tab-separated output: tabs, newlines and backslashes escaped, NULL as \N.
@@ -76,15 +74,23 @@ Json JsonCell(const Statement& row, int column) {
   }
 }
 
-int PrintJson(const Json& value) {
+int PrintCanonical(const Json& value) {
   Result<std::string> text = CanonicalJson(value, "output");
   if (!text.ok()) return Fail(text.status());
   std::cout << *text << "\n";
   return kExitOk;
 }
 
+// The capsule folder behind DIR (a folder or its mountpoint) for the owned-state ports.
+Result<std::unique_ptr<CapsulePorts>> OpenPorts(const std::string& dir) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string folder, ResolveCapsule(dir));
+  return CapsulePorts::Open(folder);
+}
+
 int RunSql(const SqlArgs& args) {
-  Result<Database> db = owned::OpenForQuery(args.dir);
+  Result<std::string> dir = ResolveCapsule(args.dir);
+  if (!dir.ok()) return Fail(dir.status());
+  Result<Database> db = owned::OpenForQuery(*dir);
   if (!db.ok()) return Fail(db.status());
   Result<Statement> statement = db->Prepare(args.query);
   if (!statement.ok()) return Fail(statement.status().WithContext("sql"));
@@ -94,7 +100,7 @@ int RunSql(const SqlArgs& args) {
     if (!row.ok()) return Fail(row.status().WithContext("sql"));
     if (!*row) break;
     const int columns = statement->ColumnCount();
-    if (args.json) {
+    if (JsonOutput()) {
       Json object = Json::object();
       for (int c = 0; c < columns; ++c) object[statement->ColumnName(c)] = JsonCell(*statement, c);
       rows.push_back(std::move(object));
@@ -104,13 +110,18 @@ int RunSql(const SqlArgs& args) {
     }
   }
   // Not canonical: the columns keep the query's order for a reader, keys of each row as named.
-  if (args.json) std::cout << rows.dump() << "\n";
+  if (JsonOutput()) std::cout << rows.dump() << "\n";
   return kExitOk;
 }
 
 int RunReindex(const std::string& dir) {
-  Result<owned::ProjectionStats> stats = owned::OwnedState::Reindex(dir);
+  Result<std::string> folder = ResolveCapsule(dir);
+  if (!folder.ok()) return Fail(folder.status());
+  Result<owned::ProjectionStats> stats = owned::OwnedState::Reindex(*folder);
   if (!stats.ok()) return Fail(stats.status());
+  if (JsonOutput()) {
+    return PrintJson({{"reindexed", dir}, {"events", stats->events}, {"journal_bytes", stats->journal_bytes}});
+  }
   std::cout << "reindexed " << dir << ": " << stats->events << " event" << (stats->events == 1 ? "" : "s") << ", "
             << stats->journal_bytes << " bytes of journal\n";
   return kExitOk;
@@ -137,18 +148,22 @@ std::string FactLine(const StoredFact& fact) {
 bool CheckAsOf(const std::string& as_of) { return as_of.empty() || journal::IsRfc3339Utc(as_of); }
 
 int RunFacts(const FactsArgs& args) {
-  if (!CheckAsOf(args.as_of)) return Fail("--as-of " + args.as_of + ": must be UTC RFC 3339 (2026-12-02T16:40:00Z)");
-  Result<std::unique_ptr<CapsulePorts>> ports = CapsulePorts::Open(args.dir);
+  if (!CheckAsOf(args.as_of)) return Fail(Status::InvalidArgument("--as-of " + args.as_of, "must be UTC RFC 3339 (2026-12-02T16:40:00Z)"));
+  Result<std::unique_ptr<CapsulePorts>> ports = OpenPorts(args.dir);
   if (!ports.ok()) return Fail(ports.status());
   std::optional<std::string> as_of;
   if (!args.as_of.empty()) as_of = args.as_of;
   Result<std::vector<StoredFact>> facts =
       args.all ? (*ports)->FactHistory(args.subject) : (*ports)->Recall(args.subject, {}, as_of);
   if (!facts.ok()) return Fail(facts.status());
-  if (args.json) {
+  if (facts->empty()) {  // as why does: what was asked for is not so
+    return Fail(Status::NotFound("facts " + args.subject, std::string("none believed ") +
+                                                              (args.all ? "ever" : as_of ? "as of " + *as_of : "now")));
+  }
+  if (JsonOutput()) {
     Json out = Json::array();
     for (const StoredFact& fact : *facts) out.push_back(FactJson(fact));
-    return PrintJson(out);
+    return PrintCanonical(out);
   }
   for (const StoredFact& fact : *facts) std::cout << FactLine(fact) << "\n";
   return kExitOk;
@@ -171,14 +186,14 @@ Json RunJson(const RunRecord& run) {
 }
 
 int RunRuns(const RunsArgs& args) {
-  Result<std::unique_ptr<CapsulePorts>> ports = CapsulePorts::Open(args.dir);
+  Result<std::unique_ptr<CapsulePorts>> ports = OpenPorts(args.dir);
   if (!ports.ok()) return Fail(ports.status());
   Result<std::vector<RunRecord>> runs = (*ports)->Runs(args.in_flight);
   if (!runs.ok()) return Fail(runs.status());
-  if (args.json) {
+  if (JsonOutput()) {
     Json out = Json::array();
     for (const RunRecord& run : *runs) out.push_back(RunJson(run));
-    return PrintJson(out);
+    return PrintCanonical(out);
   }
   for (const RunRecord& run : *runs) {
     std::cout << run.run_id << "\t" << run.framework << "\t" << run.status << "\t" << run.awaiting.value_or("-")
@@ -203,21 +218,22 @@ Json SourceJson(const SourceEvent& source) {
 }
 
 int RunWhy(const WhyArgs& args) {
-  if (!CheckAsOf(args.as_of)) return Fail("--as-of " + args.as_of + ": must be UTC RFC 3339 (2026-12-02T16:40:00Z)");
-  Result<std::unique_ptr<CapsulePorts>> ports = CapsulePorts::Open(args.dir);
+  if (!CheckAsOf(args.as_of)) return Fail(Status::InvalidArgument("--as-of " + args.as_of, "must be UTC RFC 3339 (2026-12-02T16:40:00Z)"));
+  Result<std::unique_ptr<CapsulePorts>> ports = OpenPorts(args.dir);
   if (!ports.ok()) return Fail(ports.status());
   std::optional<std::string> as_of;
   if (!args.as_of.empty()) as_of = args.as_of;
   Result<std::vector<StoredFact>> facts = (*ports)->Recall(args.subject, {args.key}, as_of);
   if (!facts.ok()) return Fail(facts.status());
   if (facts->empty()) {
-    return Fail("fact " + args.subject + "/" + args.key + ": not believed " +
-                (as_of ? "as of " + *as_of : std::string("now")) + " (see capsule facts --all)");
+    return Fail(Status::NotFound("fact " + args.subject + "/" + args.key,
+                                 "not believed " + (as_of ? "as of " + *as_of : std::string("now")) +
+                                     " (see capsule facts --all)"));
   }
   const StoredFact& fact = facts->back();
   Result<SourceEvent> source = (*ports)->Source(fact.source);
   if (!source.ok()) return Fail(source.status());
-  if (args.json) return PrintJson({{"fact", FactJson(fact)}, {"source", SourceJson(*source)}});
+  if (JsonOutput()) return PrintCanonical({{"fact", FactJson(fact)}, {"source", SourceJson(*source)}});
   std::cout << "fact " << fact.fact.subject << "/" << fact.fact.key << " = " << fact.fact.value.dump()
             << " (confidence " << fact.fact.confidence << "), valid from " << fact.valid_from << ", remembered by "
             << fact.id << "\n";
@@ -236,39 +252,40 @@ int RunWhy(const WhyArgs& args) {
 void RegisterOwnedStateCommands(CLI::App& app, int* exit_code) {
   auto sql_args = std::make_shared<SqlArgs>();
   CLI::App* sql = app.add_subcommand("sql", "Run one read-only SQL query on the owned-state tables");
-  sql->add_option("DIR", sql_args->dir, "Capsule folder")->required();
+  sql->add_option("DIR", sql_args->dir, "Capsule folder or its mountpoint")->required();
   sql->add_option("QUERY", sql_args->query, "One SQL statement; a write is refused by SQLite")->required();
-  sql->add_flag("--json", sql_args->json, "Print a JSON array of objects, one per row");
+  AddJsonFlag(sql, "Print a JSON array of objects, one per row (an error as JSON)");
   sql->callback([sql_args, exit_code] { *exit_code = RunSql(*sql_args); });
 
   auto reindex_dir = std::make_shared<std::string>();
   CLI::App* reindex = app.add_subcommand("reindex", "Drop and rebuild the owned-state database from the journal");
-  reindex->add_option("DIR", *reindex_dir, "Capsule folder")->required();
+  reindex->add_option("DIR", *reindex_dir, "Capsule folder or its mountpoint")->required();
+  AddJsonFlag(reindex);
   reindex->callback([reindex_dir, exit_code] { *exit_code = RunReindex(*reindex_dir); });
 
   auto facts_args = std::make_shared<FactsArgs>();
   CLI::App* facts = app.add_subcommand("facts", "The facts believed about SUBJECT (now, or --as-of a time)");
-  facts->add_option("DIR", facts_args->dir, "Capsule folder")->required();
+  facts->add_option("DIR", facts_args->dir, "Capsule folder or its mountpoint")->required();
   facts->add_option("SUBJECT", facts_args->subject, "The subject, e.g. user")->required();
   facts->add_option("--as-of", facts_args->as_of, "UTC RFC 3339 time (default: now)");
   facts->add_flag("--all", facts_args->all, "Every fact ever remembered about SUBJECT, expired ones too");
-  facts->add_flag("--json", facts_args->json, "Print JSON");
+  AddJsonFlag(facts);
   facts->callback([facts_args, exit_code] { *exit_code = RunFacts(*facts_args); });
 
   auto runs_args = std::make_shared<RunsArgs>();
   CLI::App* runs = app.add_subcommand("runs", "The runs the projection keeps; --in-flight: those not closed");
-  runs->add_option("DIR", runs_args->dir, "Capsule folder")->required();
+  runs->add_option("DIR", runs_args->dir, "Capsule folder or its mountpoint")->required();
   runs->add_flag("--in-flight", runs_args->in_flight, "Only runs not closed (running or awaiting)");
-  runs->add_flag("--json", runs_args->json, "Print JSON");
+  AddJsonFlag(runs);
   runs->callback([runs_args, exit_code] { *exit_code = RunRuns(*runs_args); });
 
   auto why_args = std::make_shared<WhyArgs>();
   CLI::App* why = app.add_subcommand("why", "Why the agent believes SUBJECT/KEY: the fact and its source event");
-  why->add_option("DIR", why_args->dir, "Capsule folder")->required();
+  why->add_option("DIR", why_args->dir, "Capsule folder or its mountpoint")->required();
   why->add_option("SUBJECT", why_args->subject, "The subject")->required();
   why->add_option("KEY", why_args->key, "The key")->required();
   why->add_option("--as-of", why_args->as_of, "UTC RFC 3339 time (default: now)");
-  why->add_flag("--json", why_args->json, "Print JSON");
+  AddJsonFlag(why);
   why->callback([why_args, exit_code] { *exit_code = RunWhy(*why_args); });
 }
 

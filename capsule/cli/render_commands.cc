@@ -18,7 +18,9 @@ struct RenderArgs {
 };
 
 int RunRender(const RenderArgs& args) {
-  Result<std::vector<journal::Event>> events = journal::Journal::Read(args.dir);
+  Result<std::string> dir = ResolveCapsule(args.dir);
+  if (!dir.ok()) return Fail(dir.status());
+  Result<std::vector<journal::Event>> events = journal::Journal::Read(*dir);
   if (!events.ok()) return Fail(events.status().WithContext(args.dir));
   journal::render::TargetRequest request;
   if (args.has_provider) request.provider = args.provider;
@@ -46,18 +48,19 @@ void RegisterRenderCommands(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<RenderArgs>();
   CLI::App* render = app.add_subcommand(
       "render", "Print the journal's conversation as the JSON request body of a provider's API");
-  render->add_option("DIR", args->dir, "Capsule folder")->required();
+  render->add_option("DIR", args->dir, "Capsule folder or its mountpoint")->required();
   CLI::Option* provider = render->add_option("--provider", args->provider,
                                              "openai, anthropic or gemini (default: the conversation's current one)")
-                              ->check(CLI::IsMember({"openai", "anthropic", "gemini"}));
+                              ->check(OneOf({"openai", "anthropic", "gemini"}));
   CLI::Option* model = render->add_option("--model", args->model, "Model (default: the latest the journal names for the provider)");
   CLI::Option* context = render->add_option("--context-tokens", args->context_tokens,
                                             "Fit the request in N tokens (estimated): keep the newest messages, digest the rest")
-                             ->check(CLI::PositiveNumber);
+                             ->check(PositiveWholeNumber());
   render->add_option("--conversation", args->conversation, "Conversation to render (default: main)");
   CLI::Option* max = render->add_option("--max-tokens", args->max_tokens, "Anthropic max_tokens (default: 4096)")
-                         ->check(CLI::PositiveNumber);
+                         ->check(PositiveWholeNumber());
   render->add_flag("--pretty", args->pretty, "Indent the JSON (default: canonical, one line)");
+  AddJsonFlag(render, "Accepted for uniformity (the request body is JSON); an error as JSON");
   render->callback([args, provider, model, context, max, exit_code] {
     args->has_provider = provider->count() > 0;
     args->has_model = model->count() > 0;

@@ -47,14 +47,24 @@ Status Pack(const PackArgs& args, move::PackStats* stats) {
     CAPSULE_ASSIGN_OR_RETURN(envelope, EnvelopeWriter::Create(out.sink(), *key));
     sink = envelope.get();
   }
-  CAPSULE_RETURN_IF_ERROR(move::PackCapsule(args.dir, options, sink, stats));
+  CAPSULE_ASSIGN_OR_RETURN(std::string dir, ResolveCapsule(args.dir));
+  CAPSULE_RETURN_IF_ERROR(move::PackCapsule(dir, options, sink, stats));
   return out.Commit();
 }
 
 int RunPack(const PackArgs& args) {
   move::PackStats stats;
+  if (args.out == "-") StandardOutputIsData();
   Status status = Pack(args, &stats);
   if (!status.ok()) return Fail(status);
+  if (JsonOutput() && args.out != "-") {
+    return PrintJson({{"phase", args.phase},
+                      {"move", stats.move_id},
+                      {"files_sent", stats.files_sent},
+                      {"file_bytes_sent", stats.file_bytes_sent},
+                      {"files_skipped", stats.files_skipped},
+                      {"removed", stats.removed}});
+  }
   // On standard output the stream is the output: the report goes to standard error.
   (args.out == "-" ? std::cerr : std::cout) << "packed " << args.phase << " of move " << stats.move_id << ": " << stats.files_sent << " files ("
             << stats.file_bytes_sent << " bytes) sent, " << stats.files_skipped << " held the same by the receiver, "
@@ -91,6 +101,15 @@ int RunUnpack(const UnpackArgs& args) {
   move::UnpackStats stats;
   Status status = Unpack(args, &stats);
   if (!status.ok()) return Fail(status.WithContext(args.file));
+  if (JsonOutput()) {
+    return PrintJson({{"phase", move::PhaseName(stats.manifest.phase)},
+                      {"move", stats.manifest.move},
+                      {"dir", args.dir},
+                      {"files_received", stats.files_received},
+                      {"file_bytes", stats.file_bytes},
+                      {"removed", stats.removed},
+                      {"ignored", stats.ignored}});
+  }
   std::cout << "unpacked " << move::PhaseName(stats.manifest.phase) << " of move " << stats.manifest.move << " into "
             << args.dir << ": " << stats.files_received << " files (" << stats.file_bytes << " bytes), "
             << stats.removed << " removed" << (stats.ignored ? ", " + std::to_string(stats.ignored) + " ignored" : "")
@@ -103,7 +122,9 @@ struct HaveArgs {
 };
 
 int RunHave(const HaveArgs& args) {
-  Result<move::HaveMap> have = move::HaveOfCapsule(args.dir);
+  Result<std::string> dir = ResolveCapsule(args.dir);
+  if (!dir.ok()) return Fail(dir.status());
+  Result<move::HaveMap> have = move::HaveOfCapsule(*dir);
   if (!have.ok()) return Fail(have.status());
   Result<std::string> text = move::HaveToJson(*have);
   if (!text.ok()) return Fail(text.status());
@@ -120,16 +141,17 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code) {
 
   auto pack_args = std::make_shared<PackArgs>();
   CLI::App* pack = stream->add_subcommand("pack", "Write a Move Stream of the capsule at DIR");
-  pack->add_option("DIR", pack_args->dir, "Capsule folder")->required();
+  pack->add_option("DIR", pack_args->dir, "Capsule folder or its mountpoint")->required();
   pack->add_option("--phase", pack_args->phase, "copy, switch or files")
       ->required()
-      ->check(CLI::IsMember({"copy", "switch", "files"}));
+      ->check(OneOf({"copy", "switch", "files"}));
   pack->add_option("--have", pack_args->have, "The receiver's have (JSON {path: sha256}): files it holds the same are skipped");
   pack->add_option("--move", pack_args->move, "Move id (32 hex digits); a switch must give its copy's");
   pack->add_option("--seal-to", pack_args->seal_to, "Seal the stream to this X25519 public key (required for a switch)");
   pack->add_option("-o,--output", pack_args->out,
                    "Stream file to write (replaced whole), a FIFO or device (written in place), or - for standard output")
       ->required();
+  AddJsonFlag(pack, "Print the figures as JSON (not with -o -); an error as JSON");
   pack->callback([pack_args, exit_code] { *exit_code = RunPack(*pack_args); });
 
   auto unpack_args = std::make_shared<UnpackArgs>();
@@ -137,11 +159,13 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code) {
   unpack->add_option("FILE", unpack_args->file, "Stream file (sealed or not)")->required();
   unpack->add_option("DIR", unpack_args->dir, "Capsule folder to receive into (absent for a first copy)")->required();
   unpack->add_option("--open-with", unpack_args->open_with, "X25519 private key file to open a sealed stream");
+  AddJsonFlag(unpack);
   unpack->callback([unpack_args, exit_code] { *exit_code = RunUnpack(*unpack_args); });
 
   auto have_args = std::make_shared<HaveArgs>();
   CLI::App* have = stream->add_subcommand("have", "Print what the capsule at DIR holds, as a have for pack --have");
-  have->add_option("DIR", have_args->dir, "Capsule folder")->required();
+  have->add_option("DIR", have_args->dir, "Capsule folder or its mountpoint")->required();
+  AddJsonFlag(have, "Accepted for uniformity (the have is JSON); an error as JSON");
   have->callback([have_args, exit_code] { *exit_code = RunHave(*have_args); });
 }
 

@@ -1,0 +1,89 @@
+// Usage errors in words (man capsule.1, CONVENTIONS): option checks that say what a value must
+// be, and the nearest subcommand for a mistyped one.
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+
+#include "capsule/cli/cli.h"
+
+namespace capsule::cli {
+
+CLI::Validator PositiveWholeNumber() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        bool digits = !text.empty() && text.size() <= 19 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (digits && std::strtoull(text.c_str(), nullptr, 10) > 0) return "";
+        return "must be a positive whole number, got " + text;
+      },
+      "N");
+}
+
+CLI::Validator OneOf(const std::vector<std::string>& choices) {
+  std::string list;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  }
+  return CLI::Validator(
+      [choices, list](std::string& text) -> std::string {
+        if (std::find(choices.begin(), choices.end(), text) != choices.end()) return "";
+        return "must be " + list + ", got " + text;
+      },
+      list);
+}
+
+namespace {
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string UnknownSubcommand(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* at = &app;
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.empty() || word[0] == '-') return "";  // an option: CLI11 judges the rest
+    std::vector<const CLI::App*> subs = at->get_subcommands([](const CLI::App*) { return true; });
+    if (subs.empty()) return "";
+    const CLI::App* next = nullptr;
+    std::string best;
+    size_t best_distance = 3;  // suggest only within two edits
+    for (const CLI::App* sub : subs) {
+      if (sub->get_name() == word) next = sub;
+      size_t distance = EditDistance(word, sub->get_name());
+      if (distance < best_distance) best_distance = distance, best = sub->get_name();
+    }
+    if (next != nullptr) {
+      at = next;
+      continue;
+    }
+    if (at->get_require_subcommand_min() == 0 && at != &app) return "";  // log DIR: a positional
+    std::string command = at == &app ? "capsule" : "capsule " + at->get_name();
+    return (at == &app ? "" : at->get_name() + ": ") + "'" + word + "' is not a command" +
+           (best.empty() ? "" : "; did you mean '" + best + "'?") + " (" + command + " --help lists them)";
+  }
+  return "";
+}
+
+int UsageFailure(const std::string& message, int argc, char** argv) {
+  std::cerr << "capsule: " << message << "\n";
+  bool json = JsonOutput();
+  for (int i = 1; i < argc && !json; ++i) json = std::string(argv[i]) == "--json";
+  if (json) PrintJsonError("usage", message, Json());
+  return kExitUsage;
+}
+
+}  // namespace capsule::cli
