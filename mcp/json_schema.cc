@@ -1,6 +1,8 @@
 #include "mcp/json_schema.h"
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
@@ -56,6 +58,25 @@ size_t CodePoints(const std::string& text) {
 }
 
 std::string Join(const std::string& where, const std::string& name) { return where + "." + name; }
+
+// The pattern compiled, once per pattern: compiling costs far more than a match. Null when the
+// pattern is not a regular expression std::regex reads.
+const std::regex* Compiled(const std::string& pattern) {
+  static std::mutex mu;
+  static std::map<std::string, std::optional<std::regex>> cache;
+  std::lock_guard lock(mu);
+  auto it = cache.find(pattern);
+  if (it == cache.end()) {
+    std::optional<std::regex> compiled;
+    try {
+      compiled.emplace(pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error&) {
+      compiled.reset();
+    }
+    it = cache.emplace(pattern, std::move(compiled)).first;
+  }
+  return it->second ? &*it->second : nullptr;
+}
 
 // A count keyword's value (minLength, maxItems ...), when it is a whole number of at least 0.
 std::optional<size_t> Count(const Json& schema, const char* keyword) {
@@ -139,9 +160,10 @@ class Checker {
     }
     if (auto it = schema.find("pattern"); it != schema.end() && it->is_string()) {
       bool matched = false;
-      if (text.size() <= kMaxPatternSubject) {
+      const std::regex* pattern = Compiled(it->get<std::string>());
+      if (pattern != nullptr && text.size() <= kMaxPatternSubject) {
         try {
-          matched = std::regex_search(text, std::regex(it->get<std::string>(), std::regex::ECMAScript));
+          matched = std::regex_search(text, *pattern);
         } catch (const std::regex_error&) {
           matched = false;
         }

@@ -9,7 +9,7 @@
 // is refused by SchemaKeywordsKnown, which the tests run over every tool's schema, so that no
 // schema promises a rule this checker would not keep.
 //
-// Thread-safety: plain functions.
+// Thread-safety: plain functions; compiled patterns are cached under a lock.
 #pragma once
 
 #include <string>

@@ -5,7 +5,8 @@
 //
 //   mcp_bench CAPSULE_BINARY [WORKDIR] [CALLS]
 //
-// Prints one line per operation: calls/s through the ports, through MCP, and their ratio.
+// Prints one line per operation: calls/s through the ports, through MCP, and their ratio; and
+// the rate of pings, the floor the protocol and the pipes set.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,7 +99,7 @@ class ServerProcess {
 };
 
 struct Rates {
-  double append = 0, recall = 0;
+  double append = 0, recall = 0, ping = 0;
 };
 
 Rates ThroughPorts(const std::string& dir, int calls) {
@@ -156,6 +157,9 @@ Rates ThroughMcp(const std::string& binary, const std::string& dir, int calls) {
   start = Clock::now();
   for (int i = 0; i < calls; ++i) server.Tool("memory_recall", {{"subject", "user"}});
   rates.recall = calls / Since(start);
+  start = Clock::now();
+  for (int i = 0; i < calls; ++i) server.Call("ping", Json::object());
+  rates.ping = calls / Since(start);
   return rates;
 }
 
@@ -183,5 +187,6 @@ int main(int argc, char** argv) {
               served.append / ports.append);
   std::printf("%-32s %12.0f %12.0f %8.2f\n", "recall 20 facts (memory_recall)", ports.recall, served.recall,
               served.recall / ports.recall);
+  std::printf("%-32s %12s %12.0f %8s\n", "ping (the protocol alone)", "-", served.ping, "-");
   return 0;
 }
