@@ -107,6 +107,9 @@ TEST_F(HostileInputTest, EveryHostileInputGetsAClearErrorAndChangesNothing) {
       {"a choice not offered", {"keygen", "--type", "rsa", "-o", "{ROOT}/k"}, "", 2,
        "--type: must be ed25519 or x25519, got rsa"},
       {"a capsule that is not there", {"status", "{ROOT}/absent"}, "", 1, "absent: no such file or folder"},
+      // The MCP server.
+      {"an MCP server for a folder that is no capsule", {"mcp", "{ROOT}"}, "", 1,
+       "neither a capsule folder nor a capsulefs mount"},
   };
   for (const Hostile& row : table) {
     std::vector<std::string> args;
@@ -123,6 +126,54 @@ TEST_F(HostileInputTest, EveryHostileInputGetsAClearErrorAndChangesNothing) {
   }
   auto verify = RunCapsule({"verify", cap_});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+// Hostile lines to `capsule mcp`: each gets exactly one JSON-RPC reply on standard output (an
+// error, or a tool result with isError), nothing on standard error, exit 0 at the end of the
+// input, and the journal as it was.
+TEST_F(HostileInputTest, McpAnswersEveryHostileLineAndWritesNothing) {
+  const std::string journal_before = *ReadFile(cap_ + "/memory/timeline_events.jsonl");
+  auto call = [](const std::string& arguments) {
+    return R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"history_append","arguments":)" +
+           arguments + "}}";
+  };
+  const std::vector<std::string> lines = {
+      "not json",
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":" + Deep(100000) + "}",
+      R"({"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"})",
+      R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":1e999}})",
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"s\":\"\xC0\xAF\"}}",
+      R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])",
+      R"({"jsonrpc":"1.0","id":1,"method":"ping"})",
+      R"({"jsonrpc":"2.0","id":{},"method":"ping"})",
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":"x"})",
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":["history_append"]}})",
+      call(R"({"role":"user","content":"x","extra":1})"),
+      call(R"({"role":"user","content":["x"]})"),
+      call(R"({"role":"tool_call","content":"{","tool_call_id":"c","tool_name":"t"})"),
+      call(R"({"role":"user","content":"x","conversation":""})"),
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_remember","arguments":{"subject":"u","key":"k","value":1}}})",
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"history_load","arguments":{"limit":1e300}}})",
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"history_load","arguments":{"before_seq":-1}}})",
+      R"({"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"capsule://agent-1/conversations/%"}})",
+      R"({"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"capsule://agent-1/../../etc/passwd"}})",
+      R"({"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"cursor":"99999999999999999999"}})",
+  };
+  std::string input;
+  for (const std::string& line : lines) input += line + "\n";
+  auto run = RunCapsule({"mcp", cap_}, input);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  size_t replies = 0;
+  for (size_t start = 0, end; (end = run.out.find('\n', start)) != std::string::npos; start = end + 1) {
+    const std::string reply = run.out.substr(start, end - start);
+    EXPECT_TRUE(reply.find("\"error\":{\"code\":-32") != std::string::npos ||
+                reply.find("\"isError\":true") != std::string::npos)
+        << "line " << replies + 1 << ": " << reply;
+    ++replies;
+  }
+  EXPECT_EQ(replies, lines.size()) << run.out;
+  EXPECT_EQ(*ReadFile(cap_ + "/memory/timeline_events.jsonl"), journal_before);
 }
 
 }  // namespace

@@ -15,6 +15,11 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm run the MCP end-to-end test's client (tests/mcp/). Debian's, unless the
+# machine already has both commands (a Node.js package that ships its own npm conflicts with
+# Debian's npm, so the commands are what is checked, not the package names).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
@@ -23,4 +28,12 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -q >/dev/null
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The MCP client the end-to-end test drives the server with, at the versions
+# tests/mcp/package-lock.json pins; again only when it is missing or the lock file changed.
+mcp="$(cd "$(dirname "$0")" && pwd)/mcp"
+if [ ! -f "$mcp/node_modules/.package-lock.json" ] || [ "$mcp/package-lock.json" -nt "$mcp/node_modules/.package-lock.json" ]; then
+  echo "setup: npm ci in tests/mcp"
+  npm ci --prefix "$mcp" --no-audit --no-fund --loglevel=error >/dev/null
 fi

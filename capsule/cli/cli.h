@@ -2,7 +2,7 @@
 // subcommands, each in its own *_commands.cc file beside this one.
 //
 // capsule/cli/ is the top floor: the only code that includes every other floor (capsule/base,
-// capsule/format, journal/, fs/, move/). A subcommand's callback stores its exit code: 0 done,
+// capsule/format, journal/, fs/, mcp/, move/). A subcommand's callback stores its exit code: 0 done,
 // 1 refused or failed (the thing asked for is not so), 2 usage. Errors print as
 // "capsule: <what>: <why>" on standard error and, under --json, as
 // {"error":{"code":"...","message":"..."}} on standard output too (common.cc; man capsule.1,
@@ -70,6 +70,9 @@ void RegisterJournalCommands(CLI::App& app, int* exit_code);
 void RegisterRenderCommands(CLI::App& app, int* exit_code);
 // capsule sql, reindex, facts, runs, why: the owned-state database (owned_commands.cc).
 void RegisterOwnedStateCommands(CLI::App& app, int* exit_code);
+// capsule mcp: the Model Context Protocol server over standard input and output
+// (mcp_commands.cc).
+void RegisterMcpCommands(CLI::App& app, int* exit_code);
 // capsule status, freeze, thaw: a mount's control channel; status of a folder with no mount
 // reads its holder record (mount_commands.cc).
 void RegisterMountCommands(CLI::App& app, int* exit_code);

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   capsule::cli::RegisterJournalCommands(app, &exit_code);
   capsule::cli::RegisterRenderCommands(app, &exit_code);
   capsule::cli::RegisterOwnedStateCommands(app, &exit_code);
+  capsule::cli::RegisterMcpCommands(app, &exit_code);
   capsule::cli::RegisterMountCommands(app, &exit_code);
   capsule::cli::RegisterMoveCommands(app, &exit_code);
   std::string unknown = capsule::cli::UnknownSubcommand(app, argc, argv);

@@ -10,6 +10,7 @@
 #include "journal/event.h"
 #include "journal/owned/capsule_ports.h"
 #include "journal/owned/owned_state.h"
+#include "journal/owned/ports_json.h"
 
 namespace capsule::cli {
 
@@ -127,19 +128,6 @@ int RunReindex(const std::string& dir) {
   return kExitOk;
 }
 
-Json FactJson(const StoredFact& fact) {
-  return {{"id", fact.id},
-          {"subject", fact.fact.subject},
-          {"key", fact.fact.key},
-          {"value", fact.fact.value},
-          {"confidence", fact.fact.confidence},
-          {"conversation", fact.fact.conversation},
-          {"source", fact.source},
-          {"valid_from", fact.valid_from},
-          {"valid_to", fact.valid_to ? Json(*fact.valid_to) : Json(nullptr)},
-          {"ended_by", fact.ended_by ? Json(*fact.ended_by) : Json(nullptr)}};
-}
-
 std::string FactLine(const StoredFact& fact) {
   return fact.fact.key + "\t" + fact.fact.value.dump() + "\t" + std::to_string(fact.fact.confidence).substr(0, 4) +
          "\t" + fact.valid_from + "\t" + fact.valid_to.value_or("-") + "\t" + fact.source;
@@ -162,27 +150,11 @@ int RunFacts(const FactsArgs& args) {
   }
   if (JsonOutput()) {
     Json out = Json::array();
-    for (const StoredFact& fact : *facts) out.push_back(FactJson(fact));
+    for (const StoredFact& fact : *facts) out.push_back(owned::FactToJson(fact));
     return PrintCanonical(out);
   }
   for (const StoredFact& fact : *facts) std::cout << FactLine(fact) << "\n";
   return kExitOk;
-}
-
-Json RunJson(const RunRecord& run) {
-  return {{"run_id", run.run_id},
-          {"framework", run.framework},
-          {"first_framework", run.first_framework},
-          {"thread_key", run.thread_key},
-          {"conversation", run.conversation},
-          {"status", run.status},
-          {"awaiting", run.awaiting ? Json(*run.awaiting) : Json(nullptr)},
-          {"steps", run.steps},
-          {"cost", run.cost},
-          {"resumes", run.resumes},
-          {"opened_at", run.opened_at},
-          {"updated_at", run.updated_at},
-          {"closed_at", run.closed_at ? Json(*run.closed_at) : Json(nullptr)}};
 }
 
 int RunRuns(const RunsArgs& args) {
@@ -192,7 +164,7 @@ int RunRuns(const RunsArgs& args) {
   if (!runs.ok()) return Fail(runs.status());
   if (JsonOutput()) {
     Json out = Json::array();
-    for (const RunRecord& run : *runs) out.push_back(RunJson(run));
+    for (const RunRecord& run : *runs) out.push_back(owned::RunToJson(run));
     return PrintCanonical(out);
   }
   for (const RunRecord& run : *runs) {
@@ -200,21 +172,6 @@ int RunRuns(const RunsArgs& args) {
               << "\t" << run.steps << " steps\t" << run.thread_key << "\n";
   }
   return kExitOk;
-}
-
-Json SourceJson(const SourceEvent& source) {
-  Json out = {{"id", source.id}, {"found", source.found}};
-  if (!source.found) return out;
-  out["type"] = source.type;
-  out["ts"] = source.ts;
-  out["machine"] = source.machine;
-  out["conversation"] = source.conversation;
-  if (source.message) {
-    out["message"] = {{"role", source.message->role},
-                      {"seq", source.message->seq},
-                      {"content", source.message->content}};
-  }
-  return out;
 }
 
 int RunWhy(const WhyArgs& args) {
@@ -233,7 +190,7 @@ int RunWhy(const WhyArgs& args) {
   const StoredFact& fact = facts->back();
   Result<SourceEvent> source = (*ports)->Source(fact.source);
   if (!source.ok()) return Fail(source.status());
-  if (JsonOutput()) return PrintCanonical({{"fact", FactJson(fact)}, {"source", SourceJson(*source)}});
+  if (JsonOutput()) return PrintCanonical({{"fact", owned::FactToJson(fact)}, {"source", owned::SourceToJson(*source)}});
   std::cout << "fact " << fact.fact.subject << "/" << fact.fact.key << " = " << fact.fact.value.dump()
             << " (confidence " << fact.fact.confidence << "), valid from " << fact.valid_from << ", remembered by "
             << fact.id << "\n";

@@ -2,6 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "capsule/base/sha256.h"
 
 namespace capsule::owned {
@@ -117,6 +120,24 @@ Result<std::vector<Message>> CapsulePorts::Load(const std::string& conversation)
     if (!row) break;
     messages.push_back(ReadMessage(select));
   }
+  return messages;
+}
+
+Result<std::vector<Message>> CapsulePorts::LoadPage(const std::string& conversation, int64_t limit,
+                                                    std::optional<int64_t> before_seq) {
+  if (limit < 1) return Status::InvalidArgument("page of " + conversation, "limit must be at least 1");
+  CAPSULE_RETURN_IF_ERROR(state_.CatchUp().status());
+  CAPSULE_ASSIGN_OR_RETURN(Statement select,
+                           state_.db().Prepare(std::string("SELECT ") + kMessageColumns + kMessageFrom +
+                                               "WHERE m.conversation_id = ? AND m.seq < ? ORDER BY m.seq DESC LIMIT ?"));
+  select.Bind(1, conversation).Bind(2, before_seq.value_or(INT64_MAX)).Bind(3, limit);
+  std::vector<Message> messages;
+  for (;;) {
+    CAPSULE_ASSIGN_OR_RETURN(bool row, select.Step());
+    if (!row) break;
+    messages.push_back(ReadMessage(select));
+  }
+  std::reverse(messages.begin(), messages.end());
   return messages;
 }
 
@@ -316,6 +337,21 @@ Result<std::vector<RunRecord>> CapsulePorts::Runs(bool in_flight_only) {
     runs.push_back(ReadRun(select));
   }
   return runs;
+}
+
+Result<std::vector<ConversationSummary>> CapsulePorts::Conversations() {
+  CAPSULE_RETURN_IF_ERROR(state_.CatchUp().status());
+  CAPSULE_ASSIGN_OR_RETURN(Statement select,
+                           state_.db().Prepare("SELECT conversation_id, message_count, token_count, started_at, last_at "
+                                               "FROM conversations ORDER BY conversation_id"));
+  std::vector<ConversationSummary> conversations;
+  for (;;) {
+    CAPSULE_ASSIGN_OR_RETURN(bool row, select.Step());
+    if (!row) break;
+    conversations.push_back({select.ColumnText(0), select.ColumnInt(1), select.ColumnInt(2), select.ColumnText(3),
+                             select.ColumnText(4)});
+  }
+  return conversations;
 }
 
 }  // namespace capsule::owned

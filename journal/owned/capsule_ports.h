@@ -25,6 +25,13 @@ struct SourceEvent {
   std::optional<Message> message;  // when the source is a message
 };
 
+// One conversation as the projection keeps it.
+struct ConversationSummary {
+  std::string id;
+  int64_t messages = 0, tokens = 0;
+  std::string started_at, last_at;
+};
+
 class CapsulePorts final : public HistoryPort, public MemoryPort, public RunPort {
  public:
   // Reading needs nothing held; the first write opens the journal for writing (held here).
@@ -32,6 +39,8 @@ class CapsulePorts final : public HistoryPort, public MemoryPort, public RunPort
                                                     journal::JournalOptions options = {});
 
   Result<std::vector<Message>> Load(const std::string& conversation) override;
+  Result<std::vector<Message>> LoadPage(const std::string& conversation, int64_t limit,
+                                        std::optional<int64_t> before_seq = std::nullopt) override;
   Result<Message> Append(const Message& message) override;
 
   Result<std::vector<StoredFact>> Recall(const std::string& subject, const std::vector<std::string>& keys,
@@ -52,6 +61,8 @@ class CapsulePorts final : public HistoryPort, public MemoryPort, public RunPort
   Result<std::optional<RunRecord>> GetRun(const std::string& run_id);
   // Runs not closed (in flight), or every run the projection keeps.
   Result<std::vector<RunRecord>> Runs(bool in_flight_only);
+  // Every conversation, by id.
+  Result<std::vector<ConversationSummary>> Conversations();
 
  private:
   CapsulePorts(OwnedState state, journal::JournalOptions options)

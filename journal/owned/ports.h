@@ -37,6 +37,10 @@ class HistoryPort {
   virtual ~HistoryPort() = default;
   // The conversation's messages in order, with whole bodies.
   virtual Result<std::vector<Message>> Load(const std::string& conversation) = 0;
+  // One page of it, newest last: the `limit` latest messages whose seq is below `before_seq`
+  // (every seq when absent). The page before this one ends below the first seq returned.
+  virtual Result<std::vector<Message>> LoadPage(const std::string& conversation, int64_t limit,
+                                                std::optional<int64_t> before_seq = std::nullopt) = 0;
   // Appends a message to the journal; returns it with id, seq, ts and tokens assigned.
   virtual Result<Message> Append(const Message& message) = 0;
 };

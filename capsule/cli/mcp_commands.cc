@@ -1,0 +1,56 @@
+// capsule mcp DIR|MOUNTPOINT: the Model Context Protocol server over standard input and output.
+// See mcp/server.h and man/capsule-mcp.7.
+#include "capsule/cli/cli.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
+#include "fs/control_client.h"
+#include "mcp/server.h"
+
+namespace capsule::cli {
+
+namespace {
+
+// The capsule folder behind `path`: the folder a running mount serves (its control channel
+// says which), or `path` itself when it is a capsule folder.
+Result<std::string> CapsuleFolder(const std::string& path) {
+  Result<std::string> socket = fs::FindControlSocket(path);
+  if (socket.ok()) {
+    Result<Json> status = fs::SendControl(*socket, "status");
+    if (status.ok() && status->value("dir", Json()).is_string()) return (*status)["dir"].get<std::string>();
+    // A socket nobody answers is what a crashed mount leaves: the folder alone counts.
+  }
+  if (!PathExists(JoinPath(path, kManifestPath))) {
+    return Status::NotFound(path, "neither a capsule folder nor a capsulefs mount");
+  }
+  return path;
+}
+
+int RunMcp(const std::string& path) {
+  // A client that goes away closes our output: the write fails and the server stops.
+  ::signal(SIGPIPE, SIG_IGN);
+  Result<std::string> dir = CapsuleFolder(path);
+  if (!dir.ok()) return Fail(dir.status());
+  Result<std::unique_ptr<mcp::Server>> server = mcp::Server::Open({*dir, path, {}});
+  if (!server.ok()) return Fail(server.status().WithContext("mcp"));
+  Status served = (*server)->Serve(STDIN_FILENO, STDOUT_FILENO);
+  if (!served.ok()) return Fail(served.WithContext("mcp"));
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterMcpCommands(CLI::App& app, int* exit_code) {
+  auto path = std::make_shared<std::string>();
+  CLI::App* mcp = app.add_subcommand(
+      "mcp", "Serve the capsule's history, memory and runs as a Model Context Protocol server on standard input and output");
+  mcp->add_option("PATH", *path, "Capsule folder or capsulefs mountpoint")->required();
+  mcp->callback([path, exit_code] { *exit_code = RunMcp(*path); });
+}
+
+}  // namespace capsule::cli

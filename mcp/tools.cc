@@ -1,0 +1,60 @@
+#include "mcp/tools.h"
+
+#include "mcp/json_rpc.h"
+#include "mcp/json_schema.h"
+
+namespace capsule::mcp {
+
+namespace {
+
+Json TextContent(const std::string& text) { return Json::array({{{"type", "text"}, {"text", text}}}); }
+
+Json ErrorResult(const std::string& tool, const Status& status) {
+  const std::string message = tool + ": " + status.message();
+  return {{"content", TextContent(message)},
+          {"structuredContent", {{"error", {{"kind", CodeName(status.code())}, {"message", message}}}}},
+          {"isError", true}};
+}
+
+}  // namespace
+
+const std::vector<Tool>& Tools() {
+  static const std::vector<Tool> tools = [] {
+    std::vector<Tool> all;
+    for (std::vector<Tool> group : {HistoryTools(), MemoryTools(), RunTools()}) {
+      for (Tool& tool : group) all.push_back(std::move(tool));
+    }
+    return all;
+  }();
+  return tools;
+}
+
+const Tool* FindTool(const std::string& name) {
+  for (const Tool& tool : Tools()) {
+    if (tool.name == name) return &tool;
+  }
+  return nullptr;
+}
+
+Json ToolListing(const Tool& tool) {
+  return {{"name", tool.name},
+          {"title", tool.title},
+          {"description", tool.description},
+          {"inputSchema", tool.input_schema},
+          {"annotations",
+           {{"title", tool.title},
+            {"readOnlyHint", tool.read_only},
+            {"destructiveHint", false},
+            {"idempotentHint", tool.read_only},
+            {"openWorldHint", false}}}};
+}
+
+Json CallTool(const Tool& tool, owned::CapsulePorts& ports, const Json& arguments) {
+  Status checked = CheckJsonSchema(tool.input_schema, arguments, "arguments");
+  if (!checked.ok()) return ErrorResult(tool.name, checked);
+  Result<Json> result = tool.run(ports, arguments);
+  if (!result.ok()) return ErrorResult(tool.name, result.status());
+  return {{"content", TextContent(Serialize(*result))}, {"structuredContent", std::move(*result)}};
+}
+
+}  // namespace capsule::mcp
