@@ -39,7 +39,7 @@ case "$target" in
              capsule/format/create.cc capsule/format/digest_cache.cc
              capsule/format/environment_spec.cc capsule/format/holder.cc capsule/format/keys.cc
              capsule/format/layout.cc capsule/format/manifest.cc capsule/format/verify.cc
-             capsule/format/workspace.cc "${base[@]}")
+             capsule/format/workspace.cc capsule/format/workspace_times.cc "${base[@]}")
     max_len=65536 ;;
   wire)
     sources=(move/wire_fuzz.cc move/serve.cc move/remote_target.cc move/net/wire.cc
