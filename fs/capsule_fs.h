@@ -229,6 +229,9 @@ class CapsuleFs {
   // no name left and nothing looks it up. Needs tree_mu_ (unique).
   void RemoveName(Node* dir, const std::string& name, Node* node);
   Status TruncateNow(Node* node, uint64_t size);
+  // A new workspace entry `node` in `parent`, made by `caller`: its owner, its folder's times,
+  // and the change logged. Needs tree_mu_ (unique).
+  Status AddWorkspaceEntry(Node* node, Node* parent, const Caller& caller);
   Result<std::pair<fuse_entry_param, Handle*>> CreateReal(Node* parent, const std::string& name, mode_t mode,
                                                           int flags);
 

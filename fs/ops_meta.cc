@@ -88,6 +88,14 @@ void CapsuleFs::RemoveName(Node* dir, const std::string& name, Node* node) {
   if (node->other_links.empty()) node->link_group = 0;
 }
 
+Status CapsuleFs::AddWorkspaceEntry(Node* node, Node* parent, const Caller& caller) {
+  SetNewOwner(node, parent, caller);
+  WorkspaceChange change;
+  Record(node, WsPath(node), &change);
+  EntriesChanged(parent, &change);
+  return LogChange(change);
+}
+
 Status CapsuleFs::TruncateNow(Node* node, uint64_t size) {
   std::lock_guard wc_lock(node->wc_mu);
   // As an open, a truncate and a close: every open sees it, and it is committed at once.
@@ -233,11 +241,7 @@ Result<fuse_entry_param> CapsuleFs::do_mknod(fuse_ino_t parent_ino, const std::s
     node->special = mode & S_IFMT;
     node->mode = mode & 07777;
     node->rdev = (S_ISCHR(mode) || S_ISBLK(mode)) ? rdev : 0;
-    SetNewOwner(node.get(), parent, caller);
-    WorkspaceChange change;
-    Record(node.get(), WsPath(node.get()), &change);
-    EntriesChanged(parent, &change);
-    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    CAPSULE_RETURN_IF_ERROR(AddWorkspaceEntry(node.get(), parent, caller));
     ++node->nlookup;
   }
   CAPSULE_RETURN_IF_ERROR(SyncLog());
@@ -260,11 +264,7 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
     } else if (parent->kind == NodeKind::kWsDir) {
       node = NewNode(NodeKind::kWsDir, parent, name);
       node->mode = mode & 07777;
-      SetNewOwner(node.get(), parent, caller);
-      WorkspaceChange change;
-      Record(node.get(), WsPath(node.get()), &change);
-      EntriesChanged(parent, &change);
-      CAPSULE_RETURN_IF_ERROR(LogChange(change));
+      CAPSULE_RETURN_IF_ERROR(AddWorkspaceEntry(node.get(), parent, caller));
     } else {
       return FsError(EPERM, rel + ": no new folders here");
     }
@@ -285,11 +285,7 @@ Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_i
     if (parent->children.count(name) != 0) return FsError(EEXIST, name);
     node = NewNode(NodeKind::kWsLink, parent, name);
     node->target = target;
-    SetNewOwner(node.get(), parent, caller);
-    WorkspaceChange change;
-    Record(node.get(), WsPath(node.get()), &change);
-    EntriesChanged(parent, &change);
-    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    CAPSULE_RETURN_IF_ERROR(AddWorkspaceEntry(node.get(), parent, caller));
     ++node->nlookup;
   }
   CAPSULE_RETURN_IF_ERROR(SyncLog());
