@@ -244,7 +244,6 @@ Result<fuse_entry_param> CapsuleFs::do_mknod(fuse_ino_t parent_ino, const std::s
     CAPSULE_RETURN_IF_ERROR(AddWorkspaceEntry(node.get(), parent, caller));
     ++node->nlookup;
   }
-  CAPSULE_RETURN_IF_ERROR(SyncLog());
   return Entry(node);
 }
 
@@ -270,7 +269,6 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
     }
     ++node->nlookup;
   }
-  CAPSULE_RETURN_IF_ERROR(SyncLog());
   return Entry(node);
 }
 
@@ -288,7 +286,6 @@ Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_i
     CAPSULE_RETURN_IF_ERROR(AddWorkspaceEntry(node.get(), parent, caller));
     ++node->nlookup;
   }
-  CAPSULE_RETURN_IF_ERROR(SyncLog());
   return Entry(node);
 }
 
@@ -321,7 +318,6 @@ Result<fuse_entry_param> CapsuleFs::do_link(fuse_ino_t ino, fuse_ino_t newparent
     CAPSULE_RETURN_IF_ERROR(LogChange(change));
     ++node->nlookup;
   }
-  CAPSULE_RETURN_IF_ERROR(SyncLog());
   return Entry(node);
 }
 
