@@ -139,14 +139,28 @@ Result<std::vector<Event>> Journal::AppendAll(const std::vector<NewEvent>& event
                                                                 std::to_string(events.size()));
     }
   }
+  std::vector<Event> appended;
+  CAPSULE_ASSIGN_OR_RETURN(int fd, WriteLocked(events, &appended));
+  // Outside both locks: writers that wait share one flush (the kernel joins concurrent
+  // fdatasyncs of a file into one journal commit), and a freeze waits only for the write. A
+  // freeze that comes meanwhile finds the lines in the file, so a move carries them; they
+  // are acknowledged only once durable.
+  if (options_.sync && ::fdatasync(fd) != 0) {
+    int err = errno;
+    journal_fd_.Reset();  // the next append looks at the file afresh
+    return Status::IOError(JournalFile(dir_) + ": fdatasync", err);
+  }
+  return appended;
+}
+
+Result<int> Journal::WriteLocked(const std::vector<NewEvent>& events, std::vector<Event>* appended) {
   CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
   // Checked under the lock each time: a move may have frozen or retired the capsule since.
-  // The holder record stays as checked until the lines are written and synced.
+  // The holder record stays as checked until the lines are written.
   CAPSULE_ASSIGN_OR_RETURN(HolderGate::Hold held, gate_.HoldForWrite());
   CAPSULE_RETURN_IF_ERROR(CatchUp());
   std::string path = JournalFile(dir_);
 
-  std::vector<Event> appended;
   std::string lines;
   JournalTail tail = tail_;
   size_t last_start = 0;
@@ -164,7 +178,7 @@ Result<std::vector<Event>> Journal::AppendAll(const std::vector<NewEvent>& event
     last_start = lines.size();
     CAPSULE_RETURN_IF_ERROR(AppendLine(&event, &lines));
     tail.Add(event);  // the next event chains to this one
-    appended.push_back(std::move(event));
+    appended->push_back(std::move(event));
   }
 
   // One write(2) of every line on the O_APPEND descriptor; a short write is undone.
@@ -178,10 +192,6 @@ Result<std::vector<Event>> Journal::AppendAll(const std::vector<NewEvent>& event
     if (!undone) return Status::IOError(path + ": undoing a short append (the next writer cuts it off)", undo_err);
     return Status::IOError(path + ": appending an event", err);
   }
-  if (options_.sync && ::fdatasync(fd) != 0) {
-    journal_fd_.Reset();
-    return Status::IOError(path + ": fdatasync", errno);
-  }
   size_ += lines.size();
   tail_ = std::move(tail);
   last_line_.assign(lines, last_start, lines.size() - last_start - 1);
@@ -193,7 +203,7 @@ Result<std::vector<Event>> Journal::AppendAll(const std::vector<NewEvent>& event
     cache.last_line_sha256 = hasher.FinishHex();
     (void)WriteTailCache(tail_fd_.get(), cache);
   }
-  return appended;
+  return fd;
 }
 
 Status Journal::CatchUp() {

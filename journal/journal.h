@@ -11,14 +11,18 @@
 //
 // Concurrency: every writer (Append, MergeFrom, the torn-tail repair) holds flock(2) on
 // .capsule/journal.lock, so two processes appending at once lose no event and break no chain.
+// An append holds it (and the holder record's lock) for its write(2) only, and fdatasyncs
+// after letting go: writers appending at once share one flush (group commit: the kernel
+// joins concurrent fdatasyncs of a file into one journal commit). Within one mount the
+// kernel passes the journal's writes on one at a time, so there each append has its own.
 // Readers take no lock: they see a prefix of the journal and ignore a torn last line.
 //
 // Appends do not reread the journal: a Journal keeps the journal, .capsule/journal.tail and
 // .capsule/holder.lock open and remembers the journal's tail (each machine's last event, the
 // largest clock) and size. An append then costs the two locks, a stat(2) of the holder
 // record (read again only when it changed: capsule/format/holder_gate.h), a stat(2) of the
-// journal, one write(2), one fdatasync(2) and one pwrite(2) of the tail cache. When the
-// journal grew meanwhile (another writer), only the new lines are read and checked; when it
+// journal, one write(2) and one pwrite(2) of the tail cache, then, unlocked, one
+// fdatasync(2). When the journal grew meanwhile (another writer), only the new lines are read and checked; when it
 // was replaced (a merge) or shrank, it is opened again and its tail taken from
 // .capsule/journal.tail, trusted only when the journal's inode, size and last line match what
 // it records, or else by reading (and checking) the journal once from the start.
@@ -117,6 +121,10 @@ class Journal {
   // its path now, with no torn last line.
   Status CatchUp();
   Status Reopen();
+  // Under both locks: catches up, chains `events` onto the tail and writes them in one
+  // write(2) (into `appended`). Returns the descriptor they went to, for the fdatasync that
+  // AppendAll makes after letting go of the locks.
+  Result<int> WriteLocked(const std::vector<NewEvent>& events, std::vector<Event>* appended);
 
   std::string dir_;
   std::string machine_;

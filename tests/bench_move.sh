@@ -122,6 +122,12 @@ for p in files[::step]:
     manifest["files"][blob] = {"sha256": sha, "size": len(data)}
     e["sha256"] = sha
     changed += len(data)
+# A blob no file names any more goes, as a commit does it (capsule verify refuses it).
+named = {e["sha256"] for e in snapshot.values() if "sha256" in e}
+for blob in [b for b in manifest["files"] if b.startswith("artifacts/blobs/")]:
+    if blob[len("artifacts/blobs/"):] not in named:
+        del manifest["files"][blob]
+        os.remove(os.path.join(cap, blob))
 text = save("artifacts/snapshot.json", snapshot, snl)
 manifest["files"]["artifacts/snapshot.json"] = {"sha256": hashlib.sha256(text).hexdigest(), "size": len(text)}
 save("manifest.json", manifest, mnl)
@@ -142,12 +148,13 @@ printf 'bytes sent / bytes changed = %s; the move back took %.2fs (the first %.2
 echo "== 3. frozen time: a move from a live mount, with N MiB written through it while the copy runs"
 mkdir -p "$work/mnt"
 for mib in 1 64; do
-  "$work/capsulefs" "$work/a/bench" "$work/mnt"
+  "$work/capsulefs" "$work/a/bench" "$work/mnt" -f &
+  driver=$!
   mounts+=("$work/mnt")
+  for _ in $(seq 200); do [ -e "$work/a/bench/.capsule/control.sock" ] && break; sleep 0.05; done
   report=$("$work/move_bench" "$work/mnt" "$addr_b" "$pki/client.pem" "$pki/client.key" "$pki/ca.pem" "$mib")
   fusermount3 -u "$work/mnt"
-  # The driver checkpoints and exits after the unmount; its control socket goes with it.
-  for _ in $(seq 200); do [ -e "$work/a/bench/.capsule/control.sock" ] || break; sleep 0.05; done
+  wait "$driver"  # the driver checkpoints and exits after the unmount
   get() { echo "$report" | sed -n "s/^$1 //p"; }
   printf '%3s MiB changed: frozen %.3fs = freeze (mount: commit, checkpoint, verify what changed) %.3fs + switch %.3fs + activate %.3fs; switch carried %s bytes; the mount hashed its blobs beforehand, still running, in %.3fs\n' \
     "$mib" "$(get frozen_seconds)" "$(get freeze_seconds)" "$(get switch_seconds)" "$(get activate_seconds)" "$(get switch_bytes)" "$(get preverify_seconds)"
