@@ -123,6 +123,19 @@ Result<std::string> CanonicalJson(const Json& value, const std::string& what) {
   }
 }
 
+void CanonicalWriter::String(std::string_view s) {
+  for (char c : s) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f || c == '"' || c == '\\') {
+      ok_ = false;
+      return;
+    }
+  }
+  text_ += '"';
+  text_ += s;
+  text_ += '"';
+}
+
 bool IsCanonicalJson(std::string_view text) {
   Json value = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) return false;

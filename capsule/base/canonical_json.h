@@ -11,6 +11,7 @@
 // the same. NaN and infinities are refused, since JSON has no spelling for them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,26 @@ Result<Json> ParseJson(std::string_view text, const std::string& what,
 
 // The canonical text of `value`; refuses NaN, infinities and invalid UTF-8, naming `what`.
 Result<std::string> CanonicalJson(const Json& value, const std::string& what = "json");
+
+// Writing large documents of a known shape (the manifest, the snapshot) without building a
+// Json first: CanonicalJson's form, key by key, at a fraction of the cost. Only strings that
+// need no escape and are plain ASCII are taken; anything else makes ok() false, and the caller
+// writes that document through CanonicalJson instead (which escapes and checks UTF-8).
+class CanonicalWriter {
+ public:
+  // Appends `s` as a JSON string, or marks the writer failed (see above).
+  void String(std::string_view s);
+  void Unsigned(uint64_t n) { text_ += std::to_string(n); }
+  void Signed(int64_t n) { text_ += std::to_string(n); }
+  // Punctuation and keys already in canonical form ('{', "\"key\":", ',', ...).
+  void Raw(std::string_view s) { text_ += s; }
+  bool ok() const { return ok_; }
+  std::string Take() { return std::move(text_); }
+
+ private:
+  std::string text_;
+  bool ok_ = true;
+};
 
 // True when `text` is one JSON document already written in canonical form.
 bool IsCanonicalJson(std::string_view text);

@@ -289,6 +289,27 @@ Status ListInto(const std::string& root, const std::string& rel,
 
 }  // namespace
 
+Result<std::vector<std::string>> ListFileNames(const std::string& dir_path) {
+  DIR* dir = ::opendir(dir_path.c_str());
+  if (dir == nullptr) return Status::IOError(dir_path, errno);
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* ent = ::readdir(dir)) {
+    bool regular = ent->d_type == DT_REG;
+    if (ent->d_type == DT_UNKNOWN) {
+      struct stat st;
+      regular = ::fstatat(::dirfd(dir), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+    }
+    if (regular) names.emplace_back(ent->d_name);
+    errno = 0;
+  }
+  int read_errno = errno;
+  ::closedir(dir);
+  if (read_errno != 0) return Status::IOError(dir_path, read_errno);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 Result<std::vector<TreeEntry>> ListTree(const std::string& root,
                                         const std::vector<std::string>& skip) {
   std::vector<TreeEntry> entries;

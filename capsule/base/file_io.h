@@ -146,6 +146,11 @@ struct TreeEntry {
   struct timespec mtime {};
 };
 
+// The names of the regular files directly in `dir`, sorted: from readdir(3)'s entry types,
+// with an lstat(2) only where the file system gives none. For large flat folders (the blobs)
+// where ListTree's lstat of every entry is the cost.
+Result<std::vector<std::string>> ListFileNames(const std::string& dir);
+
 // Every entry under `root`, sorted by path (byte order), without following links. Folders
 // whose relative path is in `skip` are left out with everything under them.
 Result<std::vector<TreeEntry>> ListTree(const std::string& root,

@@ -8,9 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <random>
 #include <thread>
 #include <vector>
 
+#include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/create.h"
@@ -18,10 +20,12 @@
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
+#include "capsule/format/manifest.h"
 #include "capsule/format/local_files.h"
 #include "capsule/format/mount_lock.h"
 #include "capsule/format/verify.h"
 #include "capsule/format/workspace.h"
+#include "capsule/format/workspace_times.h"
 
 #include "capsule/base/temp_dir.h"
 
@@ -237,6 +241,67 @@ TEST(SnapshotTest, LinkGroupsAndSpecialEntries) {
     Result<Snapshot> bad = Snapshot::Parse(c.text);
     ASSERT_FALSE(bad.ok()) << c.text;
     EXPECT_NE(bad.status().message().find(c.why), std::string::npos) << bad.status().ToString();
+  }
+}
+
+// The manifest, the snapshot and the workspace times are written key by key (CanonicalWriter),
+// not through a Json document: for every kind of entry, optional field and name (plain, needing an escape, not
+// ASCII) the text is byte for byte what CanonicalJson makes, and reads back to the same.
+TEST(SnapshotTest, FastCanonicalTextIsCanonicalJson) {
+  std::mt19937 random(20261203);
+  const std::vector<std::string> names = {"a.txt", "dir/b", "sp ace", "q\"uote", "back\\slash", "tab\there",
+                                          "caf\xc3\xa9", "\xe2\x9c\x93/x", "z~", "~"};
+  for (int round = 0; round < 300; ++round) {
+    Snapshot snapshot;
+    Manifest manifest;
+    manifest.agent.id = "agent-" + std::to_string(round);
+    manifest.agent.name = round % 7 == 0 ? "Ag\xc3\xa9nt" : "Agent";
+    if (round % 3 == 0) manifest.agent.owner = round % 2 ? "o\"wner" : "owner";
+    manifest.holder_machine = "m-" + std::to_string(round);
+    manifest.holder_epoch = random() % 100000;
+    const int count = random() % 6;
+    for (int i = 0; i < count; ++i) {
+      SnapshotEntry entry;
+      entry.type = static_cast<SnapshotEntry::Type>(random() % 7);
+      entry.mode = random() % 07777;
+      if (entry.type == SnapshotEntry::Type::kFile) {
+        entry.sha256 = Sha256Hex(std::to_string(random()));
+        entry.size = random();
+      }
+      if (entry.type == SnapshotEntry::Type::kSymlink) entry.target = names[random() % names.size()];
+      if (entry.type == SnapshotEntry::Type::kCharDevice || entry.type == SnapshotEntry::Type::kBlockDevice) {
+        entry.rdev = random();
+      }
+      if (random() % 3 == 0) entry.uid = random() % 70000;
+      if (random() % 3 == 0) entry.gid = random() % 70000;
+      std::string path = names[random() % names.size()] + std::to_string(i);
+      snapshot.Set(path, entry);
+      manifest.files["artifacts/blobs/" + Sha256Hex(path)] = FileDigest{Sha256Hex(path + "!"), entry.size};
+      if (random() % 4 == 0) manifest.files[path] = FileDigest{Sha256Hex(path), uint64_t(random())};
+    }
+    Result<std::string> fast = snapshot.ToCanonicalText();
+    Result<std::string> general = snapshot.ToCanonicalTextThroughJson();
+    ASSERT_TRUE(fast.ok() && general.ok());
+    EXPECT_EQ(*fast, *general);
+    EXPECT_TRUE(IsCanonicalJson(*fast)) << *fast;
+    WorkspaceTimes times;
+    for (const auto& [path, entry] : snapshot.entries()) {
+      times[path] = timespec{static_cast<time_t>(random()) - (round % 5 == 0 ? 4000000000 : 0),
+                             static_cast<long>(random() % 1000000000)};
+    }
+    Result<std::string> times_text = WorkspaceTimesText(times);
+    Result<std::string> times_general = CanonicalJson(WorkspaceTimesJson(times));
+    ASSERT_TRUE(times_text.ok() && times_general.ok());
+    EXPECT_EQ(*times_text, *times_general);
+    Result<std::string> manifest_text = manifest.ToCanonicalText();
+    ASSERT_TRUE(manifest_text.ok());
+    Result<std::string> manifest_general = CanonicalJson(manifest.ToJson());
+    ASSERT_TRUE(manifest_general.ok());
+    EXPECT_EQ(*manifest_text, *manifest_general);
+    Result<Manifest> back = Manifest::Parse(*manifest_text);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->files.size(), manifest.files.size());
+    EXPECT_EQ(back->agent.owner, manifest.agent.owner);
   }
 }
 

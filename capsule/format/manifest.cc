@@ -20,7 +20,38 @@ Json Manifest::ToJson() const {
 }
 
 Result<std::string> Manifest::ToCanonicalText() const {
-  return CanonicalJson(ToJson(), kManifestPath);
+  // Keys in canonical (byte) order: agent {id, name, owner}, files {path: {sha256, size}},
+  // format, holder {epoch, machine}.
+  CanonicalWriter out;
+  out.Raw("{\"agent\":{\"id\":");
+  out.String(agent.id);
+  out.Raw(",\"name\":");
+  out.String(agent.name);
+  if (agent.owner) {
+    out.Raw(",\"owner\":");
+    out.String(*agent.owner);
+  }
+  out.Raw("},\"files\":{");
+  bool first = true;
+  for (const auto& [path, digest] : files) {
+    if (!first) out.Raw(",");
+    first = false;
+    out.String(path);
+    out.Raw(":{\"sha256\":");
+    out.String(digest.sha256);
+    out.Raw(",\"size\":");
+    out.Unsigned(digest.size);
+    out.Raw("}");
+  }
+  out.Raw("},\"format\":");
+  out.Unsigned(kCapsuleFormat);
+  out.Raw(",\"holder\":{\"epoch\":");
+  out.Unsigned(holder_epoch);
+  out.Raw(",\"machine\":");
+  out.String(holder_machine);
+  out.Raw("}}");
+  if (out.ok()) return out.Take();
+  return CanonicalJson(ToJson(), kManifestPath);  // a string that needs escaping
 }
 
 namespace {

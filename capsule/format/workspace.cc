@@ -143,6 +143,51 @@ Result<Snapshot> Snapshot::Load(const std::string& capsule_dir) {
 }
 
 Result<std::string> Snapshot::ToCanonicalText() const {
+  CanonicalWriter out;
+  out.Raw("{");
+  bool first = true;
+  for (const auto& [path, entry] : entries_) {
+    if (!first) out.Raw(",");
+    first = false;
+    out.String(path);
+    out.Raw(":");
+    // Each entry's keys in canonical (byte) order: gid, link, mode, rdev, sha256, size,
+    // target, type, uid; each present only for the types that have it, as below.
+    const bool file = entry.type == Type::kFile;
+    const bool symlink = entry.type == Type::kSymlink;
+    char sep = '{';
+    auto key = [&](const char* name) {
+      out.Raw(std::string_view(&sep, 1));
+      sep = ',';
+      out.Raw("\"");
+      out.Raw(name);
+      out.Raw("\":");
+    };
+    auto number = [&](const char* name, uint64_t value) {
+      key(name);
+      out.Unsigned(value);
+    };
+    auto string = [&](const char* name, std::string_view value) {
+      key(name);
+      out.String(value);
+    };
+    if (entry.gid) number("gid", *entry.gid);
+    if (entry.link != 0) number("link", entry.link);
+    if (!symlink) number("mode", entry.mode);
+    if (IsDevice(entry.type)) number("rdev", entry.rdev);
+    if (file) string("sha256", entry.sha256);
+    if (file) number("size", entry.size);
+    if (symlink) string("target", entry.target);
+    if (!file) string("type", SnapshotTypeName(entry.type));
+    if (entry.uid) number("uid", *entry.uid);
+    out.Raw("}");
+  }
+  out.Raw("}");
+  if (out.ok()) return out.Take();
+  return ToCanonicalTextThroughJson();  // a string that needs escaping
+}
+
+Result<std::string> Snapshot::ToCanonicalTextThroughJson() const {
   Json json = Json::object();
   for (const auto& [path, entry] : entries_) {
     Json& out = json[path];
@@ -251,12 +296,12 @@ Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_di
   for (const auto& [path, entry] : snapshot.entries()) {
     if (entry.type == SnapshotEntry::Type::kFile) named.insert(BlobPath(entry.sha256));
   }
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> blobs, ListTree(JoinPath(capsule_dir, kBlobsDir)));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> blobs, ListFileNames(JoinPath(capsule_dir, kBlobsDir)));
   std::vector<std::string> unreferenced;
-  for (const TreeEntry& entry : blobs) {
-    std::string path = std::string(kBlobsDir) + "/" + entry.path;
-    if (entry.type != TreeEntry::Type::kFile || !IsBlobPath(path) || IsEmptyBlobPath(path)) continue;
-    if (named.count(path) == 0) unreferenced.push_back(path);
+  for (const std::string& name : blobs) {
+    std::string path = std::string(kBlobsDir) + "/" + name;
+    if (!IsBlobPath(path) || IsEmptyBlobPath(path)) continue;
+    if (named.count(path) == 0) unreferenced.push_back(std::move(path));
   }
   return unreferenced;
 }

@@ -49,6 +49,9 @@ class Snapshot {
   static Result<Snapshot> Parse(std::string_view text);
   static Result<Snapshot> Load(const std::string& capsule_dir);
   Result<std::string> ToCanonicalText() const;
+  // The same text, built as a Json document first: the general path ToCanonicalText falls
+  // back to for a string that needs escaping (tests compare the two).
+  Result<std::string> ToCanonicalTextThroughJson() const;
   Status Save(const std::string& capsule_dir) const;
 
   const std::map<std::string, SnapshotEntry>& entries() const { return entries_; }

@@ -35,8 +35,27 @@ WorkspaceTimes LoadWorkspaceTimes(const std::string& path) {
   return times;
 }
 
+Result<std::string> WorkspaceTimesText(const WorkspaceTimes& times) {
+  CanonicalWriter out;
+  out.Raw("{");
+  bool first = true;
+  for (const auto& [path, time] : times) {
+    if (!first) out.Raw(",");
+    first = false;
+    out.String(path);
+    out.Raw(":[");
+    out.Signed(static_cast<int64_t>(time.tv_sec));
+    out.Raw(",");
+    out.Signed(static_cast<int64_t>(time.tv_nsec));
+    out.Raw("]");
+  }
+  out.Raw("}");
+  if (out.ok()) return out.Take();
+  return CanonicalJson(WorkspaceTimesJson(times), "workspace times");  // a name that needs escaping
+}
+
 Status SaveWorkspaceTimes(const std::string& path, const WorkspaceTimes& times) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(WorkspaceTimesJson(times), path));
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, WorkspaceTimesText(times));
   return WriteFileAtomic(path, text);
 }
 

@@ -25,6 +25,8 @@ Status SaveWorkspaceTimes(const std::string& path, const WorkspaceTimes& times);
 
 // The JSON form, for files and for the change log's "times" member.
 Json WorkspaceTimesJson(const WorkspaceTimes& times);
+// Its canonical text, written without building the Json (the file SaveWorkspaceTimes writes).
+Result<std::string> WorkspaceTimesText(const WorkspaceTimes& times);
 // Reads {"<path>":[sec,nsec]} into `times`; entries of another shape are skipped.
 void ParseWorkspaceTimes(const Json& json, WorkspaceTimes* times);
 
