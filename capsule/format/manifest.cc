@@ -1,5 +1,8 @@
 #include "capsule/format/manifest.h"
 
+#include <cstdint>
+#include <optional>
+
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/layout.h"
@@ -60,7 +63,97 @@ Status Bad(const std::string& why) { return Status::Corruption(kManifestPath, wh
 
 }  // namespace
 
+namespace {
+
+// Reads a manifest written exactly as ToCanonicalText writes one (canonical form, every
+// string plain ASCII without escapes), without building a Json document: the manifests this
+// program wrote, which is nearly every one it reads. Anything else, or anything the general
+// reader would refuse, gives nullopt, and the general reader then reads it (or says why not).
+class CanonicalManifestReader {
+ public:
+  explicit CanonicalManifestReader(std::string_view text) : text_(text) {}
+
+  std::optional<Manifest> Read() {
+    Manifest m;
+    if (!Lit("{\"agent\":{\"id\":") || !Str(&m.agent.id) || !Lit(",\"name\":") || !Str(&m.agent.name)) return {};
+    if (Lit(",\"owner\":")) {
+      std::string owner;
+      if (!Str(&owner)) return {};
+      m.agent.owner = std::move(owner);
+    }
+    if (!Lit("},\"files\":{")) return {};
+    std::string previous;
+    for (bool first = true; !Lit("}"); first = false) {
+      if (!first && !Lit(",")) return {};
+      std::string path;
+      FileDigest digest;
+      if (!Str(&path) || !Lit(":{\"sha256\":") || !Str(&digest.sha256) || !Lit(",\"size\":") ||
+          !Num(&digest.size) || !Lit("}")) {
+        return {};
+      }
+      // Canonical order, no duplicates; a path the general reader refuses goes to it.
+      if ((!first && path <= previous) || !IsPlainRelativePath(path) || path == kManifestPath ||
+          path.rfind(std::string(kLocalDir) + "/", 0) == 0 || !IsSha256Hex(digest.sha256)) {
+        return {};
+      }
+      previous = path;
+      m.files.emplace_hint(m.files.end(), std::move(path), std::move(digest));
+    }
+    uint64_t format = 0;
+    if (!Lit(",\"format\":") || !Num(&format) || format != static_cast<uint64_t>(kCapsuleFormat)) return {};
+    if (!Lit(",\"holder\":{\"epoch\":") || !Num(&m.holder_epoch) || !Lit(",\"machine\":") ||
+        !Str(&m.holder_machine) || !Lit("}}") || pos_ != text_.size()) {
+      return {};
+    }
+    return m;
+  }
+
+ private:
+  bool Lit(std::string_view expected) {
+    if (text_.substr(pos_, expected.size()) != expected) return false;
+    pos_ += expected.size();
+    return true;
+  }
+  bool Str(std::string* out) {
+    if (pos_ >= text_.size() || text_[pos_] != '"') return false;
+    size_t end = pos_ + 1;
+    while (end < text_.size() && text_[end] != '"') {
+      const unsigned char c = static_cast<unsigned char>(text_[end]);
+      if (c < 0x20 || c >= 0x7f || c == '\\') return false;
+      ++end;
+    }
+    if (end >= text_.size()) return false;
+    out->assign(text_.substr(pos_ + 1, end - pos_ - 1));
+    pos_ = end + 1;
+    return true;
+  }
+  bool Num(uint64_t* out) {
+    size_t start = pos_;
+    uint64_t value = 0;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      const uint64_t digit = static_cast<uint64_t>(text_[pos_] - '0');
+      if (value > (UINT64_MAX - digit) / 10) return false;
+      value = value * 10 + digit;
+      ++pos_;
+    }
+    const size_t digits = pos_ - start;
+    if (digits == 0 || (digits > 1 && text_[start] == '0')) return false;
+    *out = value;
+    return true;
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
 Result<Manifest> Manifest::Parse(std::string_view text) {
+  if (std::optional<Manifest> fast = CanonicalManifestReader(text).Read()) return std::move(*fast);
+  return ParseThroughJson(text);
+}
+
+Result<Manifest> Manifest::ParseThroughJson(std::string_view text) {
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, kManifestPath, Code::kCorruption));
   if (!json.is_object()) return Bad("not a JSON object");
   if (!json.contains("format") || !json["format"].is_number_integer()) return Bad("no format");

@@ -39,6 +39,9 @@ struct Manifest {
 
   // Reads a manifest from its text; any fault is Corruption naming manifest.json.
   static Result<Manifest> Parse(std::string_view text);
+  // The general reader Parse falls back to for a manifest not in the exact form
+  // ToCanonicalText writes (tests compare the two).
+  static Result<Manifest> ParseThroughJson(std::string_view text);
   static Result<Manifest> Load(const std::string& capsule_dir);
   // Writes manifest.json through the durable-write path.
   Status Save(const std::string& capsule_dir) const;
