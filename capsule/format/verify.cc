@@ -10,6 +10,7 @@
 #include "capsule/base/parallel.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
+#include "capsule/format/documents.h"
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/keys.h"
 #include "capsule/format/workspace.h"
@@ -26,7 +27,7 @@ const char* const kRequiredFiles[] = {kWorkingMemoryPath, kJournalPath, kVectorI
                                       kSnapshotPath, kEnvironmentSpecPath};
 
 bool IsDocument(const std::string& path) {
-  return path == kSnapshotPath || path == kEnvironmentSpecPath || path == kJournalPath;
+  return path == kSnapshotPath || path == kJournalPath || IsCheckedDocument(path);
 }
 
 void CheckSnapshot(const std::string& text, const std::map<std::string, ObservedFile>& files,
@@ -107,9 +108,10 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
 
   auto snapshot = documents.find(kSnapshotPath);
   if (snapshot != documents.end()) CheckSnapshot(snapshot->second, files, problems);
-  auto spec = documents.find(kEnvironmentSpecPath);
-  if (spec != documents.end()) {
-    Status checked = CheckEnvironmentSpec(spec->second);
+  // The environment spec, schedules, threads and skills (documents.h).
+  for (const auto& [path, text] : documents) {
+    if (!IsCheckedDocument(path)) continue;
+    Status checked = CheckDocument(path, text);
     if (!checked.ok()) problems->push_back(checked.message());
   }
   auto journal = documents.find(kJournalPath);

@@ -110,6 +110,7 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
   Conversation out;
   std::vector<std::string> system_parts;
   std::map<std::string, size_t> tool_index;  // safe name -> index in out.tools
+  std::map<std::string, std::string> journal_names;  // safe name -> the tool's name in the journal
   std::vector<std::pair<std::string, std::string>> called;  // (safe name, journal name), in order
   IdMapper ids;
   bool in_step = false;
@@ -137,6 +138,7 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
     } else if (type == "tool_defined") {
       ToolDeclaration decl{SafeToolName(StringField(event, "name")), StringField(event, "description"),
                            event.data.value("parameters", Json::object())};
+      journal_names[decl.name] = StringField(event, "name");
       auto [it, added] = tool_index.emplace(decl.name, out.tools.size());
       if (added) {
         out.tools.push_back(std::move(decl));
@@ -233,9 +235,26 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
     if (tool_index.count(safe) == 0) undeclared.emplace(safe, journal_name);
   }
   for (const auto& [safe, journal_name] : undeclared) {
+    journal_names[safe] = journal_name;
     out.tools.push_back({safe, "No definition of this tool was recorded.", Json{{"type", "object"}}});
   }
+  // A thread narrowed to some tools declares only those; its calls to others stay in its
+  // history, with their results (history is never rewritten).
+  if (target.tools) {
+    std::vector<ToolDeclaration> narrowed;
+    for (ToolDeclaration& tool : out.tools) {
+      if (target.tools->count(journal_names[tool.name]) != 0) narrowed.push_back(std::move(tool));
+    }
+    out.tools = std::move(narrowed);
+  }
 
+  // The standing instructions open the system text, then the skills the agent may load.
+  if (!IsBlank(target.instructions)) out.system = target.instructions;
+  if (!target.skills.empty()) {
+    std::string list = kSkillsHeading;
+    for (const SkillSummary& skill : target.skills) list += "\n- " + skill.name + ": " + skill.description;
+    out.system += (out.system.empty() ? "" : "\n\n") + list;
+  }
   for (const std::string& part : system_parts) {
     if (part.empty()) continue;
     out.system += (out.system.empty() ? "" : "\n\n") + part;
