@@ -193,7 +193,7 @@ Status CapsuleFs::CommitRealFile(Node* node) {
   if (::fsync(wc.fd.get()) != 0) return Status::IOError(wc.path, errno);
   if (IsCheckedWhenWritten(rel)) {
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(wc.path));
-    Status checked = CheckDocument(rel, text);
+    Status checked = CheckWrittenDocument(rel, text);
     if (!checked.ok()) {
       // The old content stays; the working copy stays while a writer has the file open, so
       // that a later write and close can still make the file whole and valid.

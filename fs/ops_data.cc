@@ -281,7 +281,7 @@ Status CapsuleFs::CheckSpecAsWritten(Node* node, const WorkingCopy& wc) {
   if (!IsCheckedWhenWritten(rel)) return Status::Ok();
   Result<std::string> text = ReadFile(wc.path);
   if (!text.ok() || !ParseJson(*text, rel).ok()) return Status::Ok();  // not whole yet
-  Status checked = CheckDocument(rel, *text);
+  Status checked = CheckWrittenDocument(rel, *text);
   // The write is refused; its bytes stay in the working copy only, and the close that
   // follows refuses the copy too: the file keeps its old content.
   if (!checked.ok()) return FsError(EINVAL, checked.message());

@@ -177,6 +177,10 @@ TEST_F(TravelE2eTest, SchedulesAreCheckedWhenWrittenThroughTheMountAndByVerify) 
     EXPECT_EQ(Put(mnt + "/schedule/waiting/mail.json", R"({"at":"2026-12-04T08:00:00Z","id":"mail"})"), EINVAL);
     EXPECT_EQ(Put(mnt + "/schedule/waiting/mail.json", R"({"at":"2026-12-04T08:00:00Z","id":"other","prompt":"x"})"), EINVAL);
     EXPECT_EQ(*ReadFile(mnt + "/schedule/waiting/mail.json"), job);
+    // A shell's redirection closes a duplicate of the truncated file before it writes: that
+    // flush of an empty job is refused too.
+    EXPECT_NE(testing::Shell("echo '{\"id\":\"mail\"}' > " + mnt + "/schedule/waiting/mail.json 2>/dev/null"), 0);
+    EXPECT_EQ(*ReadFile(mnt + "/schedule/waiting/mail.json"), job);
     EXPECT_EQ(Put(mnt + "/schedule/day.json", R"(["2026-12-04"])"), EINVAL);
     EXPECT_EQ(Put(mnt + "/schedule/day.json", R"(["2026-12-04",3])"), 0);
     EXPECT_EQ(Put(mnt + "/schedule/elsewhere.json", R"({"id":"elsewhere"})"), EINVAL) << "not a place of the layout";

@@ -39,4 +39,11 @@ Status CheckDocument(const std::string& path, std::string_view text) {
   return Status::Ok();
 }
 
+Status CheckWrittenDocument(const std::string& path, std::string_view text) {
+  if (text.empty() && path != kEnvironmentSpecPath) {
+    return Status::InvalidArgument(path, "empty: write the whole document, or remove the file");
+  }
+  return CheckDocument(path, text);
+}
+
 }  // namespace capsule

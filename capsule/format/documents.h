@@ -19,5 +19,8 @@ bool IsCheckedWhenWritten(const std::string& path);
 // The check of one such file; the error names the path and the fault. An empty file under
 // schedule/ or harness/ counts as absent (created, never written) and passes.
 Status CheckDocument(const std::string& path, std::string_view text);
+// As CheckDocument, but an empty text is refused: what a mount commits over a file is its
+// new content (a truncation then a close would otherwise empty a job), never a placeholder.
+Status CheckWrittenDocument(const std::string& path, std::string_view text);
 
 }  // namespace capsule
