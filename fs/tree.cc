@@ -395,11 +395,12 @@ Result<std::string> CapsuleFs::Render(Document document) {
 
 bool CapsuleFs::WritableRealPath(const std::string& rel) const {
   return rel == kWorkingMemoryPath || rel == kEnvironmentSpecPath || rel.rfind("memory/vector_index/", 0) == 0 ||
-         rel.rfind("schedule/", 0) == 0 || rel.rfind("harness/", 0) == 0;
+         rel.rfind("schedule/", 0) == 0 || rel.rfind("harness/", 0) == 0 || rel.rfind("memory/attachments/", 0) == 0;
 }
 
 bool CapsuleFs::CreatableRealPath(const std::string& rel) const {
-  return rel.rfind("schedule/", 0) == 0 || rel.rfind("harness/", 0) == 0;
+  return rel.rfind("schedule/", 0) == 0 || rel.rfind("harness/", 0) == 0 || rel == "memory/attachments" ||
+         rel.rfind("memory/attachments/", 0) == 0;
 }
 
 }  // namespace capsule::fs

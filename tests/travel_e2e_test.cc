@@ -364,5 +364,60 @@ TEST_F(TravelE2eTest, AReceiverReplacesInstructionsSkillsNotesThreadsAndSchedule
             "whose SKILL.md tells how; load one when it applies):\n- new-skill: New ways");
 }
 
+// A user message carries a PNG and a PDF, stored once by digest: each provider gets them
+// inline in its own form, they count in the context budget, and they travel.
+TEST_F(TravelE2eTest, AttachmentsRenderInlineForEveryProviderCountInTheBudgetAndTravel) {
+  std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + std::string(30000, 'p');
+  std::string pdf = "%PDF-1.4\n" + std::string(100, 'd');
+  ASSERT_TRUE(WriteFileAtomic(root_ + "/chart.png", png).ok());
+  ASSERT_TRUE(WriteFileAtomic(root_ + "/form.pdf", pdf).ok());
+  RunResult a = RunCapsule({"attach", Src(), root_ + "/chart.png"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  RunResult b = RunCapsule({"attach", Src(), root_ + "/form.pdf", "--name", "tax form.pdf"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  RunResult again = RunCapsule({"attach", Src(), root_ + "/chart.png"});
+  EXPECT_EQ(again.out, a.out) << "stored once by content";
+  Json chart = *ParseJson(a.out, "a"), form = *ParseJson(b.out, "b");
+  EXPECT_EQ(chart["media_type"], "image/png");
+  EXPECT_EQ(form["media_type"], "application/pdf");
+  EXPECT_EQ(chart["sha256"], Sha256Hex(png));
+  Append(Src(), "user_message", "{\"text\":\"what do these say?\",\"attachments\":[" + a.out + "," + b.out + "]}");
+  ExpectVerifies(Src());
+  std::string png64 = Trim(testing::RunProgram("base64", {"-w0", root_ + "/chart.png"}).out);
+  std::string pdf64 = Trim(testing::RunProgram("base64", {"-w0", root_ + "/form.pdf"}).out);
+
+  Json openai = Render(Src(), "openai")["messages"][0]["content"];
+  EXPECT_EQ(openai[0], (Json{{"type", "text"}, {"text", "what do these say?"}}));
+  EXPECT_EQ(openai[1]["image_url"]["url"], "data:image/png;base64," + png64);
+  EXPECT_EQ(openai[2]["file"]["file_data"], "data:application/pdf;base64," + pdf64);
+  EXPECT_EQ(openai[2]["file"]["filename"], "tax form.pdf");
+  Json anthropic = Render(Src(), "anthropic")["messages"][0]["content"];
+  EXPECT_EQ(anthropic[1], (Json{{"type", "image"}, {"source", {{"type", "base64"}, {"media_type", "image/png"}, {"data", png64}}}}));
+  EXPECT_EQ(anthropic[2]["type"], "document");
+  EXPECT_EQ(anthropic[2]["source"]["data"], pdf64);
+  Json gemini = Render(Src(), "gemini")["contents"][0]["parts"];
+  EXPECT_EQ(gemini[1], (Json{{"inlineData", {{"mimeType", "image/png"}, {"data", png64}}}}));
+  EXPECT_EQ(gemini[2], (Json{{"inlineData", {{"mimeType", "application/pdf"}, {"data", pdf64}}}}));
+
+  // 30 kB of image do not fit in 2000 tokens: the budget counts them.
+  RunResult tight = RunCapsule({"render", Src(), "--provider", "openai", "--model", "m-1", "--context-tokens", "2000"});
+  EXPECT_EQ(tight.exit_code, 1);
+  EXPECT_TRUE(Contains(tight.err, "too small")) << tight.err;
+
+  // They travel: the receiver renders the same request.
+  ASSERT_EQ(RunCapsule({"stream", "pack", Src(), "--phase", "copy", "-o", root_ + "/c.tar"}).exit_code, 0);
+  RunResult unpack = RunCapsule({"stream", "unpack", root_ + "/c.tar", root_ + "/dst"});
+  ASSERT_EQ(unpack.exit_code, 0) << unpack.err;
+  ExpectVerifies(root_ + "/dst");
+  for (const std::string provider : {"openai", "anthropic", "gemini"}) {
+    EXPECT_EQ(Render(root_ + "/dst", provider), Render(Src(), provider)) << provider;
+  }
+  // A malformed reference is refused at append.
+  RunResult bad = RunCapsule({"log", "append", Src(), "--type", "user_message", "--data",
+                              R"({"text":"x","attachments":[{"sha256":"x","media_type":"image/gif"}]})"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(Contains(bad.err, "data.attachments")) << bad.err;
+}
+
 }  // namespace
 }  // namespace capsule

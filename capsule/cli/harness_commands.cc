@@ -11,6 +11,8 @@
 
 #include "capsule/base/file_io.h"
 #include "capsule/cli/cli.h"
+#include "capsule/base/sha256.h"
+#include "capsule/format/attachments.h"
 #include "capsule/format/documents.h"
 #include "capsule/format/harness.h"
 #include "capsule/format/holder.h"
@@ -154,6 +156,34 @@ int RunNarrow(const NarrowArgs& args) {
   return kExitOk;
 }
 
+struct AttachArgs {
+  std::string dir, file, name, media_type;
+};
+
+int RunAttach(const AttachArgs& args) {
+  Result<std::string> bytes = ReadFile(args.file);
+  if (!bytes.ok()) return Fail(bytes.status().WithContext("attach"));
+  std::string media_type = args.media_type;
+  if (media_type.empty()) {
+    Result<std::string> sniffed = SniffMediaType(*bytes, args.file);
+    if (!sniffed.ok()) return Fail(sniffed.status().WithContext("attach"));
+    media_type = *sniffed;
+  } else if (!IsAttachmentMediaType(media_type)) {
+    return Fail(Status::InvalidArgument("attach: --media-type " + media_type,
+                                        "must be image/png, image/jpeg, image/webp, application/pdf or text/plain"));
+  }
+  std::string sha = Sha256Hex(*bytes);
+  Result<std::string> dir = ResolveCapsule(args.dir);
+  if (!dir.ok()) return Fail(dir.status());
+  if (!PathExists(JoinPath(*dir, AttachmentPath(sha)))) {  // stored once by content
+    Status written = WriteCapsuleDocument(args.dir, AttachmentPath(sha), *bytes);
+    if (!written.ok()) return Fail(written.WithContext("attach"));
+  }
+  Json reference = {{"sha256", sha}, {"media_type", media_type}};
+  reference["name"] = args.name.empty() ? BaseName(args.file) : args.name;
+  return PrintJson(reference);
+}
+
 }  // namespace
 
 void RegisterHarnessCommands(CLI::App& app, int* exit_code) {
@@ -192,6 +222,17 @@ void RegisterHarnessCommands(CLI::App& app, int* exit_code) {
   narrow->add_flag("--all", narrow_args->all, "Every declared tool (the default of a thread without narrowing)");
   AddJsonFlag(narrow);
   narrow->callback([narrow_args, exit_code] { *exit_code = RunNarrow(*narrow_args); });
+
+  auto attach_args = std::make_shared<AttachArgs>();
+  CLI::App* attach = app.add_subcommand(
+      "attach", "Store a file (PNG, JPEG, WebP, PDF, text) once by digest under memory/attachments/ and print the "
+                "reference an event's data.attachments takes");
+  attach->add_option("DIR", attach_args->dir, "Capsule folder or its mountpoint")->required();
+  attach->add_option("FILE", attach_args->file, "The image or document")->required();
+  attach->add_option("--name", attach_args->name, "Its name in the reference (default: the file's)");
+  attach->add_option("--media-type", attach_args->media_type, "Its media type (default: from its first bytes)");
+  AddJsonFlag(attach, "Accepted for uniformity (the reference is JSON); an error as JSON");
+  attach->callback([attach_args, exit_code] { *exit_code = RunAttach(*attach_args); });
 }
 
 }  // namespace capsule::cli

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "capsule/format/attachments.h"
 #include "capsule/format/harness.h"
 #include "journal/journal.h"
 #include "journal/render/render.h"
@@ -28,6 +29,22 @@ Status AddHarness(const std::string& dir, const std::string& conversation, journ
   return Status::Ok();
 }
 
+// The bytes of every attachment the conversation's events name.
+Status AddAttachments(const std::string& dir, const std::vector<journal::Event>& events,
+                      journal::render::RenderTarget* target) {
+  for (const journal::Event& event : events) {
+    if (event.Conversation() != target->conversation) continue;
+    auto list = event.data.find("attachments");
+    if (list == event.data.end() || !list->is_array()) continue;
+    for (const Json& item : *list) {
+      std::string sha = item.is_object() ? item.value("sha256", "") : "";
+      if (sha.empty() || target->attachments.count(sha)) continue;
+      CAPSULE_ASSIGN_OR_RETURN(target->attachments[sha], LoadAttachment(dir, sha));
+    }
+  }
+  return Status::Ok();
+}
+
 int RunRender(const RenderArgs& args) {
   Result<std::string> dir = ResolveCapsule(args.dir);
   if (!dir.ok()) return Fail(dir.status());
@@ -43,6 +60,8 @@ int RunRender(const RenderArgs& args) {
   if (!target.ok()) return Fail(target.status().WithContext("render"));
   Status harness = AddHarness(*dir, args.conversation, &*target);
   if (!harness.ok()) return Fail(harness.WithContext("render"));
+  Status attachments = AddAttachments(*dir, *events, &*target);
+  if (!attachments.ok()) return Fail(attachments.WithContext("render"));
   Result<Json> body = journal::render::RenderRequest(*events, *target);
   if (!body.ok()) return Fail(body.status());
   if (args.pretty) {

@@ -70,9 +70,22 @@ Json RenderAnthropic(const Conversation& conversation, const Window& window, con
   MessageList list;
   for (const Turn& turn : Turns(conversation, window)) {
     switch (turn.kind) {
-      case Turn::Kind::kUser:
-        list.Add("user", {{"type", "text"}, {"text", turn.text}});
+      case Turn::Kind::kUser: {
+        const std::vector<AttachmentPart>* attachments = turn.units.empty() ? nullptr : &turn.units[0]->attachments;
+        bool has_text = turn.text.find_first_not_of(" \t\r\n") != std::string::npos;
+        if (has_text || attachments == nullptr || attachments->empty()) list.Add("user", {{"type", "text"}, {"text", turn.text}});
+        if (attachments == nullptr) break;
+        // Each attachment inline: an image block, or a document block (base64 PDF, or text).
+        for (const AttachmentPart& part : *attachments) {
+          if (part.media_type == "text/plain") {
+            list.Add("user", {{"type", "document"}, {"source", {{"type", "text"}, {"media_type", "text/plain"}, {"data", part.text}}}});
+          } else {
+            list.Add("user", {{"type", part.media_type == "application/pdf" ? "document" : "image"},
+                              {"source", {{"type", "base64"}, {"media_type", part.media_type}, {"data", part.base64}}}});
+          }
+        }
         break;
+      }
       case Turn::Kind::kAssistant:
         for (const Unit* unit : turn.units) {
           static const std::vector<KeptReasoning> kNone;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "capsule/base/sha256.h"
+#include "capsule/format/attachments.h"
 
 namespace capsule::journal::render {
 
@@ -20,6 +21,29 @@ bool IsLetterOrUnderscore(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' &
 
 // Anthropic refuses a text block with nothing but white space; no provider needs one.
 bool IsBlank(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+// The attachments `event` names whose bytes the target holds, in the event's order.
+std::vector<AttachmentPart> Attachments(const Event& event, const RenderTarget& target) {
+  std::vector<AttachmentPart> parts;
+  auto list = event.data.find("attachments");
+  if (list == event.data.end() || !list->is_array()) return parts;
+  for (const Json& item : *list) {
+    if (!item.is_object()) continue;
+    AttachmentPart part;
+    part.sha256 = item.value("sha256", "");
+    part.media_type = item.value("media_type", "");
+    part.name = item.value("name", "");
+    auto bytes = target.attachments.find(part.sha256);
+    if (bytes == target.attachments.end()) continue;
+    if (part.media_type == "text/plain") {
+      part.text = bytes->second;
+    } else {
+      part.base64 = Base64(bytes->second);
+    }
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
 
 std::string StringField(const Event& event, const char* key) {
   auto it = event.data.find(key);
@@ -150,7 +174,8 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
     } else if (type == "user_message") {
       end_step();
       std::string text = StringField(event, "text");
-      if (IsBlank(text)) continue;  // no provider accepts an empty message
+      std::vector<AttachmentPart> attachments = Attachments(event, target);
+      if (IsBlank(text) && attachments.empty()) continue;  // no provider accepts an empty message
       Unit unit;
       unit.from_user = true;
       unit.turn = ++turn;
@@ -158,6 +183,9 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
       unit.user_messages = 1;
       unit.first_ts = unit.last_ts = event.ts;
       unit.tokens = est.PerMessage() + est.Text(unit.text);
+      // An attachment costs what crosses: its text, or its base64.
+      for (const AttachmentPart& part : attachments) unit.tokens += est.Text(part.text.empty() ? part.base64 : part.text);
+      unit.attachments = std::move(attachments);
       out.units.push_back(std::move(unit));
     } else if (type == "tool_result") {
       end_step();

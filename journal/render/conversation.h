@@ -57,6 +57,15 @@ struct ToolCall {
   bool result_lost = false;  // no result in the journal: `result` is kLostResultText
 };
 
+// An image or document a user message carries, inline (capsule/format/attachments.h).
+struct AttachmentPart {
+  std::string media_type;  // image/png, image/jpeg, image/webp, application/pdf, text/plain
+  std::string name;        // as the event names it; may be empty
+  std::string sha256;
+  std::string base64;      // the bytes, base64
+  std::string text;        // text/plain: the text itself
+};
+
 // One unit of the conversation: what trimming keeps or drops whole.
 struct Unit {
   bool from_user = false;  // a user message or an orphan note; else an assistant's output
@@ -69,6 +78,7 @@ struct Unit {
   uint64_t turn = 0;
   std::vector<KeptReasoning> reasoning;  // reasoning that preceded this output, kept
   std::string text;                      // user text, note, or assistant text
+  std::vector<AttachmentPart> attachments;  // a user message's images and documents
   std::optional<ToolCall> call;          // an assistant's call, with its result
 
   // For the digest of dropped units.

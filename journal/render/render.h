@@ -39,6 +39,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -84,6 +85,9 @@ struct RenderTarget {
   // The thread's narrowing: only these tools (by their journal names) are declared; nullopt
   // declares every tool the conversation defines or calls.
   std::optional<std::set<std::string>> tools;
+  // The bytes of the attachments the conversation's events name, by SHA-256; an attachment
+  // whose bytes are not here is left out.
+  std::map<std::string, std::string> attachments;
 };
 
 // What the caller asked for; the journal fills in the rest (see ResolveTarget).

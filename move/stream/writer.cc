@@ -12,6 +12,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
 #include "capsule/base/version.h"
+#include "capsule/format/attachments.h"
 #include "capsule/format/harness.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/schedule.h"
@@ -145,6 +146,15 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
   if (phase == Phase::kFiles) return plan;
   for (const char* capsule_path : {kWorkingMemoryPath, kJournalPath, kVectorIndexPath, kEnvironmentSpecPath}) {
     CAPSULE_RETURN_IF_ERROR(PlanFile(dir, capsule_path, *StreamPathOfCapsuleFile(capsule_path), &plan));
+  }
+  // Attachments, each once by its digest (skipped when the receiver holds it).
+  if (PathExists(JoinPath(dir, kAttachmentsDir))) {
+    CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(JoinPath(dir, kAttachmentsDir)));
+    for (const TreeEntry& entry : tree) {
+      std::string path = std::string(kAttachmentsDir) + "/" + entry.path;
+      if (entry.type != TreeEntry::Type::kFile || IsTempDebris(path) || entry.path.find('/') != std::string::npos) continue;
+      CAPSULE_RETURN_IF_ERROR(PlanFile(dir, path, path, &plan));
+    }
   }
   // Instructions, skills and threads, always whole: the receiver replaces them with what the
   // stream holds, so every file is sent even when the receiver holds it the same.
