@@ -154,12 +154,16 @@ TEST_F(TravelE2eTest, InstructionsAndASkillEditedThroughTheMountRenderForEveryPr
     RunResult refused = RunCapsule({"render", mnt, "--provider", "openai", "--model", "m-1"});
     EXPECT_EQ(refused.exit_code, 1);
     EXPECT_TRUE(Contains(refused.err, "harness/skills/broken/SKILL.md: front matter: no description")) << refused.err;
+    // A skill folder with files but no SKILL.md.
+    ASSERT_EQ(::mkdir((mnt + "/harness/skills/loose").c_str(), 0755), 0);
+    ASSERT_EQ(Put(mnt + "/harness/skills/loose/notes.txt", "no SKILL.md here\n"), 0);
     EXPECT_EQ(mount.Unmount(), 0);
   }
   RunResult verify = RunCapsule({"verify", Src()});
   EXPECT_EQ(verify.exit_code, 1);
   EXPECT_TRUE(Contains(verify.out + verify.err, "harness/skills/broken/SKILL.md: front matter: no description"))
       << verify.out << verify.err;
+  EXPECT_TRUE(Contains(verify.out + verify.err, "harness/skills/loose/SKILL.md: missing")) << verify.out << verify.err;
   EXPECT_FALSE(Contains(verify.out + verify.err, "not in manifest")) << "every harness file is digested";
   EXPECT_EQ(*ReadFile(Src() + "/harness/skills/pdf-fill/fill.py"), "print('filled')\n");
 }

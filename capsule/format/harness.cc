@@ -118,7 +118,11 @@ Result<std::vector<Skill>> LoadSkills(const std::string& capsule_dir) {
   for (const std::string& folder : folders) {
     std::string rel = std::string(kSkillsDir) + "/" + folder + "/" + kSkillFileName;
     std::string full = JoinPath(capsule_dir, rel);
-    if (!PathExists(full)) return Status::InvalidArgument(rel, "missing: every skill folder holds a SKILL.md");
+    if (!PathExists(full)) {
+      Result<std::vector<TreeEntry>> inside = ListTree(DirName(full));
+      if (inside.ok() && inside->empty()) continue;  // a folder just made: not a skill yet
+      return Status::InvalidArgument(rel, "missing: every skill folder holds a SKILL.md");
+    }
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(full));
     CAPSULE_ASSIGN_OR_RETURN(Skill skill, ParseSkill(rel, text));
     skills.push_back(std::move(skill));
