@@ -403,6 +403,26 @@ TEST_F(TravelE2eTest, AttachmentsRenderInlineForEveryProviderCountInTheBudgetAnd
   EXPECT_EQ(gemini[1], (Json{{"inlineData", {{"mimeType", "image/png"}, {"data", png64}}}}));
   EXPECT_EQ(gemini[2], (Json{{"inlineData", {{"mimeType", "application/pdf"}, {"data", pdf64}}}}));
 
+  // A tool result carries the chart too: each provider gets it with the result.
+  Append(Src(), "tool_call", R"({"call_id":"call_9","name":"plot","arguments":{}})");
+  Append(Src(), "tool_result", "{\"call_id\":\"call_9\",\"content\":\"plotted\",\"is_error\":false,\"attachments\":[" + a.out + "]}");
+  Json with_result = Render(Src(), "openai")["messages"];
+  ASSERT_EQ(with_result.size(), 4u);
+  EXPECT_EQ(with_result[2]["role"], "tool");
+  EXPECT_EQ(with_result[2]["content"], "plotted");
+  EXPECT_EQ(with_result[3]["role"], "user") << "a tool message holds text only";
+  EXPECT_EQ(with_result[3]["content"][1]["image_url"]["url"], "data:image/png;base64," + png64);
+  Json result_block = Render(Src(), "anthropic")["messages"][2]["content"][0];
+  EXPECT_EQ(result_block["type"], "tool_result");
+  EXPECT_EQ(result_block["content"][0]["text"], "plotted");
+  EXPECT_EQ(result_block["content"][1]["source"]["data"], png64);
+  // Gemini keeps function responses in a content of their own: the image follows in the next.
+  Json contents = Render(Src(), "gemini")["contents"];
+  ASSERT_EQ(contents.size(), 4u);
+  EXPECT_TRUE(contents[2]["parts"][0].contains("functionResponse"));
+  EXPECT_EQ(contents[3]["role"], "user");
+  EXPECT_TRUE(contents[3]["parts"][0] == (Json{{"inlineData", {{"mimeType", "image/png"}, {"data", png64}}}}));
+
   // 30 kB of image do not fit in 2000 tokens: the budget counts them.
   RunResult tight = RunCapsule({"render", Src(), "--provider", "openai", "--model", "m-1", "--context-tokens", "2000"});
   EXPECT_EQ(tight.exit_code, 1);

@@ -225,6 +225,7 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
           const Event& result = *events[*result_of[i]];
           call.result = result.data.value("content", Json(""));
           call.is_error = result.data.value("is_error", false);
+          call.result_attachments = Attachments(result, target);
           unit.first_ts = std::min(unit.first_ts, result.ts);
           unit.last_ts = std::max(unit.last_ts, result.ts);
         } else {
@@ -236,6 +237,9 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
         unit.tool = journal_name;
         unit.tokens = 2 * est.PerMessage() + est.Text(call.id) + est.Text(call.name) +
                       est.Text(call.arguments.dump()) + est.Text(ContentText(call.result));
+        for (const AttachmentPart& part : call.result_attachments) {
+          unit.tokens += est.Text(part.text.empty() ? part.base64 : part.text);
+        }
         called.emplace_back(call.name, journal_name);
         unit.call = std::move(call);
       }

@@ -64,6 +64,11 @@ class ContentList {
   Json contents_ = Json::array();
 };
 
+// An attachment inline: inlineData with its media type and base64 bytes.
+Json InlineData(const AttachmentPart& part) {
+  return {{"inlineData", {{"mimeType", part.media_type}, {"data", part.media_type == "text/plain" ? Base64(part.text) : part.base64}}}};
+}
+
 }  // namespace
 
 Json RenderGemini(const Conversation& conversation, const Window& window, const RenderTarget& target) {
@@ -76,10 +81,7 @@ Json RenderGemini(const Conversation& conversation, const Window& window, const 
         if (has_text || attachments == nullptr || attachments->empty()) list.Add("user", {{"text", turn.text}});
         if (attachments == nullptr) break;
         // Each attachment inline: inlineData with its media type and base64 bytes.
-        for (const AttachmentPart& part : *attachments) {
-          list.Add("user", {{"inlineData", {{"mimeType", part.media_type},
-                                            {"data", part.media_type == "text/plain" ? Base64(part.text) : part.base64}}}});
-        }
+        for (const AttachmentPart& part : *attachments) list.Add("user", InlineData(part));
         break;
       }
       case Turn::Kind::kAssistant:
@@ -108,6 +110,10 @@ Json RenderGemini(const Conversation& conversation, const Window& window, const 
         for (const Unit* unit : turn.units) {
           const char* key = unit->call->is_error ? "error" : "output";
           list.Add("user", {{"functionResponse", {{"name", unit->call->name}, {"response", {{key, unit->call->result}}}}}});
+        }
+        // The results' attachments follow their responses, inline.
+        for (const Unit* unit : turn.units) {
+          for (const AttachmentPart& part : unit->call->result_attachments) list.Add("user", InlineData(part));
         }
         break;
     }
