@@ -1,7 +1,5 @@
 #include "capsule/format/harness.h"
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <map>
 
