@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "capsule/base/file_io.h"
+#include "capsule/format/harness.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/workspace.h"
@@ -74,6 +75,7 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
     CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(dir, local::kWorkDir)));
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, local::kWorkDir)));
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kScheduleDir)));
+    CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kHarnessDir)));
     CAPSULE_RETURN_IF_ERROR(PutBlob(dir, "").status());
     CAPSULE_RETURN_IF_ERROR(ScanBlobs(dir, &fs->manifest_));
   }

@@ -200,8 +200,9 @@ class CapsuleFs {
 
   // commit.cc: working copies, commits, checkpoints.
   Status EnsureWorkingCopy(Node* node, bool empty);  // needs node->wc_mu
-  // environment/spec.json is checked as soon as its copy is whole JSON, so that a shell's
-  // redirection fails visibly at its write, not only at close.
+  // environment/spec.json, schedule files and thread files (IsCheckedWhenWritten) are checked
+  // as soon as their copy is whole JSON, so that a shell's redirection fails visibly at its
+  // write, not only at close.
   Status CheckSpecAsWritten(Node* node, const WorkingCopy& wc);  // needs node->wc_mu
   // Durable: the blob and the log line reach the disk before it returns (fsync).
   Status CommitWorkingCopy(Node* node, bool durable = false);  // needs node->wc_mu

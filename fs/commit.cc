@@ -17,6 +17,7 @@
 
 #include "capsule/base/parallel.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/documents.h"
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
@@ -190,9 +191,9 @@ Status CapsuleFs::CommitRealFile(Node* node) {
     rel = RelPath(node);
   }
   if (::fsync(wc.fd.get()) != 0) return Status::IOError(wc.path, errno);
-  if (rel == kEnvironmentSpecPath) {
+  if (IsCheckedWhenWritten(rel)) {
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(wc.path));
-    Status checked = CheckEnvironmentSpec(text);
+    Status checked = CheckWrittenDocument(rel, text);
     if (!checked.ok()) {
       // The old content stays; the working copy stays while a writer has the file open, so
       // that a later write and close can still make the file whole and valid.

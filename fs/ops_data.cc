@@ -11,6 +11,7 @@
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/documents.h"
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
@@ -271,13 +272,16 @@ Status CapsuleFs::do_fallocate(Handle* h, int mode, off_t offset, off_t length) 
 Status CapsuleFs::CheckSpecAsWritten(Node* node, const WorkingCopy& wc) {
   constexpr uint64_t kLargestChecked = 1 << 20;  // a larger spec is checked at close only
   if (node->kind != NodeKind::kRealFile || wc.size > kLargestChecked) return Status::Ok();
+  std::string rel;
   {
     std::shared_lock lock(tree_mu_);
-    if (node->parent == nullptr || RelPath(node) != kEnvironmentSpecPath) return Status::Ok();
+    if (node->parent == nullptr) return Status::Ok();
+    rel = RelPath(node);
   }
+  if (!IsCheckedWhenWritten(rel)) return Status::Ok();
   Result<std::string> text = ReadFile(wc.path);
-  if (!text.ok() || !ParseJson(*text, kEnvironmentSpecPath).ok()) return Status::Ok();  // not whole yet
-  Status checked = CheckEnvironmentSpec(*text);
+  if (!text.ok() || !ParseJson(*text, rel).ok()) return Status::Ok();  // not whole yet
+  Status checked = CheckWrittenDocument(rel, *text);
   // The write is refused; its bytes stay in the working copy only, and the close that
   // follows refuses the copy too: the file keeps its old content.
   if (!checked.ok()) return FsError(EINVAL, checked.message());

@@ -100,7 +100,7 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& time
   NewNode(NodeKind::kRendered, root_.get(), kManifestPath)->document = Document::kManifest;
   NewNode(NodeKind::kControl, root_.get(), kControlFileName);
   files_ = NewNode(NodeKind::kWsDir, root_.get(), "files");
-  for (const char* real : {"memory", "environment", "schedule"}) NewNode(NodeKind::kRealDir, root_.get(), real);
+  for (const char* real : {"memory", "environment", "schedule", "harness"}) NewNode(NodeKind::kRealDir, root_.get(), real);
   auto artifacts = NewNode(NodeKind::kVirtualDir, root_.get(), "artifacts");
   NewNode(NodeKind::kRendered, artifacts.get(), "snapshot.json")->document = Document::kSnapshot;
   NewNode(NodeKind::kRealDir, artifacts.get(), "blobs");
@@ -395,9 +395,12 @@ Result<std::string> CapsuleFs::Render(Document document) {
 
 bool CapsuleFs::WritableRealPath(const std::string& rel) const {
   return rel == kWorkingMemoryPath || rel == kEnvironmentSpecPath || rel.rfind("memory/vector_index/", 0) == 0 ||
-         rel.rfind("schedule/", 0) == 0;
+         rel.rfind("schedule/", 0) == 0 || rel.rfind("harness/", 0) == 0 || rel.rfind("memory/attachments/", 0) == 0;
 }
 
-bool CapsuleFs::CreatableRealPath(const std::string& rel) const { return rel.rfind("schedule/", 0) == 0; }
+bool CapsuleFs::CreatableRealPath(const std::string& rel) const {
+  return rel.rfind("schedule/", 0) == 0 || rel.rfind("harness/", 0) == 0 || rel == "memory/attachments" ||
+         rel.rfind("memory/attachments/", 0) == 0;
+}
 
 }  // namespace capsule::fs

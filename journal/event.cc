@@ -5,12 +5,13 @@
 #include <tuple>
 
 #include "capsule/base/sha256.h"
+#include "capsule/format/attachments.h"
 
 namespace capsule::journal {
 
 namespace {
 
-enum class Kind { kString, kObject, kBoolean, kAny, kTextOrJson, kConfidence, kEventId };
+enum class Kind { kString, kObject, kBoolean, kAny, kTextOrJson, kConfidence, kEventId, kAttachments };
 
 struct Field {
   const char* name;
@@ -26,7 +27,7 @@ struct TypeRule {
 const std::vector<TypeRule>& Rules() {
   static const std::vector<TypeRule> rules = {
       {"system", {{"text", Kind::kString, true}}},
-      {"user_message", {{"text", Kind::kString, true}}},
+      {"user_message", {{"text", Kind::kString, true}, {"attachments", Kind::kAttachments, false}}},
       {"assistant_message",
        {{"text", Kind::kString, true}, {"provider", Kind::kString, true}, {"model", Kind::kString, true}}},
       {"reasoning",
@@ -38,7 +39,10 @@ const std::vector<TypeRule>& Rules() {
       {"tool_call",
        {{"call_id", Kind::kString, true}, {"name", Kind::kString, true}, {"arguments", Kind::kObject, true}}},
       {"tool_result",
-       {{"call_id", Kind::kString, true}, {"content", Kind::kTextOrJson, true}, {"is_error", Kind::kBoolean, true}}},
+       {{"call_id", Kind::kString, true},
+        {"content", Kind::kTextOrJson, true},
+        {"is_error", Kind::kBoolean, true},
+        {"attachments", Kind::kAttachments, false}}},
       {"tool_defined",
        {{"name", Kind::kString, true}, {"description", Kind::kString, true}, {"parameters", Kind::kObject, true}}},
       {"model_switch", {{"provider", Kind::kString, true}, {"model", Kind::kString, true}}},
@@ -73,6 +77,21 @@ std::string KindProblem(Kind kind, const Json& value) {
                                                                                        : "must be a number from 0 to 1";
     case Kind::kEventId:
       return value.is_string() && IsSha256Hex(value.get<std::string>()) ? "" : "must be an event id (64 hex digits)";
+    case Kind::kAttachments: {
+      const char* what = "must be an array of {\"sha256\": 64 hex digits, \"media_type\": image/png, image/jpeg, "
+                         "image/webp, application/pdf or text/plain, \"name\"?: a string}";
+      if (!value.is_array()) return what;
+      for (const Json& item : value) {
+        if (!item.is_object()) return what;
+        auto sha = item.find("sha256");
+        auto type = item.find("media_type");
+        auto name = item.find("name");
+        if (sha == item.end() || !sha->is_string() || !IsSha256Hex(sha->get<std::string>())) return what;
+        if (type == item.end() || !type->is_string() || !IsAttachmentMediaType(type->get<std::string>())) return what;
+        if (name != item.end() && !name->is_string()) return what;
+      }
+      return "";
+    }
   }
   return "unknown kind";
 }

@@ -120,5 +120,31 @@ TEST(MergeStreamTest, SameBytesOrSameRefusalAsTheMergeItReplaced) {
   std::printf("merged %zu, refused %zu\n", merged, refused);
 }
 
+// A receiver's check before it appends: every chain held must be a prefix of the stream's, or
+// the stream's of it; a machine whose chain differs is named with its conversation.
+TEST(SharedPrefixTest, ChainsThatGrewApartPassAChainThatDiffersIsNamed) {
+  std::mt19937 rng(7);
+  Copy a{"m-0000000000000001", ""};
+  a.text += *Next(a, rng).CanonicalLine() + "\n";
+  a.text += *Next(a, rng).CanonicalLine() + "\n";
+  Copy held = a, arriving = a;
+  arriving.text += *Next(arriving, rng).CanonicalLine() + "\n";  // the stream is ahead
+  EXPECT_TRUE(CheckSharedPrefix(held.text, arriving.text).ok());
+  EXPECT_TRUE(CheckSharedPrefix(arriving.text, held.text).ok());  // or behind
+  Copy other{"m-0000000000000002", held.text};
+  other.text += *Next(other, rng).CanonicalLine() + "\n";  // another machine's events here
+  EXPECT_TRUE(CheckSharedPrefix(other.text, arriving.text).ok());
+
+  Event mine = Next(held, rng);
+  mine.data = {{"text", "said here"}, {"conversation", "trip"}};
+  mine.id = *mine.ComputeId();
+  held.text += *mine.CanonicalLine() + "\n";
+  Status refused = CheckSharedPrefix(held.text, arriving.text);
+  ASSERT_EQ(refused.code(), Code::kFailedPrecondition) << refused.ToString();
+  EXPECT_NE(refused.message().find("conversation trip (main in the stream)"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("machine m-0000000000000001, seq 3: event " + mine.id), std::string::npos)
+      << refused.message();
+}
+
 }  // namespace
 }  // namespace capsule::journal

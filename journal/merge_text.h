@@ -19,6 +19,12 @@ namespace capsule::journal {
 // whole from seq 1). Corruption when an event of theirs conflicts with one of ours.
 Result<std::vector<const Event*>> EventsToAdd(const std::vector<Event>& ours, const std::vector<Event>& theirs);
 
+// Ok when, for every machine, what `held` has of its chain and what `arriving` has are one
+// the prefix of the other: each conversation's events held here are a prefix of what arrives,
+// chain by chain. FailedPrecondition otherwise, naming the conversation and the first event
+// that differs (machine, seq, and both ids); Corruption when a side is not a journal.
+Status CheckSharedPrefix(std::string_view held, std::string_view arriving);
+
 // The merged journal's text. Lines of `held` are kept byte for byte.
 Result<std::string> MergeJournalTexts(std::string_view held, std::string_view arriving);
 

@@ -12,6 +12,7 @@
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
+#include "capsule/format/schedule.h"
 #include "move/byte_pipe.h"
 #include "move/local_capsule.h"
 #include "move/seal/envelope.h"
@@ -137,6 +138,9 @@ Result<MoveReport> Mover::Run() {
     return Status::FailedPrecondition(dir_, std::string("is ") + HolderStateName(record->state) + " at epoch " +
                                                 std::to_string(record->epoch) + "; only an active holder moves it");
   }
+  // Schedules travel only while paused: refused before anything is offered. The switch's pack
+  // checks again (they may be resumed during the copy), before the point of no return.
+  CAPSULE_RETURN_IF_ERROR(CheckSchedulesMayTravel(dir_).WithContext("move " + manifest.agent.id));
   OutgoingMove move;
   move.agent = manifest.agent.id;
   move.epoch = record->epoch + 1;

@@ -102,8 +102,12 @@ TEST_F(CapsulefsTest, TheViewShowsEveryCapsuleFileAndHidesTheLocalFolder) {
   // Read-write capsule files.
   ASSERT_EQ(Put(mnt_ + "/memory/working_memory.md", "# notes\nremember this\n"), 0);
   EXPECT_EQ(Slurp(mnt_ + "/memory/working_memory.md"), "# notes\nremember this\n");
-  ASSERT_EQ(Put(mnt_ + "/schedule/job1.json", "{\"at\":1}"), 0);
-  EXPECT_EQ(Slurp(mnt_ + "/schedule/job1.json"), "{\"at\":1}");
+  ASSERT_EQ(::mkdir((mnt_ + "/schedule/waiting").c_str(), 0755), 0);
+  const std::string job = R"({"at":"2026-12-04T08:00:00Z","id":"job1","prompt":"look"})";
+  ASSERT_EQ(Put(mnt_ + "/schedule/waiting/job1.json", job), 0);
+  EXPECT_EQ(Slurp(mnt_ + "/schedule/waiting/job1.json"), job);
+  EXPECT_EQ(Put(mnt_ + "/schedule/waiting/job1.json", "{\"at\":1}"), EINVAL);  // checked as written
+  EXPECT_EQ(Slurp(mnt_ + "/schedule/waiting/job1.json"), job);
   EXPECT_EQ(mount.Unmount(), 0);
   EXPECT_EQ(Slurp(dir_ + "/memory/working_memory.md"), "# notes\nremember this\n");
   ExpectVerifies();

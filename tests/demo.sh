@@ -109,6 +109,22 @@ step cat mnt/environment/spec.json
 echo
 
 echo
+echo "== instructions, a skill, a narrowed thread and a job: plain files any editor opens"
+echo "\$ printf 'You plan trips for busy people. Keep answers short.\\n' > mnt/harness/instructions.md"
+printf 'You plan trips for busy people. Keep answers short.\n' > mnt/harness/instructions.md
+step mkdir -p mnt/harness/skills/itinerary
+echo "\$ printf -- '---\\nname: itinerary\\ndescription: Write a day-by-day itinerary\\n---\\nOne heading per day ...\\n' > mnt/harness/skills/itinerary/SKILL.md"
+printf -- '---\nname: itinerary\ndescription: Write a day-by-day itinerary\n---\nOne heading per day, then morning, afternoon, evening.\n' \
+  > mnt/harness/skills/itinerary/SKILL.md
+step "$capsule" narrow mnt research --tools search
+step mkdir -p mnt/schedule/waiting
+echo "\$ echo '{\"id\":\"fares\",\"prompt\":\"Check the Lisbon fares\",\"at\":\"2026-12-04T08:00:00Z\"}' > mnt/schedule/waiting/fares.json"
+echo '{"id":"fares","prompt":"Check the Lisbon fares","at":"2026-12-04T08:00:00Z"}' > mnt/schedule/waiting/fares.json
+step_may_fail bash -c 'echo "{\"id\":\"fares\"}" > mnt/schedule/waiting/fares.json'
+step "$capsule" threads mnt
+echo
+
+echo
 echo "== freeze: writes wait, reads go on (a new entry is refused after a second: EBUSY); thaw lets them go"
 step "$capsule" freeze mnt
 step "$capsule" verify agent
@@ -136,7 +152,7 @@ step "$capsule" log append agent --type reasoning --data '{"provider":"anthropic
 step "$capsule" log append agent --type tool_call --data '{"call_id":"toolu_1","name":"route","arguments":{"to":"Lisbon"}}'
 step "$capsule" render agent --pretty
 step "$capsule" render agent --provider gemini --model gemini-2.5-pro --pretty
-step "$capsule" render agent --provider openai --model gpt-4.1 --context-tokens 120
+step "$capsule" render agent --provider openai --model gpt-4.1 --context-tokens 200
 echo
 echo "== owned state: history, facts with provenance and runs, in SQL, projected from the journal"
 said=$("$capsule" log append agent --type user_message --data '{"text":"I only fly in the morning."}')
@@ -166,10 +182,15 @@ serve_pid=$!
 for _ in $(seq 50); do [ -s serve.out ] && break; sleep 0.1; done
 cat serve.out
 addr=$(head -1 serve.out | sed 's/^listening on //')
+step_may_fail "$capsule" move agent --to "$addr" --cert pki/client.pem --key pki/client.key --ca pki/ca.pem
+step "$capsule" schedule pause agent
 step "$capsule" move agent --to "$addr" --cert pki/client.pem --key pki/client.key --ca pki/ca.pem
 step "$capsule" status agent
 step "$capsule" status machine-b/trip-planner
 step "$capsule" verify machine-b/trip-planner
+step "$capsule" threads machine-b/trip-planner
+step ls -R machine-b/trip-planner/harness machine-b/trip-planner/schedule
+step "$capsule" schedule status machine-b/trip-planner
 step_may_fail "$capsule" log append agent --type user_message --data '{"text":"from the old machine"}'
 kill "$serve_pid"
 echo

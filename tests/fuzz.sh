@@ -39,17 +39,21 @@ case "$target" in
              capsule/format/create.cc capsule/format/digest_cache.cc
              capsule/format/environment_spec.cc capsule/format/holder.cc capsule/format/keys.cc
              capsule/format/layout.cc capsule/format/manifest.cc capsule/format/verify.cc
-             capsule/format/workspace.cc capsule/format/workspace_times.cc "${base[@]}")
+             capsule/format/workspace.cc capsule/format/workspace_times.cc
+             capsule/format/attachments.cc capsule/format/documents.cc capsule/format/harness.cc
+             capsule/format/schedule.cc "${base[@]}")
     max_len=65536 ;;
   wire)
     sources=(move/wire_fuzz.cc move/serve.cc move/remote_target.cc move/net/wire.cc
-             move/stream/format.cc capsule/format/layout.cc "${base[@]}")
+             move/stream/format.cc capsule/format/layout.cc capsule/format/attachments.cc
+             capsule/format/harness.cc "${base[@]}")
     max_len=65536 ;;
   control)
     sources=(fs/control_fuzz.cc fs/control_client.cc "${base[@]}")
     max_len=4096 ;;
   journal)
-    sources=(journal/line_fuzz.cc journal/event_line.cc journal/event.cc capsule/base/canonical_scan.cc "${base[@]}")
+    sources=(journal/line_fuzz.cc journal/event_line.cc journal/event.cc capsule/base/canonical_scan.cc
+             capsule/format/attachments.cc "${base[@]}")
     max_len=4096 ;;
   *)
     echo "tests/fuzz.sh: no fuzz target '$target' (envelope, stream, wire, control, journal)" >&2

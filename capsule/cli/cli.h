@@ -81,6 +81,9 @@ void RegisterMountCommands(CLI::App& app, int* exit_code);
 void RegisterSealCommands(CLI::App& app, int* exit_code);
 // capsule stream pack, unpack and have: the Move Stream (stream_commands.cc).
 void RegisterStreamCommands(CLI::App& app, int* exit_code);
+// capsule schedule, threads, narrow: instructions, skills, threads and schedules
+// (harness_commands.cc).
+void RegisterHarnessCommands(CLI::App& app, int* exit_code);
 // capsule serve (the sidecar, move/sidecar.h) and capsule move (move_commands.cc).
 void RegisterMoveCommands(CLI::App& app, int* exit_code);
 

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   capsule::cli::RegisterOwnedStateCommands(app, &exit_code);
   capsule::cli::RegisterMcpCommands(app, &exit_code);
   capsule::cli::RegisterMountCommands(app, &exit_code);
+  capsule::cli::RegisterHarnessCommands(app, &exit_code);
   capsule::cli::RegisterMoveCommands(app, &exit_code);
   std::string unknown = capsule::cli::UnknownSubcommand(app, argc, argv);
   if (!unknown.empty()) return capsule::cli::UsageFailure(unknown, argc, argv);

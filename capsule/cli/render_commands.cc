@@ -4,6 +4,8 @@
 #include <iostream>
 #include <memory>
 
+#include "capsule/format/attachments.h"
+#include "capsule/format/harness.h"
 #include "journal/journal.h"
 #include "journal/render/render.h"
 
@@ -16,6 +18,32 @@ struct RenderArgs {
   uint64_t context_tokens = 0, max_tokens = 0;
   bool has_provider = false, has_model = false, has_context = false, has_max = false, pretty = false;
 };
+
+// The instructions, the skills and the thread's narrowing, from harness/ (capsule(5)).
+Status AddHarness(const std::string& dir, const std::string& conversation, journal::render::RenderTarget* target) {
+  CAPSULE_ASSIGN_OR_RETURN(target->instructions, LoadInstructions(dir));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<Skill> skills, LoadSkills(dir));
+  for (const Skill& skill : skills) target->skills.push_back({skill.name, skill.description});
+  CAPSULE_ASSIGN_OR_RETURN(std::optional<Thread> thread, LoadThread(dir, conversation));
+  if (thread) target->tools = thread->tools;
+  return Status::Ok();
+}
+
+// The bytes of every attachment the conversation's events name.
+Status AddAttachments(const std::string& dir, const std::vector<journal::Event>& events,
+                      journal::render::RenderTarget* target) {
+  for (const journal::Event& event : events) {
+    if (event.Conversation() != target->conversation) continue;
+    auto list = event.data.find("attachments");
+    if (list == event.data.end() || !list->is_array()) continue;
+    for (const Json& item : *list) {
+      std::string sha = item.is_object() ? item.value("sha256", "") : "";
+      if (sha.empty() || target->attachments.count(sha)) continue;
+      CAPSULE_ASSIGN_OR_RETURN(target->attachments[sha], LoadAttachment(dir, sha));
+    }
+  }
+  return Status::Ok();
+}
 
 int RunRender(const RenderArgs& args) {
   Result<std::string> dir = ResolveCapsule(args.dir);
@@ -30,6 +58,10 @@ int RunRender(const RenderArgs& args) {
   if (args.has_max) request.max_tokens = args.max_tokens;
   Result<journal::render::RenderTarget> target = journal::render::ResolveTarget(*events, request);
   if (!target.ok()) return Fail(target.status().WithContext("render"));
+  Status harness = AddHarness(*dir, args.conversation, &*target);
+  if (!harness.ok()) return Fail(harness.WithContext("render"));
+  Status attachments = AddAttachments(*dir, *events, &*target);
+  if (!attachments.ok()) return Fail(attachments.WithContext("render"));
   Result<Json> body = journal::render::RenderRequest(*events, *target);
   if (!body.ok()) return Fail(body.status());
   if (args.pretty) {

@@ -18,6 +18,8 @@
 #include "capsule/format/create.h"
 #include "capsule/format/digest_cache.h"
 #include "capsule/format/environment_spec.h"
+#include "capsule/format/harness.h"
+#include "capsule/format/schedule.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
@@ -434,6 +436,87 @@ TEST(VerifyTest, RememberedBlobDigestsStillCatchADamagedBlob) {
   ASSERT_TRUE(report.ok());
   ASSERT_FALSE(report->ok());
   EXPECT_NE(report->problems[0].find("does not match its name"), std::string::npos) << report->problems[0];
+}
+
+// ---- harness/ and schedule/ ----
+
+TEST(HarnessTest, SkillFrontMatterIsReadAndEachFaultNamed) {
+  const std::string path = "harness/skills/pdf-fill/SKILL.md";
+  Result<Skill> skill = ParseSkill(path, "---\nname: pdf-fill\ndescription: 'Fill in: forms'\nlicense: MIT\n---\nbody\n");
+  ASSERT_TRUE(skill.ok()) << skill.status().message();
+  EXPECT_EQ(skill->name, "pdf-fill");
+  EXPECT_EQ(skill->description, "Fill in: forms");
+  struct Case {
+    std::string text, fault;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"name: pdf-fill\n", "missing"},
+           {"---\nname: pdf-fill\ndescription: x\n", "not closed"},
+           {"---\ndescription: x\n---\n", "no name"},
+           {"---\nname: pdf-fill\n---\n", "no description"},
+           {"---\nname: PDF\ndescription: x\n---\n", "must be 1 to 64"},
+           {"---\nname: other\ndescription: x\n---\n", "not its folder's name"},
+           {"---\nname pdf-fill\ndescription: x\n---\n", "is not 'key: value'"},
+       }) {
+    Result<Skill> bad = ParseSkill(path, c.text);
+    ASSERT_FALSE(bad.ok()) << c.text;
+    EXPECT_EQ(bad.status().message().rfind(path + ": front matter: ", 0), 0u) << bad.status().message();
+    EXPECT_NE(bad.status().message().find(c.fault), std::string::npos) << bad.status().message();
+  }
+}
+
+TEST(HarnessTest, ThreadFilesNameTheirToolsOnce) {
+  Result<Thread> thread = ParseThread("harness/threads/main.json", R"({"tools":["search","read"]})");
+  ASSERT_TRUE(thread.ok()) << thread.status().message();
+  EXPECT_EQ(thread->name, "main");
+  EXPECT_EQ(*thread->tools, (std::set<std::string>{"read", "search"}));
+  EXPECT_FALSE(ParseThread("harness/threads/main.json", "{}")->tools.has_value());
+  EXPECT_FALSE(ParseThread("harness/threads/main.json", R"({"tools":["a","a"]})").ok());
+  EXPECT_FALSE(ParseThread("harness/threads/main.json", R"({"tools":"a"})").ok());
+  EXPECT_FALSE(ParseThread("harness/threads/.hidden.json", "{}").ok());
+  EXPECT_FALSE(ParseThread("harness/threads/a/b.json", "{}").ok());
+  EXPECT_EQ(*ThreadText(*thread), R"({"tools":["read","search"]})");
+}
+
+TEST(ScheduleTest, JobsDayAndStateAreChecked) {
+  const std::string job = R"({"at":"2026-12-04T08:00:00Z","id":"mail","prompt":"read","every":60,"x":[1]})";
+  EXPECT_TRUE(CheckScheduleFile("schedule/waiting/mail.json", job).ok());
+  EXPECT_TRUE(CheckScheduleFile("schedule/firing/mail.json", job).ok());
+  EXPECT_TRUE(CheckScheduleFile("schedule/day.json", R"(["2026-12-04",0])").ok());
+  EXPECT_TRUE(CheckScheduleFile("schedule/state.json", R"({"paused":true})").ok());
+  struct Case {
+    std::string path, text, fault;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"schedule/later/mail.json", job, "not a schedule file"},
+           {"schedule/mail.json", job, "not a schedule file"},
+           {"schedule/waiting/other.json", job, "other.json: id"},
+           {"schedule/waiting/mail.json", R"({"at":"2026-12-04T08:00:00Z","id":"mail"})", "prompt"},
+           {"schedule/waiting/mail.json", R"({"at":"tomorrow","id":"mail","prompt":"p"})", ": at"},
+           {"schedule/waiting/mail.json", R"({"at":"2026-12-04T08:00:00Z","every":0,"id":"mail","prompt":"p"})", "every"},
+           {"schedule/waiting/mail.json", "[]", "JSON object"},
+           {"schedule/day.json", R"(["2026-12-04",-1])", "[day, sent]"},
+           {"schedule/day.json", R"({"day":"2026-12-04"})", "[day, sent]"},
+           {"schedule/state.json", R"({"paused":"yes"})", "paused"},
+       }) {
+    Status checked = CheckScheduleFile(c.path, c.text);
+    ASSERT_FALSE(checked.ok()) << c.path << " " << c.text;
+    EXPECT_NE(checked.message().find(c.fault), std::string::npos) << checked.message();
+  }
+}
+
+TEST(ScheduleTest, RunningSchedulesMayNotTravelPausedOrAbsentOnesMay) {
+  std::string cap = NewCapsule();
+  EXPECT_TRUE(CheckSchedulesMayTravel(cap).ok()) << "nothing to run";
+  ASSERT_TRUE(MakeDirectories(cap + "/schedule/waiting").ok());
+  ASSERT_TRUE(WriteFileAtomic(cap + "/schedule/waiting/a.json", "").ok());
+  EXPECT_TRUE(CheckSchedulesMayTravel(cap).ok()) << "an empty job counts as absent";
+  ASSERT_TRUE(WriteFileAtomic(cap + "/schedule/waiting/a.json", R"({"at":"2026-12-04T08:00:00Z","id":"a","prompt":"p"})").ok());
+  Status running = CheckSchedulesMayTravel(cap);
+  EXPECT_EQ(running.code(), Code::kFailedPrecondition);
+  EXPECT_NE(running.message().find("capsule schedule pause"), std::string::npos) << running.message();
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + kScheduleStatePath, ScheduleStateText(true)).ok());
+  EXPECT_TRUE(CheckSchedulesMayTravel(cap).ok());
 }
 
 }  // namespace

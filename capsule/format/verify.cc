@@ -10,6 +10,8 @@
 #include "capsule/base/parallel.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
+#include "capsule/format/documents.h"
+#include "capsule/format/harness.h"
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/keys.h"
 #include "capsule/format/workspace.h"
@@ -26,7 +28,7 @@ const char* const kRequiredFiles[] = {kWorkingMemoryPath, kJournalPath, kVectorI
                                       kSnapshotPath, kEnvironmentSpecPath};
 
 bool IsDocument(const std::string& path) {
-  return path == kSnapshotPath || path == kEnvironmentSpecPath || path == kJournalPath;
+  return path == kSnapshotPath || path == kJournalPath || IsCheckedDocument(path);
 }
 
 void CheckSnapshot(const std::string& text, const std::map<std::string, ObservedFile>& files,
@@ -107,9 +109,19 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
 
   auto snapshot = documents.find(kSnapshotPath);
   if (snapshot != documents.end()) CheckSnapshot(snapshot->second, files, problems);
-  auto spec = documents.find(kEnvironmentSpecPath);
-  if (spec != documents.end()) {
-    Status checked = CheckEnvironmentSpec(spec->second);
+  // Every skill folder holds a SKILL.md.
+  std::set<std::string> skills_without;
+  const std::string skills = std::string(kSkillsDir) + "/";
+  for (const auto& [path, observed] : files) {
+    if (path.rfind(skills, 0) != 0 || path.find('/', skills.size()) == std::string::npos) continue;
+    std::string folder = path.substr(0, path.find('/', skills.size()));
+    if (files.count(folder + "/" + kSkillFileName) == 0) skills_without.insert(folder + "/" + kSkillFileName);
+  }
+  for (const std::string& path : skills_without) problems->push_back(path + ": missing: every skill folder holds a SKILL.md");
+  // The environment spec, schedules, threads and skills (documents.h).
+  for (const auto& [path, text] : documents) {
+    if (!IsCheckedDocument(path)) continue;
+    Status checked = CheckDocument(path, text);
     if (!checked.ok()) problems->push_back(checked.message());
   }
   auto journal = documents.find(kJournalPath);

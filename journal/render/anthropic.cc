@@ -63,6 +63,15 @@ std::optional<uint64_t> CutTurn(const Conversation& conversation, const Window& 
   return std::nullopt;
 }
 
+// An attachment inline: an image block, or a document block (base64 PDF, or text).
+Json AttachmentBlock(const AttachmentPart& part) {
+  if (part.media_type == "text/plain") {
+    return {{"type", "document"}, {"source", {{"type", "text"}, {"media_type", "text/plain"}, {"data", part.text}}}};
+  }
+  return {{"type", part.media_type == "application/pdf" ? "document" : "image"},
+          {"source", {{"type", "base64"}, {"media_type", part.media_type}, {"data", part.base64}}}};
+}
+
 }  // namespace
 
 Json RenderAnthropic(const Conversation& conversation, const Window& window, const RenderTarget& target) {
@@ -70,9 +79,15 @@ Json RenderAnthropic(const Conversation& conversation, const Window& window, con
   MessageList list;
   for (const Turn& turn : Turns(conversation, window)) {
     switch (turn.kind) {
-      case Turn::Kind::kUser:
-        list.Add("user", {{"type", "text"}, {"text", turn.text}});
+      case Turn::Kind::kUser: {
+        const std::vector<AttachmentPart>* attachments = turn.units.empty() ? nullptr : &turn.units[0]->attachments;
+        bool has_text = turn.text.find_first_not_of(" \t\r\n") != std::string::npos;
+        if (has_text || attachments == nullptr || attachments->empty()) list.Add("user", {{"type", "text"}, {"text", turn.text}});
+        if (attachments == nullptr) break;
+        // Each attachment inline: an image block, or a document block (base64 PDF, or text).
+        for (const AttachmentPart& part : *attachments) list.Add("user", AttachmentBlock(part));
         break;
+      }
       case Turn::Kind::kAssistant:
         for (const Unit* unit : turn.units) {
           static const std::vector<KeptReasoning> kNone;
@@ -98,6 +113,12 @@ Json RenderAnthropic(const Conversation& conversation, const Window& window, con
           Json block = {{"type", "tool_result"},
                         {"tool_use_id", unit->call->id},
                         {"content", ContentText(unit->call->result)}};
+          if (!unit->call->result_attachments.empty()) {
+            // A result's content as blocks: its text, then each attachment.
+            Json content = Json::array({{{"type", "text"}, {"text", ContentText(unit->call->result)}}});
+            for (const AttachmentPart& part : unit->call->result_attachments) content.push_back(AttachmentBlock(part));
+            block["content"] = std::move(content);
+          }
           if (unit->call->is_error) block["is_error"] = true;
           list.Add("user", std::move(block));
         }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "capsule/base/sha256.h"
+#include "capsule/format/attachments.h"
 
 namespace capsule::journal::render {
 
@@ -20,6 +21,29 @@ bool IsLetterOrUnderscore(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' &
 
 // Anthropic refuses a text block with nothing but white space; no provider needs one.
 bool IsBlank(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+// The attachments `event` names whose bytes the target holds, in the event's order.
+std::vector<AttachmentPart> Attachments(const Event& event, const RenderTarget& target) {
+  std::vector<AttachmentPart> parts;
+  auto list = event.data.find("attachments");
+  if (list == event.data.end() || !list->is_array()) return parts;
+  for (const Json& item : *list) {
+    if (!item.is_object()) continue;
+    AttachmentPart part;
+    part.sha256 = item.value("sha256", "");
+    part.media_type = item.value("media_type", "");
+    part.name = item.value("name", "");
+    auto bytes = target.attachments.find(part.sha256);
+    if (bytes == target.attachments.end()) continue;
+    if (part.media_type == "text/plain") {
+      part.text = bytes->second;
+    } else {
+      part.base64 = Base64(bytes->second);
+    }
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
 
 std::string StringField(const Event& event, const char* key) {
   auto it = event.data.find(key);
@@ -110,6 +134,7 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
   Conversation out;
   std::vector<std::string> system_parts;
   std::map<std::string, size_t> tool_index;  // safe name -> index in out.tools
+  std::map<std::string, std::string> journal_names;  // safe name -> the tool's name in the journal
   std::vector<std::pair<std::string, std::string>> called;  // (safe name, journal name), in order
   IdMapper ids;
   bool in_step = false;
@@ -137,6 +162,7 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
     } else if (type == "tool_defined") {
       ToolDeclaration decl{SafeToolName(StringField(event, "name")), StringField(event, "description"),
                            event.data.value("parameters", Json::object())};
+      journal_names[decl.name] = StringField(event, "name");
       auto [it, added] = tool_index.emplace(decl.name, out.tools.size());
       if (added) {
         out.tools.push_back(std::move(decl));
@@ -148,7 +174,8 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
     } else if (type == "user_message") {
       end_step();
       std::string text = StringField(event, "text");
-      if (IsBlank(text)) continue;  // no provider accepts an empty message
+      std::vector<AttachmentPart> attachments = Attachments(event, target);
+      if (IsBlank(text) && attachments.empty()) continue;  // no provider accepts an empty message
       Unit unit;
       unit.from_user = true;
       unit.turn = ++turn;
@@ -156,6 +183,9 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
       unit.user_messages = 1;
       unit.first_ts = unit.last_ts = event.ts;
       unit.tokens = est.PerMessage() + est.Text(unit.text);
+      // An attachment costs what crosses: its text, or its base64.
+      for (const AttachmentPart& part : attachments) unit.tokens += est.Text(part.text.empty() ? part.base64 : part.text);
+      unit.attachments = std::move(attachments);
       out.units.push_back(std::move(unit));
     } else if (type == "tool_result") {
       end_step();
@@ -195,6 +225,7 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
           const Event& result = *events[*result_of[i]];
           call.result = result.data.value("content", Json(""));
           call.is_error = result.data.value("is_error", false);
+          call.result_attachments = Attachments(result, target);
           unit.first_ts = std::min(unit.first_ts, result.ts);
           unit.last_ts = std::max(unit.last_ts, result.ts);
         } else {
@@ -206,6 +237,9 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
         unit.tool = journal_name;
         unit.tokens = 2 * est.PerMessage() + est.Text(call.id) + est.Text(call.name) +
                       est.Text(call.arguments.dump()) + est.Text(ContentText(call.result));
+        for (const AttachmentPart& part : call.result_attachments) {
+          unit.tokens += est.Text(part.text.empty() ? part.base64 : part.text);
+        }
         called.emplace_back(call.name, journal_name);
         unit.call = std::move(call);
       }
@@ -233,9 +267,26 @@ Conversation BuildConversation(const std::vector<Event>& all, const RenderTarget
     if (tool_index.count(safe) == 0) undeclared.emplace(safe, journal_name);
   }
   for (const auto& [safe, journal_name] : undeclared) {
+    journal_names[safe] = journal_name;
     out.tools.push_back({safe, "No definition of this tool was recorded.", Json{{"type", "object"}}});
   }
+  // A thread narrowed to some tools declares only those; its calls to others stay in its
+  // history, with their results (history is never rewritten).
+  if (target.tools) {
+    std::vector<ToolDeclaration> narrowed;
+    for (ToolDeclaration& tool : out.tools) {
+      if (target.tools->count(journal_names[tool.name]) != 0) narrowed.push_back(std::move(tool));
+    }
+    out.tools = std::move(narrowed);
+  }
 
+  // The standing instructions open the system text, then the skills the agent may load.
+  if (!IsBlank(target.instructions)) out.system = target.instructions;
+  if (!target.skills.empty()) {
+    std::string list = kSkillsHeading;
+    for (const SkillSummary& skill : target.skills) list += "\n- " + skill.name + ": " + skill.description;
+    out.system += (out.system.empty() ? "" : "\n\n") + list;
+  }
   for (const std::string& part : system_parts) {
     if (part.empty()) continue;
     out.system += (out.system.empty() ? "" : "\n\n") + part;

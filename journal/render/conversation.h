@@ -48,6 +48,15 @@ struct KeptReasoning {
   std::string encrypted;  // Anthropic redacted_thinking data
 };
 
+// An image or document a user message or tool result carries, inline (capsule/format/attachments.h).
+struct AttachmentPart {
+  std::string media_type;  // image/png, image/jpeg, image/webp, application/pdf, text/plain
+  std::string name;        // as the event names it; may be empty
+  std::string sha256;
+  std::string base64;      // the bytes, base64
+  std::string text;        // text/plain: the text itself
+};
+
 struct ToolCall {
   std::string id;       // provider-safe, unique in the conversation
   std::string name;     // provider-safe
@@ -55,6 +64,7 @@ struct ToolCall {
   Json result;          // the result's content: a string, array or object
   bool is_error = false;
   bool result_lost = false;  // no result in the journal: `result` is kLostResultText
+  std::vector<AttachmentPart> result_attachments;  // images and documents the result carries
 };
 
 // One unit of the conversation: what trimming keeps or drops whole.
@@ -69,6 +79,7 @@ struct Unit {
   uint64_t turn = 0;
   std::vector<KeptReasoning> reasoning;  // reasoning that preceded this output, kept
   std::string text;                      // user text, note, or assistant text
+  std::vector<AttachmentPart> attachments;  // a user message's images and documents
   std::optional<ToolCall> call;          // an assistant's call, with its result
 
   // For the digest of dropped units.

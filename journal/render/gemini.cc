@@ -28,6 +28,7 @@
 // journal's JSON Schema as it is (`parameters` takes only an OpenAPI subset).
 #include <cctype>
 
+#include "capsule/format/attachments.h"
 #include "journal/render/providers.h"
 
 namespace capsule::journal::render {
@@ -63,15 +64,26 @@ class ContentList {
   Json contents_ = Json::array();
 };
 
+// An attachment inline: inlineData with its media type and base64 bytes.
+Json InlineData(const AttachmentPart& part) {
+  return {{"inlineData", {{"mimeType", part.media_type}, {"data", part.media_type == "text/plain" ? Base64(part.text) : part.base64}}}};
+}
+
 }  // namespace
 
 Json RenderGemini(const Conversation& conversation, const Window& window, const RenderTarget& target) {
   ContentList list;
   for (const Turn& turn : Turns(conversation, window)) {
     switch (turn.kind) {
-      case Turn::Kind::kUser:
-        list.Add("user", {{"text", turn.text}});
+      case Turn::Kind::kUser: {
+        const std::vector<AttachmentPart>* attachments = turn.units.empty() ? nullptr : &turn.units[0]->attachments;
+        bool has_text = turn.text.find_first_not_of(" \t\r\n") != std::string::npos;
+        if (has_text || attachments == nullptr || attachments->empty()) list.Add("user", {{"text", turn.text}});
+        if (attachments == nullptr) break;
+        // Each attachment inline: inlineData with its media type and base64 bytes.
+        for (const AttachmentPart& part : *attachments) list.Add("user", InlineData(part));
         break;
+      }
       case Turn::Kind::kAssistant:
         for (const Unit* unit : turn.units) {
           std::string carried;  // a signature for the next part (see the top of this file)
@@ -98,6 +110,10 @@ Json RenderGemini(const Conversation& conversation, const Window& window, const 
         for (const Unit* unit : turn.units) {
           const char* key = unit->call->is_error ? "error" : "output";
           list.Add("user", {{"functionResponse", {{"name", unit->call->name}, {"response", {{key, unit->call->result}}}}}});
+        }
+        // The results' attachments follow their responses, inline.
+        for (const Unit* unit : turn.units) {
+          for (const AttachmentPart& part : unit->call->result_attachments) list.Add("user", InlineData(part));
         }
         break;
     }

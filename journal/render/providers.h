@@ -21,7 +21,8 @@ struct Turn {
   enum class Kind { kUser, kAssistant, kResults };
   Kind kind = Kind::kUser;
   std::string text;                 // kUser: the text
-  std::vector<const Unit*> units;   // kAssistant: the step's units; kResults: those with calls
+  std::vector<const Unit*> units;   // kAssistant: the step's units; kResults: those with calls;
+                                    // kUser: the user's unit (none for a digest)
 };
 
 std::vector<Turn> Turns(const Conversation& conversation, const Window& window);

@@ -39,7 +39,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,12 +62,32 @@ Result<Provider> ParseProvider(std::string_view name);
 // Anthropic requires max_tokens; this is the value when the caller gives none.
 inline constexpr uint64_t kDefaultAnthropicMaxTokens = 4096;
 
+// A skill as the system text lists it: its body is the agent's to load (capsule(5), HARNESS).
+struct SkillSummary {
+  std::string name;
+  std::string description;
+};
+
+// The line that opens the list of skills in the system text.
+inline constexpr char kSkillsHeading[] =
+    "Skills (each is a folder harness/skills/<name>/ whose SKILL.md tells how; load one when it applies):";
+
 struct RenderTarget {
   Provider provider = Provider::kOpenAI;
   std::string model;                       // decides, with provider, which reasoning is kept
   std::string conversation = "main";       // events whose data.conversation is this
   std::optional<uint64_t> context_tokens;  // the input budget, as the estimator counts
   uint64_t max_tokens = kDefaultAnthropicMaxTokens;  // Anthropic's max_tokens
+  // The agent's standing instructions: they open the system text.
+  std::string instructions;
+  // The agent's skills, listed by name and description after the instructions.
+  std::vector<SkillSummary> skills;
+  // The thread's narrowing: only these tools (by their journal names) are declared; nullopt
+  // declares every tool the conversation defines or calls.
+  std::optional<std::set<std::string>> tools;
+  // The bytes of the attachments the conversation's events name, by SHA-256; an attachment
+  // whose bytes are not here is left out.
+  std::map<std::string, std::string> attachments;
 };
 
 // What the caller asked for; the journal fills in the rest (see ResolveTarget).

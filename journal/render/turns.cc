@@ -8,7 +8,7 @@ std::vector<Turn> Turns(const Conversation& conversation, const Window& window) 
   const std::vector<Unit>& units = conversation.units;
   for (size_t i = window.first; i < units.size();) {
     if (units[i].from_user) {
-      turns.push_back({Turn::Kind::kUser, units[i].text, {}});
+      turns.push_back({Turn::Kind::kUser, units[i].text, {&units[i]}});
       ++i;
       continue;
     }

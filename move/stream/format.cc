@@ -6,6 +6,8 @@
 
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/attachments.h"
+#include "capsule/format/harness.h"
 #include "capsule/format/layout.h"
 
 namespace capsule::move {
@@ -167,7 +169,10 @@ Result<std::string> HaveToJson(const HaveMap& have) { return CanonicalJson(HaveT
 std::optional<std::string> StreamPathOfCapsuleFile(const std::string& capsule_path) {
   auto it = CapsuleToStream().find(capsule_path);
   if (it != CapsuleToStream().end()) return it->second;
-  if (StartsWith(capsule_path, std::string(kScheduleDir) + "/")) return capsule_path;
+  if (StartsWith(capsule_path, std::string(kScheduleDir) + "/") || IsHarnessPath(capsule_path) ||
+      StartsWith(capsule_path, std::string(kAttachmentsDir) + "/")) {
+    return capsule_path;
+  }
   return std::nullopt;
 }
 
@@ -175,7 +180,10 @@ std::optional<std::string> CapsulePathOfStreamFile(const std::string& stream_pat
   for (const auto& [capsule_path, stream] : CapsuleToStream()) {
     if (stream == stream_path) return capsule_path;
   }
-  if (StartsWith(stream_path, std::string(kScheduleDir) + "/")) return stream_path;
+  if (StartsWith(stream_path, std::string(kScheduleDir) + "/") || IsHarnessPath(stream_path) ||
+      StartsWith(stream_path, std::string(kAttachmentsDir) + "/")) {
+    return stream_path;
+  }
   return std::nullopt;
 }
 

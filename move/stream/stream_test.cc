@@ -356,21 +356,31 @@ TEST_F(StreamTest, HaveSkipsWhatTheReceiverHoldsAndSwitchRemovesWhatIsGone) {
 
 TEST_F(StreamTest, SwitchReplacesTheScheduleFolder) {
   std::string dst = ReceivedCopy(std::string(32, 'd'));
-  ASSERT_TRUE(MakeDirectories(src_ + "/schedule/daily").ok());
-  ASSERT_TRUE(WriteFileAtomic(src_ + "/schedule/daily/job1.json", "{ \"b\": 1, \"a\": [2, 1] }").ok());
+  ASSERT_TRUE(MakeDirectories(src_ + "/schedule/waiting").ok());
+  ASSERT_TRUE(WriteFileAtomic(src_ + "/schedule/waiting/job1.json",
+                              "{ \"prompt\": \"p\", \"id\": \"job1\", \"at\": \"2026-12-04T08:00:00Z\" }").ok());
   RefreshManifest(src_);
-  ASSERT_TRUE(MakeDirectories(dst + "/schedule/old").ok());
-  ASSERT_TRUE(WriteFileAtomic(dst + "/schedule/old/stale.json", "{}").ok());
+  ASSERT_TRUE(MakeDirectories(dst + "/schedule/ending").ok());
+  ASSERT_TRUE(WriteFileAtomic(dst + "/schedule/ending/stale.json",
+                              R"({"at":"2026-12-04T08:00:00Z","id":"stale","prompt":"p"})").ok());
   RefreshManifest(dst);
   PackOptions sw;
   sw.phase = Phase::kSwitch;
   sw.move_id = std::string(32, 'd');
   UnpackOptions sealed;
   sealed.sealed = true;
+  // Running schedules do not travel.
+  StringSink refused_to;
+  Status refused = PackCapsule(src_, sw, &refused_to, nullptr);
+  EXPECT_EQ(refused.code(), Code::kFailedPrecondition) << refused.ToString();
+  ASSERT_TRUE(WriteFileAtomic(src_ + "/schedule/state.json", R"({"paused":true})").ok());
+  RefreshManifest(src_);
   Status status = Unpack(Pack(src_, sw), dst, sealed);
   ASSERT_TRUE(status.ok()) << status.ToString();
-  EXPECT_EQ(*ReadFile(dst + "/schedule/daily/job1.json"), "{\"a\":[2,1],\"b\":1}");  // canonical
-  EXPECT_FALSE(PathExists(dst + "/schedule/old/stale.json"));
+  EXPECT_EQ(*ReadFile(dst + "/schedule/waiting/job1.json"),
+            R"({"at":"2026-12-04T08:00:00Z","id":"job1","prompt":"p"})");  // canonical
+  EXPECT_EQ(*ReadFile(dst + "/schedule/state.json"), R"({"paused":true})");
+  EXPECT_FALSE(PathExists(dst + "/schedule/ending/stale.json"));
   EXPECT_TRUE(VerifyFolder(dst)->ok());
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 #include "capsule/base/sha256.h"
 #include "capsule/format/copy.h"
 #include "capsule/format/create.h"
+#include "capsule/format/documents.h"
+#include "capsule/format/harness.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/local_files.h"
@@ -58,7 +61,10 @@ Status TakeJournal(const std::string& staging, const std::string& received_path)
   } else if (StartsWith(held, arriving)) {
     return Status::Ok();  // the stream is behind what is held: nothing to add
   } else {
-    // The two diverged: a set union, as capsule merge does.
+    // The two diverged. Each machine's chain held here must still be a prefix of the stream's
+    // (or the stream's of it): a chain that disagrees is refused, naming the conversation.
+    // Chains that only grew apart are merged as a set union, as capsule merge does.
+    CAPSULE_RETURN_IF_ERROR(journal::CheckSharedPrefix(held, arriving));
     CAPSULE_ASSIGN_OR_RETURN(result, journal::MergeJournalTexts(held, arriving));
   }
   return WriteFileAtomic(target, result);
@@ -186,6 +192,17 @@ Status ApplyOtherFiles(const std::string& staging, const ReceivedStream& stream,
     // Schedules are sent in full on each switch: what is held is replaced.
     CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(staging, kScheduleDir)));
   }
+  if (stream.manifest.phase != Phase::kFiles) {
+    // Instructions, skills and threads are sent whole in every copy and switch: what is held
+    // is replaced by what the stream holds (a skill gone at the sender is gone here).
+    struct stat st;
+    if (::lstat(JoinPath(staging, kHarnessDir).c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      return Status::Corruption(std::string(kHarnessDir), "is not a folder in the capsule held here");
+    }
+    CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(staging, kInstructionsPath)));
+    CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(staging, kSkillsDir)));
+    CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(staging, kThreadsDir)));
+  }
   for (const auto& [path, entry] : stream.entries) {
     if (StartsWith(path, "files/") || path == "files" || entry.kind == ReceivedEntry::Kind::kFolder) continue;
     std::optional<std::string> capsule_path = CapsulePathOfStreamFile(path);
@@ -289,6 +306,12 @@ Status CheckStaged(const std::string& staging, const Manifest& manifest, const A
   std::map<std::string, std::string> documents;
   for (const char* path : {kSnapshotPath, kEnvironmentSpecPath, kJournalPath}) {
     if (PathExists(JoinPath(staging, path))) {
+      CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(staging, path)));
+    }
+  }
+  // Schedules, threads and skills are checked as capsule verify checks them.
+  for (const auto& [path, digest] : manifest.files) {
+    if (IsCheckedDocument(path) && PathExists(JoinPath(staging, path))) {
       CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(staging, path)));
     }
   }

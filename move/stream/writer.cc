@@ -12,7 +12,10 @@
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
 #include "capsule/base/version.h"
+#include "capsule/format/attachments.h"
+#include "capsule/format/harness.h"
 #include "capsule/format/holder.h"
+#include "capsule/format/schedule.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
 #include "capsule/format/workspace.h"
@@ -34,6 +37,7 @@ struct Planned {
   TarEntry special;         // kSpecial: a FIFO or a device node
   std::string inline_data;  // kFile whose bytes were rewritten (canonical jobs)
   bool has_inline = false;
+  bool whole = false;       // sent whatever the receiver's have says: harness/ is replaced whole
   std::optional<uint32_t> uid, gid;  // workspace entries: the owner, when the snapshot names one
 };
 
@@ -62,9 +66,12 @@ Status PlanFile(const std::string& dir, const std::string& capsule_path, const s
   Planned file;
   file.stream_path = stream_path;
   file.source = JoinPath(dir, capsule_path);
-  if (capsule_path.rfind(std::string(kScheduleDir) + "/", 0) == 0) {
-    // Jobs and day.json travel in canonical form.
+  if (capsule_path.rfind(std::string(kScheduleDir) + "/", 0) == 0 ||
+      capsule_path.rfind(std::string(kThreadsDir) + "/", 0) == 0) {
+    // Jobs, day.json and thread files travel in canonical form; an empty one (created, never
+    // written) counts as absent.
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(file.source));
+    if (text.empty()) return Status::Ok();
     CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, capsule_path));
     CAPSULE_ASSIGN_OR_RETURN(file.inline_data, CanonicalJson(json, capsule_path));
     file.has_inline = true;
@@ -140,6 +147,26 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
   for (const char* capsule_path : {kWorkingMemoryPath, kJournalPath, kVectorIndexPath, kEnvironmentSpecPath}) {
     CAPSULE_RETURN_IF_ERROR(PlanFile(dir, capsule_path, *StreamPathOfCapsuleFile(capsule_path), &plan));
   }
+  // Attachments, each once by its digest (skipped when the receiver holds it).
+  if (PathExists(JoinPath(dir, kAttachmentsDir))) {
+    CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(JoinPath(dir, kAttachmentsDir)));
+    for (const TreeEntry& entry : tree) {
+      std::string path = std::string(kAttachmentsDir) + "/" + entry.path;
+      if (entry.type != TreeEntry::Type::kFile || IsTempDebris(path) || entry.path.find('/') != std::string::npos) continue;
+      CAPSULE_RETURN_IF_ERROR(PlanFile(dir, path, path, &plan));
+    }
+  }
+  // Instructions, skills and threads, always whole: the receiver replaces them with what the
+  // stream holds, so every file is sent even when the receiver holds it the same.
+  if (PathExists(JoinPath(dir, kHarnessDir))) {
+    CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(JoinPath(dir, kHarnessDir)));
+    for (const TreeEntry& entry : tree) {
+      std::string path = std::string(kHarnessDir) + "/" + entry.path;
+      if (entry.type != TreeEntry::Type::kFile || IsTempDebris(path) || !IsHarnessPath(path)) continue;
+      CAPSULE_RETURN_IF_ERROR(PlanFile(dir, path, path, &plan));
+      if (auto planned = plan.find(path); planned != plan.end()) planned->second.whole = true;
+    }
+  }
   if (phase == Phase::kSwitch && PathExists(JoinPath(dir, kScheduleDir))) {
     CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> jobs, ListTree(JoinPath(dir, kScheduleDir)));
     for (const TreeEntry& job : jobs) {
@@ -201,6 +228,8 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
   manifest.version = kVersion;
   manifest.agent = capsule_manifest.agent;
   manifest.epoch = options.epoch ? *options.epoch : capsule_manifest.holder_epoch;
+  // Schedules travel only while paused (capsule schedule pause), in full.
+  if (options.phase == Phase::kSwitch) CAPSULE_RETURN_IF_ERROR(CheckSchedulesMayTravel(dir));
   CAPSULE_ASSIGN_OR_RETURN(auto plan, PlanStream(dir, options.phase));
   if (options.phase == Phase::kSwitch) {
     for (const auto& [path, sha] : options.have) {
@@ -237,7 +266,7 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
       }
       case Planned::Kind::kFile: {
         auto held = options.have.find(path);
-        if (held != options.have.end() && held->second == item.sha256 && item.link == 0) {
+        if (held != options.have.end() && held->second == item.sha256 && item.link == 0 && !item.whole) {
           ++local.files_skipped;
           break;
         }
