@@ -194,9 +194,11 @@ TEST_F(MoveE2eTest, AnAgentMovedThereAndBackIsMountedAgainWhereItsSidecarHadIt) 
   auto back = RunCapsule({"move", on_b, "--to", sidecar_a.address(), "--cert", pki_ + "/client.pem", "--key",
                           pki_ + "/client.key", "--ca", pki_ + "/ca.pem", "--progress"});
   ASSERT_EQ(back.exit_code, 0) << back.err;
-  for (const char* phase : {"copy ", "freeze ", "switch ", "done "}) {
-    EXPECT_NE(("\n" + back.err).find(std::string("\n") + phase), std::string::npos)
-        << "no progress line for " << phase << "in: " << back.err;
+  // Each phase ends with its line "done in" (the form: PROGRESS in capsule.1).
+  for (const char* phase : {"copy ", "freeze ", "switch ", "activate "}) {
+    size_t at = ("\n" + back.err).find(std::string("\n") + phase);
+    ASSERT_NE(at, std::string::npos) << "no progress line for " << phase << "in: " << back.err;
+    EXPECT_NE(back.err.find(", done in ", at), std::string::npos) << phase << "in: " << back.err;
   }
   EXPECT_NE(back.err.find(" MiB/s"), std::string::npos) << back.err;
   EXPECT_EQ(StateOf(Src()), "active@3");
