@@ -284,7 +284,7 @@ void RegisterOwnedStateCommands(CLI::App& app, int* exit_code) {
             if (!text.empty() && end != nullptr && *end == '\0' && seconds > 0 && seconds < 1e9) return "";
             return "must be a positive number of seconds, got " + text;
           },
-          "SECONDS"));
+          ""));
   AddJsonFlag(sql, "Print a JSON array of objects, one per row (an error as JSON)");
   sql->callback([sql_args, query, exit_code] {
     sql_args->query_given = query->count() > 0;
