@@ -12,6 +12,7 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 #include "tests/cli_runner.h"
 
 namespace capsule {
@@ -269,6 +270,22 @@ TEST_F(LongCommandsTest, AFolderExtractedFromASignedExportVerifiesWithItsSignatu
   RunResult again = RunCapsule({"export", x, "-o", root_ + "/again.tar", "--sign", root_ + "/sign.key"});
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(*ReadFile(root_ + "/again.tar"), *ReadFile(root_ + "/s.tar"));
+  // A manifest written since that lists signature.json (a checkpoint of the folder) makes it a
+  // file of the capsule like any other: it verifies, exports unsigned, and that tar verifies.
+  Result<Json> listed = ParseJson(manifest, "manifest.json");
+  ASSERT_TRUE(listed.ok());
+  std::string signature = *ReadFile(x + "/signature.json");
+  (*listed)["files"]["signature.json"] = {{"sha256", Sha256Hex(signature)}, {"size", signature.size()}};
+  ASSERT_TRUE(WriteFileAtomic(x + "/manifest.json", listed->dump()).ok());
+  RunResult as_file = RunCapsule({"verify", x});
+  EXPECT_EQ(as_file.exit_code, 0) << as_file.out << as_file.err;
+  ASSERT_EQ(RunCapsule({"export", x, "-o", root_ + "/as-file.tar"}).exit_code, 0);
+  RunResult tar_as_file = RunCapsule({"verify", root_ + "/as-file.tar"});
+  EXPECT_EQ(tar_as_file.exit_code, 0) << tar_as_file.out << tar_as_file.err;
+  RunResult signed_again = RunCapsule({"export", x, "-o", root_ + "/two.tar", "--sign", root_ + "/sign.key"});
+  EXPECT_EQ(signed_again.exit_code, 1);
+  EXPECT_TRUE(Contains(signed_again.err, "a signed export would carry two")) << signed_again.err;
+
   // A folder that was never signed: --pubkey says so.
   RunResult unsigned_folder = RunCapsule({"verify", cap_, "--pubkey", root_ + "/sign.pub"});
   EXPECT_EQ(unsigned_folder.exit_code, 1);

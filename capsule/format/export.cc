@@ -72,7 +72,8 @@ Status WriteCapsuleTar(const std::string& dir, const ExportOptions& options, Byt
   uint64_t total_bytes = 0;
   for (const TreeEntry& entry : entries) {
     if (entry.path == kManifestPath || IsTempDebris(entry.path) || entry.type == TreeEntry::Type::kDirectory) continue;
-    if (entry.path == kSignaturePath) continue;  // an earlier export's, in a folder extracted from it
+    // An earlier export's signature, in a folder extracted from it: not the capsule's.
+    if (entry.path == kSignaturePath && !manifest.files.count(entry.path)) continue;
     if (entry.type != TreeEntry::Type::kFile) return Refuse(entry.path, "not a regular file");
     auto listed = manifest.files.find(entry.path);
     if (listed == manifest.files.end()) return Refuse(entry.path, "not in manifest");
@@ -88,6 +89,10 @@ Status WriteCapsuleTar(const std::string& dir, const ExportOptions& options, Byt
   TarWriter tar(sink);
   CAPSULE_RETURN_IF_ERROR(tar.AddFile(kManifestPath, manifest_text));
   if (options.signing_key_path) {
+    if (manifest.files.count(kSignaturePath)) {
+      return Refuse(kSignaturePath, "is listed by the manifest as a file of the capsule; a signed export would carry "
+                                    "two (export it unsigned)");
+    }
     CAPSULE_ASSIGN_OR_RETURN(EvpPkeyPtr key, LoadPrivateKey(*options.signing_key_path, KeyType::kEd25519));
     CAPSULE_ASSIGN_OR_RETURN(std::string signature, Ed25519Sign(key.get(), ExportSignatureMessage(manifest_text)));
     CAPSULE_ASSIGN_OR_RETURN(std::string public_hex, PublicKeyHex(key.get()));
@@ -97,7 +102,8 @@ Status WriteCapsuleTar(const std::string& dir, const ExportOptions& options, Byt
   }
   std::vector<char> buffer(kChunk);
   for (const TreeEntry& entry : entries) {
-    if (entry.path == kManifestPath || entry.path == kSignaturePath || IsTempDebris(entry.path)) continue;
+    bool left_out = entry.type != TreeEntry::Type::kDirectory && !seen.count(entry.path);  // an old signature
+    if (entry.path == kManifestPath || IsTempDebris(entry.path) || left_out) continue;
     if (entry.type == TreeEntry::Type::kDirectory) {
       CAPSULE_RETURN_IF_ERROR(tar.AddDirectory(entry.path, 0755));
     } else {

@@ -162,9 +162,10 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
   std::optional<std::string> signature_text;
   for (const TreeEntry& entry : entries) {
     if (entry.path == kManifestPath || IsTempDebris(entry.path)) continue;
-    if (entry.path == kSignaturePath && entry.type == TreeEntry::Type::kFile) {
+    if (entry.path == kSignaturePath && entry.type == TreeEntry::Type::kFile && !manifest->files.count(entry.path)) {
       // A folder extracted from a signed export (tar -x) holds its signature beside the
-      // manifest: checked as in the tar, never a file of the capsule.
+      // manifest: checked as in the tar, not a file of the capsule (unless a manifest
+      // written since lists it, as any other file).
       if (options.public_key_hex) {
         CAPSULE_ASSIGN_OR_RETURN(signature_text, ReadFile(JoinPath(dir, entry.path)));
       }
@@ -311,6 +312,11 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
   if (!manifest.ok()) {
     report.problems.push_back(manifest.status().message());
     return report;
+  }
+  if (signature_text && manifest->files.count(kSignaturePath) && !files.count(kSignaturePath)) {
+    // A capsule whose manifest lists a signature.json of its own (a folder extracted from a
+    // signed export, checkpointed since) exports it as a file.
+    files[kSignaturePath] = ObservedFile{Sha256Hex(*signature_text), signature_text->size(), ""};
   }
   CheckAgainstManifest(*manifest, files, documents, options, &report.problems);
   CheckSignature(*manifest_text, signature_text, options,
