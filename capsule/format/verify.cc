@@ -192,13 +192,15 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
     const std::string& path = to_hash[i]->path;
     auto listed = manifest->files.find(path);
     if (IsAppendOnlyPath(path) && listed != manifest->files.end()) {
-      digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i]);
+      digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i],
+                                        options.progress);
     } else if (options.blob_digests != nullptr && IsBlobPath(path)) {
       digests[i] = options.blob_digests->Sha256File(JoinPath(dir, path), &sizes[i]);
+      if (options.progress != nullptr) options.progress->Add(sizes[i], 0);
     } else {
-      digests[i] = Sha256File(JoinPath(dir, path), &sizes[i]);
+      digests[i] = Sha256File(JoinPath(dir, path), &sizes[i], options.progress);
     }
-    if (options.progress != nullptr) options.progress->Add(sizes[i], 1);
+    if (options.progress != nullptr) options.progress->Add(0, 1);
   });
 
   std::map<std::string, ObservedFile> files;
