@@ -433,14 +433,20 @@ TEST_F(MoveE2eTest, RestartedSidecarsResolveWhatAMoveLeftWithoutGuessing) {
     EXPECT_EQ(refused.exit_code, 1);
     EXPECT_NE(refused.err.find("unresolved"), std::string::npos) << refused.err;
     Sidecar source(a_, pki_, seal_);  // restarted: asks the target, which holds nothing: thaw
-    for (int i = 0; i < 100 && StateOf(Src()) != "active@1"; ++i) {
+    // The resolution thaws, then forgets the move, then lets go of the move lock: wait for all.
+    for (int i = 0; i < 100 && (StateOf(Src()) != "active@1" || PathExists(Src() + "/.capsule/move-out.json"));
+         ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     EXPECT_EQ(StateOf(Src()), "active@1");
     EXPECT_FALSE(PathExists(Src() + "/.capsule/move-out.json"));
     EXPECT_FALSE(PathExists(Dst()));
-    // And the agent moves on as usual afterwards.
+    // And the agent moves on as usual afterwards (once the resolution has let go of its lock).
     auto moved = Move(Src(), target.address());
+    for (int i = 0; i < 40 && moved.exit_code != 0 && moved.err.find("is running here") != std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      moved = Move(Src(), target.address());
+    }
     ASSERT_EQ(moved.exit_code, 0) << moved.err;
     EXPECT_EQ(StateOf(Dst()), "active@2");
   }
