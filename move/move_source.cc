@@ -42,17 +42,12 @@ Status RemoveOutgoing(const std::string& dir) {
   return SyncDirectory(DirName(path));
 }
 
-// Counts what a pack writes, and reports progress at most every 100 ms.
-class ProgressSink : public ByteSink {
+// Counts what a pack writes.
+class CountingSink : public ByteSink {
  public:
-  ProgressSink(ByteSink* out, std::string phase, const std::function<void(const MoveProgress&)>& progress)
-      : out_(out), phase_(std::move(phase)), progress_(progress), start_(Clock::now()), last_(start_) {}
+  explicit CountingSink(ByteSink* out) : out_(out) {}
   Status Write(std::string_view data) override {
     bytes_ += data.size();
-    if (progress_ && Clock::now() - last_ > std::chrono::milliseconds(100)) {
-      last_ = Clock::now();
-      progress_(MoveProgress{phase_, bytes_, SecondsSince(start_)});
-    }
     return out_->Write(data);
   }
   Status Close() override { return out_->Close(); }
@@ -60,9 +55,6 @@ class ProgressSink : public ByteSink {
 
  private:
   ByteSink* out_;
-  std::string phase_;
-  const std::function<void(const MoveProgress&)>& progress_;
-  Clock::time_point start_, last_;
   uint64_t bytes_ = 0;
 };
 
@@ -70,10 +62,10 @@ class ProgressSink : public ByteSink {
 // target: constant memory whatever the capsule's size. `seal_to` (raw X25519) seals it.
 template <typename Send>
 Status PackAndSend(const std::string& dir, const PackOptions& pack, const std::string& seal_to, const char* phase,
-                   const MoveOptions& options, PackStats* stats, uint64_t* bytes, Send send) {
+                   PackStats* stats, uint64_t* bytes, Send send) {
   BytePipe pipe;
   BytePipe::Sink pipe_sink(&pipe);
-  ProgressSink counted(&pipe_sink, phase, options.progress);
+  CountingSink counted(&pipe_sink);
   Status packed;
   std::thread producer([&] {
     packed = [&]() -> Status {
@@ -112,8 +104,8 @@ class Mover {
 
  private:
   bool Crash(const std::string& step) const { return options_.crash_after == step; }
-  void Progress(const char* phase, uint64_t bytes, double seconds) {
-    if (options_.progress) options_.progress(MoveProgress{phase, bytes, seconds});
+  void BeginPhase(const char* phase) {
+    if (options_.progress != nullptr) options_.progress->Begin(phase, 0, 0);
   }
 
   LocalCapsule local_;
@@ -167,10 +159,11 @@ Result<MoveReport> Mover::Run() {
   copy.move_id = move.move;
   copy.have = offer->have;
   copy.epoch = move.epoch;
+  copy.progress = options_.progress;
   PackStats copy_stats;
   Clock::time_point copy_start = Clock::now();
   HaveMap staged;
-  Status copied = PackAndSend(dir_, copy, "", "copy", options_, &copy_stats, &report.copy_bytes, [&](ByteSource* s) {
+  Status copied = PackAndSend(dir_, copy, "", "copy", &copy_stats, &report.copy_bytes, [&](ByteSource* s) {
     Result<HaveMap> have = target_->Copy(move.agent, move.move, s);
     if (have.ok()) staged = std::move(*have);
     return have.status();
@@ -178,24 +171,23 @@ Result<MoveReport> Mover::Run() {
   report.copy_seconds = SecondsSince(copy_start);
   report.copy_files = copy_stats.files_sent;
   report.copy_skipped = copy_stats.files_skipped;
-  Progress("copy", report.copy_bytes, report.copy_seconds);
   if (Crash("copied")) return CrashStatus("copied");
   if (!copied.ok()) return Rollback(move, copied.WithContext("copy"));
   // The link is idle meanwhile (the mount hashes on every core); a link idle past a minute
   // is dialled again before the switch (RemoteTarget), so the sidecar's 300-second read
   // timeout never ends a move that is only busy here.
+  BeginPhase("preverify");
   Clock::time_point preverify_start = Clock::now();
   local_.PrepareFreeze();
   report.preverify_seconds = SecondsSince(preverify_start);
-  Progress("preverify", 0, report.preverify_seconds);
 
   // Freeze: from here the agent waits; what changed since the copy is all that crosses.
   move.phase = "frozen";
   if (Status saved = SaveOutgoing(dir_, move); !saved.ok()) return Rollback(move, saved);
+  BeginPhase("freeze");
   Clock::time_point frozen_at = Clock::now();
   Status frozen = local_.Freeze(move.move);
   report.freeze_seconds = SecondsSince(frozen_at);
-  Progress("freeze", 0, report.freeze_seconds);
   if (Crash("frozen")) return CrashStatus("frozen");
   if (!frozen.ok()) return Rollback(move, frozen);
 
@@ -204,14 +196,13 @@ Result<MoveReport> Mover::Run() {
   change.move_id = move.move;
   change.have = staged;
   change.epoch = move.epoch;
+  change.progress = options_.progress;
   PackStats switch_stats;
-  Clock::time_point switch_start = Clock::now();
-  Status switched = PackAndSend(dir_, change, *seal_to, "switch", options_, &switch_stats, &report.switch_bytes,
+  Status switched = PackAndSend(dir_, change, *seal_to, "switch", &switch_stats, &report.switch_bytes,
                                 [&](ByteSource* s) { return target_->Switch(move.agent, move.move, s); });
   report.switch_files = switch_stats.files_sent;
   report.switch_file_bytes = switch_stats.file_bytes_sent;
   report.removed = switch_stats.removed;
-  Progress("switch", report.switch_bytes, SecondsSince(switch_start));
   if (Crash("switched")) return CrashStatus("switched");
   if (!switched.ok()) return Rollback(move, switched.WithContext("switch"));
 
@@ -220,6 +211,7 @@ Result<MoveReport> Mover::Run() {
   move.phase = "activate-sent";
   if (Status saved = SaveOutgoing(dir_, move); !saved.ok()) return Rollback(move, saved);
   if (Crash("activate-sent")) return CrashStatus("activate-sent");
+  BeginPhase("activate");
   Status activated = target_->Activate(move.agent, move.move, move.epoch);
   report.frozen_seconds = SecondsSince(frozen_at);
   if (Crash("activated")) return CrashStatus("activated");
@@ -234,7 +226,6 @@ Result<MoveReport> Mover::Run() {
   }
   CAPSULE_RETURN_IF_ERROR(local_.Retire(move.epoch - 1));
   CAPSULE_RETURN_IF_ERROR(RemoveOutgoing(dir_));
-  Progress("done", report.copy_bytes + report.switch_bytes, SecondsSince(copy_start));
   return report;
 }
 

@@ -17,20 +17,17 @@
 #include <optional>
 #include <string>
 
+#include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 #include "move/target_api.h"
 
 namespace capsule::move {
 
-struct MoveProgress {
-  std::string phase;  // "copy", "preverify", "freeze", "switch", "activate", "done"
-  uint64_t bytes = 0;  // stream bytes sent in this phase so far
-  double seconds = 0;  // since the phase began
-};
-
 struct MoveOptions {
   std::string to;  // the target's address, recorded so that a restart can ask it
-  std::function<void(const MoveProgress&)> progress;
+  // Each phase as it begins: "copy" and "switch" count the file bytes and files they send, of
+  // those the target lacks; "preverify", "freeze" and "activate" only their time.
+  Progress* progress = nullptr;
   // After activate's reply is lost: how often to ask the target, and how long between.
   int query_attempts = 20;
   std::chrono::milliseconds query_interval{500};

@@ -23,6 +23,7 @@
 #include "move/net/tls_channel.h"
 #include "move/remote_target.h"
 #include "move/serve.h"
+#include "move/sidecar_state.h"
 #include "move/tls_dialer.h"
 
 namespace capsule::move {
@@ -93,7 +94,7 @@ Status UnmountRetired(const std::string& dir, const std::string& mountpoint) {
 // Resolves the moves out of `root` that a previous run left mid-way, asking each one's
 // target; those that cannot be resolved yet are retried every two seconds, forever (the agent
 // stays frozen meanwhile: waiting costs availability, never correctness).
-void ResolveOutgoing(const std::string& root, const TlsCredentials& credentials) {
+void ResolveOutgoing(const std::string& root, const TlsCredentials& credentials, SidecarState* log) {
   Result<std::vector<TreeEntry>> entries = ListTree(root, {kStagingDir});
   if (!entries.ok()) return;
   for (const TreeEntry& entry : *entries) {
@@ -105,7 +106,7 @@ void ResolveOutgoing(const std::string& root, const TlsCredentials& credentials)
     Result<std::optional<OutgoingMove>> left = LoadOutgoingMove(dir);
     if (!left.ok() || !left->has_value()) continue;
     std::string to = (*left)->to;
-    std::thread([dir, to, credentials] {
+    std::thread([dir, to, credentials, log, agent = (*left)->agent, move = (*left)->move] {
       RemoteTarget target(to, TlsDialer(to, credentials));
       MoveOptions options;
       options.to = to;
@@ -113,7 +114,8 @@ void ResolveOutgoing(const std::string& root, const TlsCredentials& credentials)
       for (;;) {
         Status resolved = RecoverMove(dir, &target, options);
         if (resolved.ok()) {
-          std::cerr << "capsule: serve: resolved the move of " << dir << " to " << to << "\n";
+          log->Note("recovered", "move-out agent=" + agent + " move=" + move + " to=" + to +
+                                     ": the move left mid-way by an earlier run is resolved");
           return;
         }
         std::cerr << "capsule: serve: " << resolved.message() << "; asking again\n";
@@ -143,6 +145,16 @@ Status RunSidecar(const SidecarOptions& args) {
   Result<ProcessLock> serving_root =
       ProcessLock::Acquire(JoinPath(args.root, kSidecarLock), "--root " + args.root + ": another capsule serve serves it");
   if (!serving_root.ok()) return serving_root.status();
+  // Moves in left mid-way by an earlier run: MoveTarget::Open empties their staging areas.
+  std::vector<std::string> left_staged;
+  if (Result<std::vector<TreeEntry>> staged = ListTree(JoinPath(args.root, kStagingDir)); staged.ok()) {
+    for (const TreeEntry& entry : *staged) {
+      if (entry.type == TreeEntry::Type::kDirectory && entry.path.find('/') == std::string::npos &&
+          entry.path[0] != '.') {  // .replaced-<move>: a copy an activation replaced, not a move
+        left_staged.push_back(entry.path);
+      }
+    }
+  }
   Result<std::unique_ptr<MoveTarget>> target = MoveTarget::Open(args.root, std::move(*seal_key));
   if (!target.ok()) return target.status().WithContext("--root");
   if (!args.mount_to.empty()) {
@@ -157,10 +169,16 @@ Status RunSidecar(const SidecarOptions& args) {
   Result<std::unique_ptr<TlsListener>> listener = TlsListener::Listen(args.listen, credentials);
   if (!listener.ok()) return listener.status().WithContext("--listen " + args.listen);
   std::string host = args.listen.substr(0, args.listen.rfind(':'));
-  std::cout << "listening on " << host << ":" << (*listener)->port() << "\n"
+  std::string address = host + ":" + std::to_string((*listener)->port());
+  auto log = std::make_unique<SidecarState>(args.root, address, stderr);  // lives as long as the process
+  if (Status saved = log->Save(); !saved.ok()) return saved;
+  for (const std::string& agent : left_staged) {
+    log->Note("recovered", "move-in agent=" + agent + ": the staging area an earlier run left mid-way is emptied");
+  }
+  std::cout << "listening on " << address << "\n"
             << "seal key " << *seal_hex << "\n"
             << std::flush;
-  ResolveOutgoing(args.root, credentials);
+  ResolveOutgoing(args.root, credentials, log.get());
 
   TlsListener* accepting = listener->get();
   std::atomic<bool> stopping{false};
@@ -179,13 +197,14 @@ Status RunSidecar(const SidecarOptions& args) {
       continue;
     }
     (*conn)->set_timeout_seconds(kLinkTimeoutSeconds);
-    std::thread([serving, link = std::make_shared<TlsLink>(std::move(*conn))] {
-      Status served = ServeConnection(link.get(), serving);
+    std::thread([serving, state = log.get(), link = std::make_shared<TlsLink>(std::move(*conn))] {
+      LoggedTarget logged(serving, state, link->peer());
+      Status served = ServeConnection(link.get(), &logged);
       if (!served.ok()) std::cerr << "capsule: serve: " << link->peer() << ": " << served.message() << "\n";
     }).detach();
   }
+  (void)log.release();  // connection threads still running may log until the process ends
   return Status::Ok();
 }
-
 
 }  // namespace capsule::move

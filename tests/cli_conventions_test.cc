@@ -140,6 +140,7 @@ TEST_F(CliConventionsTest, EveryReportingCommandSpeaksJsonOnSuccessAndFailure) {
       {"freeze", {"freeze", "{CAP}"}},  // no mount serves it
       {"thaw", {"thaw", "{CAP}"}},
       {"move", {"move", "{ROOT}/nothing", "--to", "127.0.0.1:1", "--cert", "c", "--key", "k", "--ca", "a"}},
+      {"sidecar status", {"sidecar", "status", "--root", "{ROOT}/nothing"}},
   };
   for (const Case& c : failures) {
     std::vector<std::string> args = Expand(c.args, cap_);

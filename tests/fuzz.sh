@@ -27,7 +27,8 @@ dir=${FUZZ_DIR:-$top/.cache/fuzz-$target}
 mkdir -p "$dir/corpus"
 
 base=(capsule/base/byte_stream.cc capsule/base/canonical_json.cc capsule/base/file_io.cc
-      capsule/base/openssl_handles.cc capsule/base/sha256.cc capsule/base/status.cc)
+      capsule/base/openssl_handles.cc capsule/base/progress.cc capsule/base/sha256.cc
+      capsule/base/status.cc)
 case "$target" in
   envelope)
     sources=(move/seal/envelope_fuzz.cc move/seal/envelope.cc move/seal/hpke.cc move/seal/aead.cc

@@ -194,9 +194,11 @@ TEST_F(MoveE2eTest, AnAgentMovedThereAndBackIsMountedAgainWhereItsSidecarHadIt) 
   auto back = RunCapsule({"move", on_b, "--to", sidecar_a.address(), "--cert", pki_ + "/client.pem", "--key",
                           pki_ + "/client.key", "--ca", pki_ + "/ca.pem", "--progress"});
   ASSERT_EQ(back.exit_code, 0) << back.err;
-  for (const char* phase : {"copy ", "freeze ", "switch ", "done "}) {
-    EXPECT_NE(("\n" + back.err).find(std::string("\n") + phase), std::string::npos)
-        << "no progress line for " << phase << "in: " << back.err;
+  // Each phase ends with its line "done in" (the form: PROGRESS in capsule.1).
+  for (const char* phase : {"copy ", "freeze ", "switch ", "activate "}) {
+    size_t at = ("\n" + back.err).find(std::string("\n") + phase);
+    ASSERT_NE(at, std::string::npos) << "no progress line for " << phase << "in: " << back.err;
+    EXPECT_NE(back.err.find(", done in ", at), std::string::npos) << phase << "in: " << back.err;
   }
   EXPECT_NE(back.err.find(" MiB/s"), std::string::npos) << back.err;
   EXPECT_EQ(StateOf(Src()), "active@3");
@@ -431,14 +433,20 @@ TEST_F(MoveE2eTest, RestartedSidecarsResolveWhatAMoveLeftWithoutGuessing) {
     EXPECT_EQ(refused.exit_code, 1);
     EXPECT_NE(refused.err.find("unresolved"), std::string::npos) << refused.err;
     Sidecar source(a_, pki_, seal_);  // restarted: asks the target, which holds nothing: thaw
-    for (int i = 0; i < 100 && StateOf(Src()) != "active@1"; ++i) {
+    // The resolution thaws, then forgets the move, then lets go of the move lock: wait for all.
+    for (int i = 0; i < 100 && (StateOf(Src()) != "active@1" || PathExists(Src() + "/.capsule/move-out.json"));
+         ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     EXPECT_EQ(StateOf(Src()), "active@1");
     EXPECT_FALSE(PathExists(Src() + "/.capsule/move-out.json"));
     EXPECT_FALSE(PathExists(Dst()));
-    // And the agent moves on as usual afterwards.
+    // And the agent moves on as usual afterwards (once the resolution has let go of its lock).
     auto moved = Move(Src(), target.address());
+    for (int i = 0; i < 40 && moved.exit_code != 0 && moved.err.find("is running here") != std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      moved = Move(Src(), target.address());
+    }
     ASSERT_EQ(moved.exit_code, 0) << moved.err;
     EXPECT_EQ(StateOf(Dst()), "active@2");
   }

@@ -46,12 +46,12 @@ std::string Sha256Hex(std::string_view data) {
   return hasher.FinishHex();
 }
 
-Result<std::string> Sha256File(const std::string& path, uint64_t* size_out) {
-  return Sha256FileWithPrefix(path, UINT64_MAX, nullptr, size_out);
+Result<std::string> Sha256File(const std::string& path, uint64_t* size_out, Progress* progress) {
+  return Sha256FileWithPrefix(path, UINT64_MAX, nullptr, size_out, progress);
 }
 
 Result<std::string> Sha256FileWithPrefix(const std::string& path, uint64_t prefix_length,
-                                         std::string* prefix_hex, uint64_t* size_out) {
+                                         std::string* prefix_hex, uint64_t* size_out, Progress* progress) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));
   ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   Sha256 hasher;
@@ -78,6 +78,7 @@ Result<std::string> Sha256FileWithPrefix(const std::string& path, uint64_t prefi
     if (n == 0) break;
     hasher.Update(std::string_view(buffer.data(), static_cast<size_t>(n)));
     total += static_cast<uint64_t>(n);
+    if (progress != nullptr) progress->Add(static_cast<uint64_t>(n), 0);
     note_prefix();
   }
   if (size_out != nullptr) *size_out = total;

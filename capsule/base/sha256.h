@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "capsule/base/openssl_handles.h"
+#include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 
 namespace capsule {
@@ -31,12 +32,13 @@ class Sha256 {
 };
 
 std::string Sha256Hex(std::string_view data);
-// Hashes a file's content in one pass; `size_out`, when given, receives its length.
-Result<std::string> Sha256File(const std::string& path, uint64_t* size_out = nullptr);
+// Hashes a file's content in one pass; `size_out`, when given, receives its length, and
+// `progress`, when given, every byte read as it is read (Add(bytes, 0)).
+Result<std::string> Sha256File(const std::string& path, uint64_t* size_out = nullptr, Progress* progress = nullptr);
 // Like Sha256File, and also gives the digest of the file's first `prefix_length` bytes in
 // `*prefix_hex` (left empty when the file is shorter).
 Result<std::string> Sha256FileWithPrefix(const std::string& path, uint64_t prefix_length,
-                                         std::string* prefix_hex, uint64_t* size_out);
+                                         std::string* prefix_hex, uint64_t* size_out, Progress* progress = nullptr);
 
 std::string HexEncode(std::string_view bytes);
 inline std::string HexEncode(const Sha256Digest& digest) {

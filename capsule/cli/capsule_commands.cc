@@ -33,8 +33,11 @@ int RunInit(const InitArgs& args) {
   options.agent.name = args.name;
   if (!args.owner.empty()) options.agent.owner = args.owner;
   if (!args.workspace.empty()) options.workspace_source = args.workspace;
+  std::unique_ptr<ProgressReporter> progress = MakeProgress();
+  options.progress = progress.get();
   Status status = CreateCapsule(args.dir, options);
-  if (!status.ok()) return Fail(status);
+  if (!status.ok()) return progress.reset(), Fail(status);
+  if (progress) progress->Finish();
   if (JsonOutput()) return PrintJson({{"created", args.dir}, {"agent", args.id}, {"epoch", 1}});
   std::cout << "created " << args.dir << " (agent " << args.id << ", epoch 1, held here)\n";
   return kExitOk;
@@ -60,8 +63,11 @@ int RunVerify(const VerifyArgs& args) {
     Status settled = WaitForUnmountToFinish(*path);
     if (!settled.ok()) return Fail(settled);
   }
+  std::unique_ptr<ProgressReporter> progress = MakeProgress();
+  options.progress = progress.get();
   Result<VerifyReport> report = S_ISDIR(st.st_mode) ? VerifyFolder(*path, options) : VerifyTar(*path, options);
-  if (!report.ok()) return Fail(report.status());
+  if (!report.ok()) return progress.reset(), Fail(report.status());
+  if (progress) progress->Finish();
   Json out = {{"ok", report->ok()}, {"files", report->files_checked}, {"problems", report->problems}};
   if (report->signer) out["signer"] = *report->signer;
   if (JsonOutput()) {
@@ -91,9 +97,12 @@ int RunExport(const ExportArgs& args) {
   if (args.out == "-") StandardOutputIsData();
   Result<std::string> dir = ResolveCapsule(args.dir);
   if (!dir.ok()) return Fail(dir.status());
+  std::unique_ptr<ProgressReporter> progress = MakeProgress();
+  options.progress = progress.get();
   Status status = WaitForUnmountToFinish(*dir);
   if (status.ok()) status = ExportCapsule(*dir, args.out, options);
-  if (!status.ok()) return Fail(status);
+  if (!status.ok()) return progress.reset(), Fail(status);
+  if (progress) progress->Finish();
   if (JsonOutput() && args.out != "-") {
     return PrintJson({{"exported", args.dir}, {"output", args.out}, {"signed", !args.sign.empty()}});
   }
@@ -179,12 +188,16 @@ int RunImport(const ImportArgs& args) {
   ImportOptions options;
   options.adopt = args.adopt;
   options.verify.check_journal = journal::CheckJournalText;
+  std::unique_ptr<ProgressReporter> progress = MakeProgress();
+  options.verify.progress = progress.get();
   std::vector<std::string> problems;
   Status status = ImportCapsule(args.tar, args.dir, options, &problems);
   if (!status.ok()) {
+    progress.reset();
     for (const std::string& problem : problems) std::cerr << "capsule: " << args.tar << ": " << problem << "\n";
     return Fail(status, Json{{"problems", problems}});
   }
+  if (progress) progress->Finish();
   if (JsonOutput()) return PrintJson({{"imported", args.tar}, {"dir", args.dir}, {"adopted", args.adopt}});
   std::cout << "imported " << args.tar << " to " << args.dir
             << (args.adopt ? " (adopted: held here at a fresh epoch)" : " (read-only: not held here)") << "\n";
@@ -215,6 +228,7 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   init->add_option("--owner", init_args->owner, "Agent owner");
   init->add_option("--workspace", init_args->workspace, "Folder whose files become the workspace");
   AddJsonFlag(init);
+  AddProgressFlag(init);
   init->callback([init_args, exit_code] { *exit_code = RunInit(*init_args); });
 
   auto verify_args = std::make_shared<VerifyArgs>();
@@ -222,6 +236,7 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   verify->add_option("PATH", verify_args->path, "Capsule folder, its mountpoint, or an exported tar")->required();
   verify->add_option("--pubkey", verify_args->pubkey, "File with the Ed25519 public key (hex) the export must be signed by");
   AddJsonFlag(verify, "Print the report as JSON, success and failure alike");
+  AddProgressFlag(verify);
   verify->callback([verify_args, exit_code] { *exit_code = RunVerify(*verify_args); });
 
   auto export_args = std::make_shared<ExportArgs>();
@@ -232,6 +247,7 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
       ->required();
   exp->add_option("--sign", export_args->sign, "Ed25519 private key file: sign the exported manifest");
   AddJsonFlag(exp, "Print JSON, success and failure alike (not with -o -)");
+  AddProgressFlag(exp);
   exp->callback([export_args, exit_code] { *exit_code = RunExport(*export_args); });
 
   auto gc_args = std::make_shared<GcArgs>();
@@ -255,6 +271,7 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   imp->add_flag("--adopt", import_args->adopt,
                 "Disaster recovery: make this machine the holder at a fresh epoch (otherwise read-only)");
   AddJsonFlag(imp);
+  AddProgressFlag(imp);
   imp->callback([import_args, exit_code] { *exit_code = RunImport(*import_args); });
 
   auto keygen_args = std::make_shared<KeygenArgs>();

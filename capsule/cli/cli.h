@@ -13,10 +13,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 
 namespace capsule::cli {
@@ -44,6 +46,14 @@ void StandardOutputIsData();
 int PrintJson(const Json& value);
 // {"error":{"code":code,"message":message}} (and the members of `extra`) on standard output.
 void PrintJsonError(const std::string& code, const std::string& message, const Json& extra);
+
+// --progress, on every command that can run long (man capsule.1, PROGRESS): progress lines on
+// standard error even when it is not a terminal.
+void AddProgressFlag(CLI::App* command);
+// The one progress reporter, on standard error, when it is a terminal (one line rewritten in
+// place) or --progress was given (one line per report); null otherwise. Lines come at most
+// every CAPSULE_PROGRESS_INTERVAL_MS milliseconds (default 200), and one at each phase's end.
+std::unique_ptr<ProgressReporter> MakeProgress();
 
 // The capsule folder PATH names: PATH itself, or, for the mountpoint of a capsulefs mount,
 // the folder behind it (asked of the mount's control channel). NotFound "PATH: no such file

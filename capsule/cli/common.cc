@@ -2,10 +2,12 @@
 // reported and its exit status, --json, and a capsule named by its folder or its mountpoint.
 // Usage errors are in usage.cc.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cctype>
+#include <cstdlib>
 #include <iostream>
 
 #include "capsule/base/file_io.h"
@@ -18,6 +20,7 @@ namespace capsule::cli {
 namespace {
 
 bool json_output = false;  // set by --json while the command line is parsed
+bool progress_flag = false;  // set by --progress
 
 std::string ErrorCode(Code code) {
   std::string name = CodeName(code);
@@ -33,6 +36,24 @@ void AddJsonFlag(CLI::App* command, const std::string& help) {
 }
 
 bool JsonOutput() { return json_output; }
+
+void AddProgressFlag(CLI::App* command) {
+  command->add_flag("--progress", progress_flag,
+                    "Print progress (bytes and files of the total, rate, time left) on standard error even when it "
+                    "is not a terminal");
+}
+
+std::unique_ptr<ProgressReporter> MakeProgress() {
+  bool terminal = ::isatty(STDERR_FILENO);
+  if (!terminal && !progress_flag) return nullptr;
+  ProgressReporter::Options options;
+  options.out = stderr;
+  options.rewrite = terminal;
+  if (const char* ms = std::getenv("CAPSULE_PROGRESS_INTERVAL_MS"); ms != nullptr && *ms != '\0') {
+    options.interval = std::chrono::milliseconds(std::strtoll(ms, nullptr, 10));
+  }
+  return std::make_unique<ProgressReporter>(options);
+}
 
 void StandardOutputIsData() { json_output = false; }
 

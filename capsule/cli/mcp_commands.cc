@@ -9,26 +9,20 @@
 
 #include "capsule/base/file_io.h"
 #include "capsule/format/layout.h"
-#include "fs/control_client.h"
 #include "mcp/server.h"
 
 namespace capsule::cli {
 
 namespace {
 
-// The capsule folder behind `path`: the folder a running mount serves (its control channel
-// says which), or `path` itself when it is a capsule folder.
+// The capsule folder behind `path`, as every command finds it (ResolveCapsule): the folder a
+// running mount serves, or `path` itself, which must then be a capsule folder.
 Result<std::string> CapsuleFolder(const std::string& path) {
-  Result<std::string> socket = fs::FindControlSocket(path);
-  if (socket.ok()) {
-    Result<Json> status = fs::SendControl(*socket, "status");
-    if (status.ok() && status->value("dir", Json()).is_string()) return (*status)["dir"].get<std::string>();
-    // A socket nobody answers is what a crashed mount leaves: the folder alone counts.
-  }
-  if (!PathExists(JoinPath(path, kManifestPath))) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string dir, ResolveCapsule(path));
+  if (!PathExists(JoinPath(dir, kManifestPath))) {
     return Status::NotFound(path, "neither a capsule folder nor a capsulefs mount");
   }
-  return path;
+  return dir;
 }
 
 int RunMcp(const std::string& path) {
@@ -50,6 +44,10 @@ void RegisterMcpCommands(CLI::App& app, int* exit_code) {
   CLI::App* mcp = app.add_subcommand(
       "mcp", "Serve the capsule's history, memory and runs as a Model Context Protocol server on standard input and output");
   mcp->add_option("PATH", *path, "Capsule folder or capsulefs mountpoint")->required();
+  mcp->footer(
+      "Standard output is the protocol's (one JSON-RPC message a line): it takes no --json, and a failure is\n"
+      "reported on standard error only. Exit status: 0 when the client closes standard input, 1 when PATH\n"
+      "is no capsule or the server stops on an error, 2 usage. man capsule-mcp.7");
   mcp->callback([path, exit_code] { *exit_code = RunMcp(*path); });
 }
 

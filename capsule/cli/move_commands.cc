@@ -26,6 +26,7 @@
 #include "move/net/tls_channel.h"
 #include "move/remote_target.h"
 #include "move/sidecar.h"
+#include "move/sidecar_state.h"
 #include "move/tls_dialer.h"
 
 namespace capsule::cli {
@@ -37,7 +38,6 @@ using move::TlsDialer;
 struct MoveArgs {
   std::string source, to, cert, key, ca;
   bool recover = false;
-  bool progress = false;
 };
 
 std::string Mib(uint64_t bytes) {
@@ -52,26 +52,19 @@ int RunMoveCommand(const MoveArgs& args) {
   move::RemoteTarget target(args.to, TlsDialer(args.to, credentials));
   move::MoveOptions options;
   options.to = args.to;
-  // On a terminal one line rewritten in place; elsewhere (--progress) one line per report.
-  bool terminal = ::isatty(STDERR_FILENO);
-  if (terminal || args.progress) {
-    options.progress = [terminal](const move::MoveProgress& p) {
-      double rate = p.seconds > 0 ? static_cast<double>(p.bytes) / p.seconds : 0;
-      std::fprintf(stderr, "%s%-8s %12s  %10s/s  %6.1f s", terminal ? "\r" : "", p.phase.c_str(),
-                   Mib(p.bytes).c_str(), Mib(static_cast<uint64_t>(rate)).c_str(), p.seconds);
-      if (!terminal || p.phase == "done") std::fprintf(stderr, "\n");
-      std::fflush(stderr);
-    };
-  }
+  std::unique_ptr<ProgressReporter> progress = MakeProgress();
+  options.progress = progress.get();
   if (args.recover) {
     Status resolved = move::RecoverMove(args.source, &target, options);
-    if (!resolved.ok()) return Fail(resolved);
+    if (!resolved.ok()) return progress.reset(), Fail(resolved);
+    if (progress) progress->Finish();
     if (JsonOutput()) return PrintJson({{"resolved", args.source}});
     std::cout << "resolved: no move of " << args.source << " is left unfinished\n";
     return kExitOk;
   }
   Result<move::MoveReport> report = move::RunMove(args.source, &target, options);
-  if (!report.ok()) return Fail(report.status());
+  if (!report.ok()) return progress.reset(), Fail(report.status());
+  if (progress) progress->Finish();
   if (JsonOutput()) {
     Json json = {{"agent", report->agent},
                  {"move", report->move},
@@ -94,6 +87,29 @@ int RunMoveCommand(const MoveArgs& args) {
               << Mib(report->copy_bytes) << " (" << report->copy_files << " files sent, " << report->copy_skipped
               << " held the same), switch " << Mib(report->switch_bytes) << " (" << report->switch_files
               << " files), frozen " << static_cast<long>(report->frozen_seconds * 1000) << " ms\n";
+  }
+  return kExitOk;
+}
+
+int RunSidecarStatus(const std::string& root) {
+  Result<move::SidecarStatus> status = move::ReadSidecarStatus(root);
+  if (!status.ok()) return Fail(status.status());
+  if (JsonOutput()) return PrintJson(move::SidecarStatusToJson(*status));
+  if (status->running) {
+    std::cout << "sidecar running (pid " << status->pid << ") on " << status->listen << " since " << status->started
+              << ", root " << root << "\n";
+  } else {
+    std::cout << "sidecar not running, root " << root << "\n";
+  }
+  std::cout << "agents: " << status->agents.size() << "\n";
+  for (const move::SidecarStatus::Agent& a : status->agents) {
+    std::cout << "  " << a.agent << "\tepoch " << a.epoch << "\t" << a.state << "\n";
+  }
+  std::cout << "moves in flight: " << status->moves.size() << "\n";
+  for (const move::MoveInFlight& m : status->moves) {
+    std::cout << "  " << m.direction << "\t" << m.agent << "\t" << (m.move.empty() ? "-" : m.move) << "\tepoch "
+              << m.epoch << "\t" << m.phase << (m.peer.empty() ? "" : (m.direction == "in" ? "\tfrom " : "\tto ") + m.peer)
+              << "\n";
   }
   return kExitOk;
 }
@@ -125,6 +141,17 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
     ::_exit(kExitOk);
   });
 
+  CLI::App* sidecar = app.add_subcommand("sidecar", "Ask about the sidecar serving a root folder: sidecar status");
+  sidecar->require_subcommand(1);
+  auto status_root = std::make_shared<std::string>();
+  CLI::App* status = sidecar->add_subcommand(
+      "status", "The sidecar serving --root: running or not, the agents held there with epoch and state, the moves in flight with their phase");
+  status->add_option("--root", *status_root, "The sidecar's root folder (capsule serve --root)")->required();
+  AddJsonFlag(status, "Print the status as JSON (an error as JSON)");
+  status->footer("Read from ROOT/.sidecar.json and each capsule's holder record; no connection is made.\n"
+                 "The log lines of capsule serve: man capsule-protocol.7, THE SIDECAR'S LOG AND STATUS");
+  status->callback([status_root, exit_code] { *exit_code = RunSidecarStatus(*status_root); });
+
   auto move_args = std::make_shared<MoveArgs>();
   CLI::App* move = app.add_subcommand("move", "Move the agent at SOURCE to the sidecar at --to");
   move->add_option("SOURCE", move_args->source, "Capsule folder, or the mountpoint of one")->required();
@@ -135,8 +162,7 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   move->add_flag("--recover", move_args->recover,
                  "Only resolve the move SOURCE records as unfinished (ask the target; retire or thaw)");
   AddJsonFlag(move, "Print the move's figures as JSON (an error as JSON)");
-  move->add_flag("--progress", move_args->progress,
-                 "Report progress (phase, bytes, rate) on standard error even when it is not a terminal");
+  AddProgressFlag(move);
   move->footer("Exit 0 only when the target holds the new epoch and SOURCE is retired. man capsule-protocol.7");
   move->callback([move_args, exit_code] { *exit_code = RunMoveCommand(*move_args); });
 }

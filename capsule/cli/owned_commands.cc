@@ -2,7 +2,12 @@
 #include "capsule/cli/cli.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -25,6 +30,8 @@ using owned::StoredFact;
 
 struct SqlArgs {
   std::string dir, query;
+  bool query_given = false;
+  double timeout = 0;  // seconds; 0: none
 };
 
 struct FactsArgs {
@@ -88,17 +95,70 @@ Result<std::unique_ptr<CapsulePorts>> OpenPorts(const std::string& dir) {
   return CapsulePorts::Open(folder);
 }
 
+// The query: QUERY itself, or standard input when QUERY is "-" or absent (and standard
+// input is not a terminal).
+Result<std::string> SqlQuery(const SqlArgs& args) {
+  if (args.query_given && args.query != "-") return args.query;
+  if (!args.query_given && ::isatty(STDIN_FILENO)) {
+    return Status::InvalidArgument("sql", "give a QUERY, or - to read it from standard input");
+  }
+  std::string query;
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IOError("standard input", errno);
+    if (n == 0) break;
+    query.append(buffer, static_cast<size_t>(n));
+  }
+  if (query.find_first_not_of(" \t\r\n;") == std::string::npos) {
+    return Status::InvalidArgument("sql", "standard input holds no query");
+  }
+  return query;
+}
+
+// Stops a statement once its deadline has passed: SQLite calls it every 1,000 instructions
+// of its virtual machine, and a non-zero answer interrupts the statement (SQLITE_INTERRUPT).
+struct SqlDeadline {
+  std::chrono::steady_clock::time_point at;
+  bool passed = false;
+  static int Check(void* self) {
+    auto* deadline = static_cast<SqlDeadline*>(self);
+    if (std::chrono::steady_clock::now() >= deadline->at) deadline->passed = true;
+    return deadline->passed ? 1 : 0;
+  }
+};
+
 int RunSql(const SqlArgs& args) {
+  Result<std::string> query = SqlQuery(args);
+  if (!query.ok()) {
+    if (query.status().code() == Code::kInvalidArgument) return UsageFailure(query.status().message(), 0, nullptr);
+    return Fail(query.status());
+  }
   Result<std::string> dir = ResolveCapsule(args.dir);
   if (!dir.ok()) return Fail(dir.status());
   Result<Database> db = owned::OpenForQuery(*dir);
   if (!db.ok()) return Fail(db.status());
-  Result<Statement> statement = db->Prepare(args.query);
-  if (!statement.ok()) return Fail(statement.status().WithContext("sql"));
+  SqlDeadline deadline;
+  if (args.timeout > 0) {
+    deadline.at = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(args.timeout));
+    ::sqlite3_progress_handler(db->get(), 1000, &SqlDeadline::Check, &deadline);
+  }
+  auto failed = [&](const Status& status) {
+    if (!deadline.passed) return Fail(status.WithContext("sql"));
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", args.timeout);
+    return Fail(Status::InvalidArgument("sql", std::string("stopped after ") + seconds + " s (--timeout " + seconds +
+                                                   "): the query ran too long; nothing was changed"),
+                Json{{"timeout", args.timeout}});
+  };
+  Result<Statement> statement = db->Prepare(*query);
+  if (!statement.ok()) return failed(statement.status());
   Json rows = Json::array();
   for (;;) {
     Result<bool> row = statement->Step();
-    if (!row.ok()) return Fail(row.status().WithContext("sql"));
+    if (!row.ok()) return failed(row.status());
     if (!*row) break;
     const int columns = statement->ColumnCount();
     if (JsonOutput()) {
@@ -118,8 +178,10 @@ int RunSql(const SqlArgs& args) {
 int RunReindex(const std::string& dir) {
   Result<std::string> folder = ResolveCapsule(dir);
   if (!folder.ok()) return Fail(folder.status());
-  Result<owned::ProjectionStats> stats = owned::OwnedState::Reindex(*folder);
-  if (!stats.ok()) return Fail(stats.status());
+  std::unique_ptr<ProgressReporter> progress = MakeProgress();
+  Result<owned::ProjectionStats> stats = owned::OwnedState::Reindex(*folder, progress.get());
+  if (!stats.ok()) return progress.reset(), Fail(stats.status());
+  if (progress) progress->Finish();
   if (JsonOutput()) {
     return PrintJson({{"reindexed", dir}, {"events", stats->events}, {"journal_bytes", stats->journal_bytes}});
   }
@@ -210,14 +272,30 @@ void RegisterOwnedStateCommands(CLI::App& app, int* exit_code) {
   auto sql_args = std::make_shared<SqlArgs>();
   CLI::App* sql = app.add_subcommand("sql", "Run one read-only SQL query on the owned-state tables");
   sql->add_option("DIR", sql_args->dir, "Capsule folder or its mountpoint")->required();
-  sql->add_option("QUERY", sql_args->query, "One SQL statement; a write is refused by SQLite")->required();
+  CLI::Option* query = sql->add_option(
+      "QUERY", sql_args->query,
+      "One SQL statement (a write is refused by SQLite); - or none: read it from standard input");
+  sql->add_option("--timeout", sql_args->timeout, "Stop the query after SECONDS (exit 1); default: no limit")
+      ->type_name("SECONDS")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            char* end = nullptr;
+            double seconds = std::strtod(text.c_str(), &end);
+            if (!text.empty() && end != nullptr && *end == '\0' && seconds > 0 && seconds < 1e9) return "";
+            return "must be a positive number of seconds, got " + text;
+          },
+          ""));
   AddJsonFlag(sql, "Print a JSON array of objects, one per row (an error as JSON)");
-  sql->callback([sql_args, exit_code] { *exit_code = RunSql(*sql_args); });
+  sql->callback([sql_args, query, exit_code] {
+    sql_args->query_given = query->count() > 0;
+    *exit_code = RunSql(*sql_args);
+  });
 
   auto reindex_dir = std::make_shared<std::string>();
   CLI::App* reindex = app.add_subcommand("reindex", "Drop and rebuild the owned-state database from the journal");
   reindex->add_option("DIR", *reindex_dir, "Capsule folder or its mountpoint")->required();
   AddJsonFlag(reindex);
+  AddProgressFlag(reindex);
   reindex->callback([reindex_dir, exit_code] { *exit_code = RunReindex(*reindex_dir); });
 
   auto facts_args = std::make_shared<FactsArgs>();

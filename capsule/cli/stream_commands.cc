@@ -4,6 +4,7 @@
 #include "capsule/cli/cli.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <iostream>
 #include <memory>
@@ -25,8 +26,9 @@ struct PackArgs {
   std::string dir, phase, have, move, seal_to, out;
 };
 
-Status Pack(const PackArgs& args, move::PackStats* stats) {
+Status Pack(const PackArgs& args, move::PackStats* stats, Progress* progress) {
   move::PackOptions options;
+  options.progress = progress;
   CAPSULE_ASSIGN_OR_RETURN(options.phase, move::ParsePhase(args.phase));
   if (!args.move.empty()) options.move_id = args.move;
   if (!args.have.empty()) {
@@ -55,8 +57,10 @@ Status Pack(const PackArgs& args, move::PackStats* stats) {
 int RunPack(const PackArgs& args) {
   move::PackStats stats;
   if (args.out == "-") StandardOutputIsData();
-  Status status = Pack(args, &stats);
-  if (!status.ok()) return Fail(status);
+  std::unique_ptr<ProgressReporter> progress = MakeProgress();
+  Status status = Pack(args, &stats, progress.get());
+  if (!status.ok()) return progress.reset(), Fail(status);
+  if (progress) progress->Finish();
   if (JsonOutput() && args.out != "-") {
     return PrintJson({{"phase", args.phase},
                       {"move", stats.move_id},
@@ -76,13 +80,19 @@ struct UnpackArgs {
   std::string file, dir, open_with;
 };
 
-Status Unpack(const UnpackArgs& args, move::UnpackStats* stats) {
+Status Unpack(const UnpackArgs& args, move::UnpackStats* stats, Progress* progress) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(args.file, O_RDONLY));
+  if (progress != nullptr) {
+    // The stream's bytes read, of the file's size; what it holds is not known beforehand.
+    struct stat st;
+    progress->Begin("unpack", ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0, 0, "");
+  }
   char magic[8] = {};
   static_assert(sizeof magic == envelope::kMagic.size());
   CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), magic, sizeof magic, 0, args.file));
   bool sealed = std::string_view(magic, n) == envelope::kMagic;
-  FdSource file_source(fd.get(), args.file);
+  FdSource raw_source(fd.get(), args.file);
+  CountingSource file_source(&raw_source, progress);
   ByteSource* source = &file_source;
   std::unique_ptr<EnvelopeReader> envelope;
   EvpPkeyPtr key;
@@ -99,8 +109,10 @@ Status Unpack(const UnpackArgs& args, move::UnpackStats* stats) {
 
 int RunUnpack(const UnpackArgs& args) {
   move::UnpackStats stats;
-  Status status = Unpack(args, &stats);
-  if (!status.ok()) return Fail(status.WithContext(args.file));
+  std::unique_ptr<ProgressReporter> progress = MakeProgress();
+  Status status = Unpack(args, &stats, progress.get());
+  if (!status.ok()) return progress.reset(), Fail(status.WithContext(args.file));
+  if (progress) progress->Finish();
   if (JsonOutput()) {
     return PrintJson({{"phase", move::PhaseName(stats.manifest.phase)},
                       {"move", stats.manifest.move},
@@ -152,6 +164,7 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code) {
                    "Stream file to write (replaced whole), a FIFO or device (written in place), or - for standard output")
       ->required();
   AddJsonFlag(pack, "Print the figures as JSON (not with -o -); an error as JSON");
+  AddProgressFlag(pack);
   pack->callback([pack_args, exit_code] { *exit_code = RunPack(*pack_args); });
 
   auto unpack_args = std::make_shared<UnpackArgs>();
@@ -160,6 +173,7 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code) {
   unpack->add_option("DIR", unpack_args->dir, "Capsule folder to receive into (absent for a first copy)")->required();
   unpack->add_option("--open-with", unpack_args->open_with, "X25519 private key file to open a sealed stream");
   AddJsonFlag(unpack);
+  AddProgressFlag(unpack);
   unpack->callback([unpack_args, exit_code] { *exit_code = RunUnpack(*unpack_args); });
 
   auto have_args = std::make_shared<HaveArgs>();

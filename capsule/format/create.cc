@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <optional>
 #include <utility>
 
@@ -59,7 +60,8 @@ std::optional<std::string> PathInside(const std::string& inner, const std::strin
 // The workspace at `source` into the capsule being built at `staging`, which becomes
 // `final_dir`. A capsule made inside its own workspace never captures itself: the staging
 // folder and the final folder are left out of what is read.
-Status ImportWorkspace(const std::string& staging, const std::string& source, const std::string& final_dir) {
+Status ImportWorkspace(const std::string& staging, const std::string& source, const std::string& final_dir,
+                       Progress* progress) {
   const std::string& capsule_dir = staging;
   struct stat st;
   if (::stat(source.c_str(), &st) != 0) return Status::IOError(source, errno);
@@ -69,6 +71,16 @@ Status ImportWorkspace(const std::string& staging, const std::string& source, co
     if (std::optional<std::string> inside = PathInside(own, source)) skip.push_back(*inside);
   }
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(source, skip));
+  if (progress != nullptr) {
+    uint64_t bytes = 0, files = 0;
+    std::set<std::pair<uint64_t, uint64_t>> linked;  // a hard-linked file is stored once
+    for (const TreeEntry& entry : entries) {
+      if (entry.type != TreeEntry::Type::kFile) continue;
+      if (entry.nlink > 1 && !linked.insert({entry.dev, entry.ino}).second) continue;
+      bytes += entry.size, ++files;
+    }
+    progress->Begin("workspace", bytes, files);
+  }
   Snapshot snapshot;
   WorkspaceTimes times;  // the source's modification times, kept
   // Hard links: the names of one inode become one link group, stored once.
@@ -96,6 +108,7 @@ Status ImportWorkspace(const std::string& staging, const std::string& source, co
         if (::fstat(fd.get(), &opened) != 0) return Status::IOError(full, errno);
         if (!S_ISREG(opened.st_mode)) return Status::InvalidArgument(full, "changed while it was read: no longer a regular file");
         CAPSULE_ASSIGN_OR_RETURN(item.sha256, PutBlobFromFd(capsule_dir, fd.get(), &item.size));
+        if (progress != nullptr) progress->Add(item.size, 1);
         item.mode = entry.mode & 0777;  // no setuid, setgid or sticky bits in a workspace
         break;
       }
@@ -137,7 +150,7 @@ Status WriteLayout(const std::string& dir, const CreateOptions& options, const s
   std::string spec = DefaultEnvironmentSpec();
   CAPSULE_RETURN_IF_ERROR(CheckEnvironmentSpec(spec));
   CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kEnvironmentSpecPath), spec));
-  if (options.workspace_source) return ImportWorkspace(dir, *options.workspace_source, final_dir);
+  if (options.workspace_source) return ImportWorkspace(dir, *options.workspace_source, final_dir, options.progress);
   return Snapshot().Save(dir);
 }
 

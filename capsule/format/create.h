@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 #include "capsule/format/manifest.h"
 
@@ -14,6 +15,8 @@ struct CreateOptions {
   AgentInfo agent;
   // A local folder whose files become the workspace (files/ in a mount).
   std::optional<std::string> workspace_source;
+  // Phase "workspace": the source's bytes and files stored, of all.
+  Progress* progress = nullptr;
 };
 
 // Creates the capsule at `dir`, which must be absent or an empty folder.

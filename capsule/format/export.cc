@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 
 #include "capsule/base/canonical_json.h"
@@ -28,7 +29,7 @@ Status Refuse(const std::string& path, const std::string& why) {
 }
 
 Status StreamFile(const std::string& dir, const std::string& path, const FileDigest& expected,
-                  uint64_t size, TarWriter* tar, std::vector<char>* buffer) {
+                  uint64_t size, TarWriter* tar, std::vector<char>* buffer, Progress* progress) {
   std::string full = JoinPath(dir, path);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(full, O_RDONLY));
   ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -47,6 +48,7 @@ Status StreamFile(const std::string& dir, const std::string& path, const FileDig
     hasher.Update(chunk);
     CAPSULE_RETURN_IF_ERROR(tar->WriteFileData(chunk));
     done += n;
+    if (progress != nullptr) progress->Add(n, 0);
     if (done == expected.size) {
       Sha256 copy = hasher;
       prefix_digest = copy.FinishHex();
@@ -56,6 +58,7 @@ Status StreamFile(const std::string& dir, const std::string& path, const FileDig
   CAPSULE_ASSIGN_OR_RETURN(size_t more, ReadAt(fd.get(), &extra, 1, static_cast<off_t>(done), full));
   if (more != 0 && !IsAppendOnlyPath(path)) return Refuse(path, "size mismatch");
   if (prefix_digest != expected.sha256) return Refuse(path, "digest mismatch");
+  if (progress != nullptr) progress->Add(0, 1);
   return tar->EndFile();
 }
 
@@ -66,12 +69,19 @@ Status WriteCapsuleTar(const std::string& dir, const ExportOptions& options, Byt
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Parse(manifest_text));
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir}));
   std::set<std::string> seen;
+  uint64_t total_bytes = 0;
   for (const TreeEntry& entry : entries) {
     if (entry.path == kManifestPath || IsTempDebris(entry.path) || entry.type == TreeEntry::Type::kDirectory) continue;
+    // An earlier export's signature, in a folder extracted from it: not the capsule's.
+    if (entry.path == kSignaturePath && !manifest.files.count(entry.path)) continue;
     if (entry.type != TreeEntry::Type::kFile) return Refuse(entry.path, "not a regular file");
-    if (!manifest.files.count(entry.path)) return Refuse(entry.path, "not in manifest");
+    auto listed = manifest.files.find(entry.path);
+    if (listed == manifest.files.end()) return Refuse(entry.path, "not in manifest");
     seen.insert(entry.path);
+    // What StreamFile writes: the journal as it is now, when it has grown.
+    total_bytes += IsAppendOnlyPath(entry.path) ? std::max(entry.size, listed->second.size) : listed->second.size;
   }
+  if (options.progress != nullptr) options.progress->Begin("export", total_bytes, seen.size());
   for (const auto& [path, digest] : manifest.files) {
     if (!seen.count(path)) return Refuse(path, "missing");
   }
@@ -79,6 +89,10 @@ Status WriteCapsuleTar(const std::string& dir, const ExportOptions& options, Byt
   TarWriter tar(sink);
   CAPSULE_RETURN_IF_ERROR(tar.AddFile(kManifestPath, manifest_text));
   if (options.signing_key_path) {
+    if (manifest.files.count(kSignaturePath)) {
+      return Refuse(kSignaturePath, "is listed by the manifest as a file of the capsule; a signed export would carry "
+                                    "two (export it unsigned)");
+    }
     CAPSULE_ASSIGN_OR_RETURN(EvpPkeyPtr key, LoadPrivateKey(*options.signing_key_path, KeyType::kEd25519));
     CAPSULE_ASSIGN_OR_RETURN(std::string signature, Ed25519Sign(key.get(), ExportSignatureMessage(manifest_text)));
     CAPSULE_ASSIGN_OR_RETURN(std::string public_hex, PublicKeyHex(key.get()));
@@ -88,11 +102,13 @@ Status WriteCapsuleTar(const std::string& dir, const ExportOptions& options, Byt
   }
   std::vector<char> buffer(kChunk);
   for (const TreeEntry& entry : entries) {
-    if (entry.path == kManifestPath || IsTempDebris(entry.path)) continue;
+    bool left_out = entry.type != TreeEntry::Type::kDirectory && !seen.count(entry.path);  // an old signature
+    if (entry.path == kManifestPath || IsTempDebris(entry.path) || left_out) continue;
     if (entry.type == TreeEntry::Type::kDirectory) {
       CAPSULE_RETURN_IF_ERROR(tar.AddDirectory(entry.path, 0755));
     } else {
-      CAPSULE_RETURN_IF_ERROR(StreamFile(dir, entry.path, manifest.files.at(entry.path), entry.size, &tar, &buffer));
+      CAPSULE_RETURN_IF_ERROR(StreamFile(dir, entry.path, manifest.files.at(entry.path), entry.size, &tar, &buffer,
+                                         options.progress));
     }
   }
   return tar.Finish();

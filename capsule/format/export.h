@@ -11,12 +11,14 @@
 #include <string>
 
 #include "capsule/base/byte_stream.h"
+#include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 
 namespace capsule {
 
 struct ExportOptions {
   std::optional<std::string> signing_key_path;  // Ed25519 private key file
+  Progress* progress = nullptr;                 // phase "export": file bytes and files written
 };
 
 // Writes the export of `dir` to `out_path`: "-" for standard output, in place for a FIFO or a

@@ -1,6 +1,7 @@
 #include "capsule/format/import.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <set>
@@ -53,9 +54,14 @@ Status CheckImportEntry(const TarEntry& entry, std::set<std::string>* seen) {
   return Status::Ok();
 }
 
-Status ExtractInto(const std::string& tar_path, const std::string& staging) {
+Status ExtractInto(const std::string& tar_path, const std::string& staging, Progress* progress) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(tar_path, O_RDONLY));
-  FdSource source(fd.get(), tar_path);
+  FdSource file_source(fd.get(), tar_path);
+  CountingSource source(&file_source, progress);
+  if (progress != nullptr) {
+    struct stat st;
+    progress->Begin("extract", ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0, 0);
+  }
   TarReader reader(&source);
   std::set<std::string> seen;
   std::vector<char> buffer(kChunk);
@@ -78,6 +84,7 @@ Status ExtractInto(const std::string& tar_path, const std::string& staging) {
       CAPSULE_RETURN_IF_ERROR(file.Append(std::string_view(buffer.data(), n)));
     }
     CAPSULE_RETURN_IF_ERROR(file.CommitNoReplace());
+    if (progress != nullptr) progress->Add(0, 1);
   }
   return reader.ExpectOnlyZerosAfterEnd();
 }
@@ -93,7 +100,7 @@ Status ImportCapsule(const std::string& tar_path, const std::string& dir, const 
   CAPSULE_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(dir));
   Status status = [&]() -> Status {
     StagingSync sync(staging);
-    CAPSULE_RETURN_IF_ERROR(ExtractInto(tar_path, staging).WithContext(tar_path));
+    CAPSULE_RETURN_IF_ERROR(ExtractInto(tar_path, staging, options.verify.progress).WithContext(tar_path));
     CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifyFolder(staging, options.verify));
     if (!report.ok()) {
       if (problems != nullptr) *problems = report.problems;

@@ -17,7 +17,8 @@ namespace capsule {
 
 struct ImportOptions {
   bool adopt = false;  // make this machine the holder at a fresh epoch
-  // The journal check verify runs on the staged capsule.
+  // The journal check verify runs on the staged capsule; its `progress`, when set, also
+  // counts the extraction (phase "extract": the tar's bytes read, of its size, and files).
   VerifyOptions verify;
 };
 

@@ -52,6 +52,9 @@ inline constexpr char kMoveLock[] = ".capsule/move-out.lock";
 inline constexpr char kStagingDir[] = ".staging";
 // In a sidecar's root folder: held (a ProcessLock) by the one sidecar serving it.
 inline constexpr char kSidecarLock[] = ".sidecar.lock";
+// In a sidecar's root folder: its pid, address and the moves in it has in flight, written
+// whole at each change (move/sidecar_state.h; capsule sidecar status reads it).
+inline constexpr char kSidecarState[] = ".sidecar.json";
 
 // At a mount's root: a file naming the mount's control socket.
 inline constexpr char kControlFileName[] = ".capsulefs-control";

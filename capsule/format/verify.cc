@@ -1,6 +1,7 @@
 #include "capsule/format/verify.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <set>
@@ -54,6 +55,29 @@ void CheckSnapshot(const std::string& text, const std::map<std::string, Observed
     if (IsBlobPath(path) && !IsEmptyBlobPath(path) && named.count(path) == 0) {
       problems->push_back(path + ": unreferenced blob: no file of the snapshot names it (capsule gc removes it)");
     }
+  }
+}
+
+// With a public key to check against: the export signature (signature.json beside the
+// manifest, in a tar or in a folder extracted from one) must be there and verify.
+void CheckSignature(const std::string& manifest_text, const std::optional<std::string>& signature_text,
+                    const VerifyOptions& options, const char* missing, VerifyReport* report) {
+  if (!options.public_key_hex) return;
+  if (!signature_text) {
+    report->problems.push_back(std::string(kSignaturePath) + ": missing (" + missing + ")");
+    return;
+  }
+  Result<Json> sig = ParseJson(*signature_text, kSignaturePath, Code::kCorruption);
+  Result<std::string> raw = Status::Corruption(kSignaturePath, "no signature");
+  if (sig.ok() && sig->is_object() && sig->value("signature", Json()).is_string()) {
+    raw = HexDecode(sig->value("signature", ""), kSignaturePath);
+  }
+  if (!raw.ok()) {
+    report->problems.push_back(std::string(kSignaturePath) + ": malformed");
+  } else if (!Ed25519Verify(*options.public_key_hex, ExportSignatureMessage(manifest_text), *raw).ok()) {
+    report->problems.push_back(std::string(kSignaturePath) + ": signature does not verify with the given public key");
+  } else {
+    report->signer = *options.public_key_hex;
   }
 }
 
@@ -145,14 +169,20 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
     report.problems.push_back(manifest.status().message());
     return report;
   }
-  if (options.public_key_hex) {
-    report.problems.push_back(std::string(kSignaturePath) +
-                              ": missing (a capsule folder is never signed; signatures are made by export --sign)");
-  }
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir}));
   std::vector<const TreeEntry*> to_hash;
+  std::optional<std::string> signature_text;
   for (const TreeEntry& entry : entries) {
     if (entry.path == kManifestPath || IsTempDebris(entry.path)) continue;
+    if (entry.path == kSignaturePath && entry.type == TreeEntry::Type::kFile && !manifest->files.count(entry.path)) {
+      // A folder extracted from a signed export (tar -x) holds its signature beside the
+      // manifest: checked as in the tar, not a file of the capsule (unless a manifest
+      // written since lists it, as any other file).
+      if (options.public_key_hex) {
+        CAPSULE_ASSIGN_OR_RETURN(signature_text, ReadFile(JoinPath(dir, entry.path)));
+      }
+      continue;
+    }
     if (entry.type == TreeEntry::Type::kDirectory) continue;
     if (entry.type != TreeEntry::Type::kFile) {
       report.problems.push_back(entry.path + ": not a regular file");
@@ -162,6 +192,11 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
   }
   // Largest first, so that the threads finish together.
   std::sort(to_hash.begin(), to_hash.end(), [](const TreeEntry* a, const TreeEntry* b) { return a->size > b->size; });
+  if (options.progress != nullptr) {
+    uint64_t total = 0;
+    for (const TreeEntry* entry : to_hash) total += entry->size;
+    options.progress->Begin("verify", total, to_hash.size());
+  }
   std::vector<Result<std::string>> digests(to_hash.size(), Result<std::string>(std::string()));
   std::vector<uint64_t> sizes(to_hash.size());
   std::vector<std::string> prefixes(to_hash.size());
@@ -169,12 +204,15 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
     const std::string& path = to_hash[i]->path;
     auto listed = manifest->files.find(path);
     if (IsAppendOnlyPath(path) && listed != manifest->files.end()) {
-      digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i]);
+      digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i],
+                                        options.progress);
     } else if (options.blob_digests != nullptr && IsBlobPath(path)) {
       digests[i] = options.blob_digests->Sha256File(JoinPath(dir, path), &sizes[i]);
+      if (options.progress != nullptr) options.progress->Add(sizes[i], 0);
     } else {
-      digests[i] = Sha256File(JoinPath(dir, path), &sizes[i]);
+      digests[i] = Sha256File(JoinPath(dir, path), &sizes[i], options.progress);
     }
+    if (options.progress != nullptr) options.progress->Add(0, 1);
   });
 
   std::map<std::string, ObservedFile> files;
@@ -191,6 +229,8 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
     }
   }
   CheckAgainstManifest(*manifest, files, documents, options, &report.problems);
+  CheckSignature(*manifest_text, signature_text, options,
+                 "a folder holds one only when extracted from a signed export (capsule export --sign)", &report);
   report.files_checked = manifest->files.size();
   report.manifest = std::move(*manifest);
   return report;
@@ -199,7 +239,13 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
 Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions& options) {
   VerifyReport report;
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(tar_path, O_RDONLY));
-  FdSource source(fd.get(), tar_path);
+  FdSource file_source(fd.get(), tar_path);
+  CountingSource source(&file_source, options.progress);
+  if (options.progress != nullptr) {
+    struct stat st;
+    uint64_t size = ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+    options.progress->Begin("verify", size, 0);
+  }
   TarReader reader(&source);
   std::map<std::string, ObservedFile> files;
   std::map<std::string, std::string> documents;
@@ -260,6 +306,7 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
       if (keep) text.append(chunk);
       size += *n;
     }
+    if (options.progress != nullptr) options.progress->Add(0, 1);
     if (entry.path == kManifestPath) {
       manifest_text = std::move(text);
     } else if (entry.path == kSignaturePath) {
@@ -280,25 +327,14 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
     report.problems.push_back(manifest.status().message());
     return report;
   }
-  CheckAgainstManifest(*manifest, files, documents, options, &report.problems);
-  if (options.public_key_hex) {
-    if (!signature_text) {
-      report.problems.push_back(std::string(kSignaturePath) + ": missing (the export is not signed)");
-    } else {
-      Result<Json> sig = ParseJson(*signature_text, kSignaturePath, Code::kCorruption);
-      Result<std::string> raw = Status::Corruption(kSignaturePath, "no signature");
-      if (sig.ok() && sig->is_object() && sig->value("signature", Json()).is_string()) {
-        raw = HexDecode(sig->value("signature", ""), kSignaturePath);
-      }
-      if (!raw.ok()) {
-        report.problems.push_back(std::string(kSignaturePath) + ": malformed");
-      } else if (!Ed25519Verify(*options.public_key_hex, ExportSignatureMessage(*manifest_text), *raw).ok()) {
-        report.problems.push_back(std::string(kSignaturePath) + ": signature does not verify with the given public key");
-      } else {
-        report.signer = *options.public_key_hex;
-      }
-    }
+  if (signature_text && manifest->files.count(kSignaturePath) && !files.count(kSignaturePath)) {
+    // A capsule whose manifest lists a signature.json of its own (a folder extracted from a
+    // signed export, checkpointed since) exports it as a file.
+    files[kSignaturePath] = ObservedFile{Sha256Hex(*signature_text), signature_text->size(), ""};
   }
+  CheckAgainstManifest(*manifest, files, documents, options, &report.problems);
+  CheckSignature(*manifest_text, signature_text, options,
+                 "the export is not signed", &report);
   report.files_checked = manifest->files.size();
   report.manifest = std::move(*manifest);
   return report;

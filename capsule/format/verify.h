@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 #include "capsule/format/digest_cache.h"
 #include "capsule/format/manifest.h"
@@ -20,7 +21,9 @@
 namespace capsule {
 
 struct VerifyOptions {
-  // Hex Ed25519 public key the export's signature must verify with (tar only).
+  // Hex Ed25519 public key the export's signature (signature.json) must verify with: in a tar,
+  // or in a folder extracted from one. A folder's signature.json is never a file of the
+  // capsule, and is checked only when this is given.
   std::optional<std::string> public_key_hex;
   // Extra check of the journal's text; returns one line per problem.
   std::function<std::vector<std::string>(const std::string& journal_text)> check_journal;
@@ -30,6 +33,8 @@ struct VerifyOptions {
   // not read again (folders only). For a mount re-verifying the capsule it serves; a cold
   // verify leaves it null and reads everything.
   DigestCache* blob_digests = nullptr;
+  // Phase "verify": a folder's bytes and files hashed, of all; a tar's bytes read, of its size.
+  Progress* progress = nullptr;
 };
 
 struct VerifyReport {

@@ -218,7 +218,7 @@ Result<Followed> FollowLocked(Database& db, const std::string& dir, const Settin
 
 // Builds a fresh database from the journal's first line beside the old one, then renames it
 // into place through the durable-write path.
-Result<ProjectionStats> RebuildLocked(const std::string& dir, const Settings& settings) {
+Result<ProjectionStats> RebuildLocked(const std::string& dir, const Settings& settings, Progress* progress = nullptr) {
   const std::string db_path = OwnedDbPath(dir);
   const std::string journal_path = JournalFile(dir);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd journal_fd, OpenFile(journal_path, O_RDONLY | O_CLOEXEC));
@@ -253,13 +253,17 @@ Result<ProjectionStats> RebuildLocked(const std::string& dir, const Settings& se
     // Parsing and checking lines (JSON, canonical form, SHA-256) runs on a second thread while
     // this one projects: the order of events is kept, batch by batch.
     ParsedLines parsed;
+    if (progress != nullptr) progress->Begin("reindex", static_cast<uint64_t>(st.st_size), 0, "events");
     std::thread parser([&] { parsed.Produce(journal_fd.get(), static_cast<uint64_t>(st.st_size), journal_path); });
     Status applied = Status::Ok();
     for (;;) {
       ParsedLines::Batch batch = parsed.Take();
+      uint64_t batch_bytes = 0;
       for (size_t i = 0; i < batch.events.size() && applied.ok(); ++i) {
         applied = projector->Apply(batch.events[i], batch.lengths[i]);
+        batch_bytes += batch.lengths[i];
       }
+      if (progress != nullptr) progress->Add(batch_bytes, batch.events.size());
       if (applied.ok()) applied = batch.status;
       if (!applied.ok() || batch.last) break;
     }
@@ -360,7 +364,7 @@ Result<ProjectionStats> OwnedState::CatchUp() {
   return Status::Corruption(path, "the database does not follow the journal even after a rebuild");
 }
 
-Result<ProjectionStats> OwnedState::Reindex(const std::string& capsule_dir) {
+Result<ProjectionStats> OwnedState::Reindex(const std::string& capsule_dir, Progress* progress) {
   CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
   CAPSULE_ASSIGN_OR_RETURN(OwnedLock lock, OwnedLock::Acquire(capsule_dir));
   CAPSULE_ASSIGN_OR_RETURN(Settings settings, Settings::Load(capsule_dir));
@@ -370,7 +374,7 @@ Result<ProjectionStats> OwnedState::Reindex(const std::string& capsule_dir) {
     Result<Database> existing = Database::Open(path, Database::Mode::kReadOnly);
     if (existing.ok()) CAPSULE_RETURN_IF_ERROR(CheckSchema(*existing).status());
   }
-  return RebuildLocked(capsule_dir, settings);
+  return RebuildLocked(capsule_dir, settings, progress);
 }
 
 Status FollowJournal(const std::string& capsule_dir) { return OwnedState::Open(capsule_dir).status(); }

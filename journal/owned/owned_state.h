@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 
+#include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 #include "journal/owned/projector.h"
 #include "journal/owned/sqlite.h"
@@ -52,8 +53,9 @@ class OwnedState {
   // With RebuildPolicy::kNever, a database that needs a rebuild is FailedPrecondition instead.
   static Result<OwnedState> Open(const std::string& capsule_dir, RebuildPolicy policy = RebuildPolicy::kAllowed);
 
-  // Drops the database and rebuilds it from the journal.
-  static Result<ProjectionStats> Reindex(const std::string& capsule_dir);
+  // Drops the database and rebuilds it from the journal. `progress` (phase "reindex"): the
+  // journal's bytes and events projected, of its size.
+  static Result<ProjectionStats> Reindex(const std::string& capsule_dir, Progress* progress = nullptr);
 
   // Projects what the journal gained since the last call (or rebuilds; see above).
   Result<ProjectionStats> CatchUp();

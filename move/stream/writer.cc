@@ -178,12 +178,13 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
   return plan;
 }
 
-Status WriteFileEntry(const Planned& file, TarWriter* tar, std::vector<char>* buffer) {
+Status WriteFileEntry(const Planned& file, TarWriter* tar, std::vector<char>* buffer, Progress* progress) {
   std::map<std::string, std::string> pax = OwnerRecords(file);
   pax[kDigestRecord] = file.sha256;
   CAPSULE_RETURN_IF_ERROR(tar->BeginFile(file.stream_path, file.size, file.mode, pax));
   if (file.has_inline) {
     CAPSULE_RETURN_IF_ERROR(tar->WriteFileData(file.inline_data));
+    if (progress != nullptr) progress->Add(file.inline_data.size(), 1);
     return tar->EndFile();
   }
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(file.source, O_RDONLY));
@@ -196,9 +197,11 @@ Status WriteFileEntry(const Planned& file, TarWriter* tar, std::vector<char>* bu
     hasher.Update(std::string_view(buffer->data(), n));
     CAPSULE_RETURN_IF_ERROR(tar->WriteFileData(std::string_view(buffer->data(), n)));
     done += n;
+    if (progress != nullptr) progress->Add(n, 0);
   }
   // What is sent must be what the digest says, even if the file changed under us.
   if (hasher.FinishHex() != file.sha256) return Status::Corruption(file.source, "changed while being sent");
+  if (progress != nullptr) progress->Add(0, 1);
   return tar->EndFile();
 }
 
@@ -244,6 +247,17 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
   PackStats local;
   local.move_id = manifest.move;
   local.removed = manifest.removed.size();
+  auto skipped = [&options](const std::string& path, const Planned& item) {
+    auto held = options.have.find(path);
+    return held != options.have.end() && held->second == item.sha256 && item.link == 0 && !item.whole;
+  };
+  if (options.progress != nullptr) {
+    uint64_t bytes = 0, files = 0;
+    for (const auto& [path, item] : plan) {
+      if (item.kind == Planned::Kind::kFile && !skipped(path, item)) bytes += item.size, ++files;
+    }
+    options.progress->Begin(PhaseName(options.phase), bytes, files);
+  }
   TarWriter tar(sink);
   CAPSULE_RETURN_IF_ERROR(tar.AddFile(kStreamManifestName, manifest_text, 0644, {{kDigestRecord, Sha256Hex(manifest_text)}}));
   std::vector<char> buffer(1 << 20);
@@ -265,12 +279,11 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
         break;
       }
       case Planned::Kind::kFile: {
-        auto held = options.have.find(path);
-        if (held != options.have.end() && held->second == item.sha256 && item.link == 0 && !item.whole) {
+        if (skipped(path, item)) {
           ++local.files_skipped;
           break;
         }
-        CAPSULE_RETURN_IF_ERROR(WriteFileEntry(item, &tar, &buffer));
+        CAPSULE_RETURN_IF_ERROR(WriteFileEntry(item, &tar, &buffer, options.progress));
         ++local.files_sent;
         local.file_bytes_sent += item.size;
         break;

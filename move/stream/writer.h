@@ -6,6 +6,7 @@
 #include <string>
 
 #include "capsule/base/byte_stream.h"
+#include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 #include "move/stream/format.h"
 
@@ -19,6 +20,9 @@ struct PackOptions {
   HaveMap have;
   // The epoch the stream offers; the capsule's current epoch when absent.
   std::optional<uint64_t> epoch;
+  // Phase named after the stream's (copy, switch, files): the file bytes and files sent, of
+  // those the receiver does not hold.
+  Progress* progress = nullptr;
 };
 
 struct PackStats {

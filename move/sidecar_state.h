@@ -1,0 +1,99 @@
+// What a sidecar (`capsule serve`) tells its operator: one log line per event on standard
+// error, and a state file in its root that `capsule sidecar status` reads beside the holder
+// records of the capsules there (man capsule-protocol.7, THE SIDECAR'S LOG AND STATUS).
+//
+//   2026-12-03T18:40:00Z serve: accepted offer agent=planner move=0123... epoch=2 peer=host-a
+//   2026-12-03T18:40:02Z serve: refused switch agent=planner move=0123... epoch=2 peer=host-a why="..."
+//
+// Events: accepted (an offer), copied, switched, activated, aborted, refused (any call, with
+// why), recovered (at start: a staging area left mid-way emptied, or a move out resolved).
+//
+// Thread-safety: SidecarState is shared by every connection's thread (one mutex); the
+// LoggedTarget of one connection is used by that connection's thread.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "capsule/base/canonical_json.h"
+#include "capsule/base/status.h"
+#include "move/target_api.h"
+
+namespace capsule::move {
+
+// A move in flight, as `capsule sidecar status` shows it.
+struct MoveInFlight {
+  std::string direction;  // "in" (received here) or "out" (a move out of this root)
+  std::string agent, move, phase, peer;  // in: offered, copied, switched; out: offered, frozen, activate-sent
+  uint64_t epoch = 0;
+  std::string since;  // UTC RFC 3339: when the move reached its phase
+};
+
+class SidecarState {
+ public:
+  // Log lines go to `log` (standard error for `capsule serve`); the state file is
+  // ROOT/.sidecar.json, written whole (WriteFileAtomic) at every change.
+  SidecarState(std::string root, std::string listen, FILE* log);
+
+  // One log line: "TS serve: EVENT CALL agent=A move=M epoch=E peer=P[ why="..."]".
+  void Log(const std::string& event, const std::string& call, const std::string& agent, const std::string& move,
+           uint64_t epoch, const std::string& peer, const std::string& why = "");
+  // A free-form line ("TS serve: recovered ..."), for what no call caused.
+  void Note(const std::string& event, const std::string& text);
+  // A move in reaches `phase` ("" when it ended: activated, aborted, refused).
+  void SetPhase(const std::string& agent, const std::string& move, uint64_t epoch, const std::string& peer,
+                const std::string& phase);
+  // The epoch the move in for `agent` was offered at (0 when it is not in flight): a call may
+  // come on another connection than its offer.
+  uint64_t EpochOf(const std::string& agent, const std::string& move);
+  // Writes the state file as it is now (at start, and after every change).
+  Status Save();
+
+ private:
+  Status SaveLocked();  // REQUIRES: mu_ held
+
+  const std::string root_, listen_, started_;
+  FILE* const log_;
+  std::mutex mu_;
+  std::map<std::string, MoveInFlight> moves_;  // by agent; guarded by mu_
+};
+
+// The calls of one connection, answered by `target` and logged (and tracked) in `state`.
+class LoggedTarget : public TargetApi {
+ public:
+  LoggedTarget(TargetApi* target, SidecarState* state, std::string peer)
+      : target_(target), state_(state), peer_(std::move(peer)) {}
+
+  Result<OfferReply> Offer(const OfferRequest& request) override;
+  Result<HaveMap> Copy(const std::string& agent, const std::string& move, ByteSource* stream) override;
+  Status Switch(const std::string& agent, const std::string& move, ByteSource* stream) override;
+  Status Activate(const std::string& agent, const std::string& move, uint64_t epoch) override;
+  Result<QueryReply> Query(const std::string& agent, const std::string& move) override;
+  Status Abort(const std::string& agent, const std::string& move) override;
+
+ private:
+  TargetApi* target_;
+  SidecarState* state_;
+  std::string peer_;
+};
+
+// What `capsule sidecar status --root ROOT` reports.
+struct SidecarStatus {
+  std::string root, listen, started;
+  bool running = false;  // a sidecar holds ROOT/.sidecar.lock (its pid is alive)
+  int64_t pid = 0;
+  struct Agent {
+    std::string agent, state;
+    uint64_t epoch = 0;
+  };
+  std::vector<Agent> agents;          // every ROOT/<agent-id> with a holder record
+  std::vector<MoveInFlight> moves;    // in (from the state file; staging areas when stopped) and out
+};
+Result<SidecarStatus> ReadSidecarStatus(const std::string& root);
+Json SidecarStatusToJson(const SidecarStatus& status);
+
+}  // namespace capsule::move
