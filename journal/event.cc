@@ -10,7 +10,7 @@ namespace capsule::journal {
 
 namespace {
 
-enum class Kind { kString, kObject, kBoolean, kAny, kTextOrJson, kConfidence, kEventId };
+enum class Kind { kString, kObject, kBoolean, kAny, kTextOrJson, kConfidence, kEventId, kNameList };
 
 struct Field {
   const char* name;
@@ -54,6 +54,8 @@ const std::vector<TypeRule>& Rules() {
        {{"run_id", Kind::kString, true}, {"framework", Kind::kString, true}, {"thread_key", Kind::kString, true}}},
       {"run_awaiting", {{"run_id", Kind::kString, true}, {"awaiting", Kind::kString, true}}},
       {"run_closed", {{"run_id", Kind::kString, true}, {"status", Kind::kString, true}}},
+      // A run (capsule exec) was given these secrets from the host's keychain: names only.
+      {"secrets_used", {{"secrets", Kind::kNameList, true}, {"sandbox", Kind::kString, true}}},
   };
   return rules;
 }
@@ -73,6 +75,11 @@ std::string KindProblem(Kind kind, const Json& value) {
                                                                                        : "must be a number from 0 to 1";
     case Kind::kEventId:
       return value.is_string() && IsSha256Hex(value.get<std::string>()) ? "" : "must be an event id (64 hex digits)";
+    case Kind::kNameList:
+      return value.is_array() && !value.empty() &&
+                     std::all_of(value.begin(), value.end(), [](const Json& name) { return name.is_string() && !name.get<std::string>().empty(); })
+                 ? ""
+                 : "must be a non-empty list of names";
   }
   return "unknown kind";
 }
