@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "capsule/base/file_io.h"
 #include "capsule/base/temp_dir.h"
 #include "sandbox/keychain.h"
 #include "sandbox/process.h"
@@ -111,6 +114,71 @@ TEST(MirrorTest, TheEnvironmentWins) {
   EXPECT_EQ(DebianMirror(), "http://mirror.example/debian");
   ::unsetenv("CAPSULE_DEBIAN_MIRROR");
   EXPECT_NE(DebianMirror().find("://"), std::string::npos);
+}
+
+// A stand-in for mmdebstrap on PATH, so that the cache's locking, atomicity and error
+// reports are tested without a mirror: it makes TARGET/usr/bin/hello after `delay` seconds,
+// or fails as apt does for a package named "missing-*".
+class FakeBootstrapTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bin_ = testing::MakeTempDir("fakebin");
+    std::string script =
+        "#!/bin/sh\n"
+        "n=$#; i=0; for a; do i=$((i+1)); [ $i -eq $((n-1)) ] && target=$a; done\n"
+        "for a; do case $a in --include=*missing-*) echo 'E: Unable to locate package missing-thing'; exit 1;; esac; done\n"
+        "sleep 1\n"
+        "echo run >> " + bin_ + "/runs\n"
+        "mkdir -p \"$target/usr/bin\" && echo hello > \"$target/usr/bin/hello\"\n";
+    ASSERT_EQ(std::system(("cat > " + bin_ + "/mmdebstrap <<'EOF2'\n" + script + "EOF2\nchmod +x " + bin_ + "/mmdebstrap").c_str()), 0);
+    old_path_ = std::getenv("PATH");
+    ::setenv("PATH", (bin_ + ":" + old_path_).c_str(), 1);
+  }
+  void TearDown() override { ::setenv("PATH", old_path_.c_str(), 1); }
+  int Runs() {
+    Result<std::string> runs = ReadFile(bin_ + "/runs");
+    return runs.ok() ? static_cast<int>(std::count(runs->begin(), runs->end(), '\n')) : 0;
+  }
+  std::string bin_, old_path_;
+};
+
+TEST_F(FakeBootstrapTest, TwoBuildsOfOneDigestAtOnceBuildItOnce) {
+  Result<SandboxCache> cache = SandboxCache::Open(testing::MakeTempDir("cache"));
+  ASSERT_TRUE(cache.ok());
+  SandboxSpec spec = *SandboxSpec::Parse(R"({"packages":["hello"]})");
+  Result<SandboxCache::Built> a = Status::NotFound("a", "not run"), b = Status::NotFound("b", "not run");
+  std::thread other([&] { b = SandboxCache(*cache).Build(spec); });
+  a = cache->Build(spec);
+  other.join();
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_NE(a->cache_hit, b->cache_hit);
+  EXPECT_EQ(Runs(), 1);
+  EXPECT_TRUE(PathExists(a->entry.rootfs + "/usr/bin/hello"));
+  EXPECT_TRUE(PathExists(a->entry.rootfs + "/workspace"));  // where a run's workspace goes
+  Result<std::vector<SandboxEntry>> listed = cache->List();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().digest, spec.Digest());
+  // A run holds it: rm is refused until the hold is dropped.
+  {
+    SandboxHold hold;
+    ASSERT_TRUE(cache->Hold(spec, &hold).ok());
+    EXPECT_EQ(cache->Remove(spec.Digest().substr(0, 8)).status().code(), Code::kFailedPrecondition);
+  }
+  EXPECT_TRUE(cache->Remove(spec.Digest().substr(0, 8)).ok());
+  EXPECT_TRUE(cache->List()->empty());
+}
+
+TEST_F(FakeBootstrapTest, AFailedBuildNamesThePackageAndLeavesNothing) {
+  std::string root = testing::MakeTempDir("cache");
+  Result<SandboxCache> cache = SandboxCache::Open(root);
+  ASSERT_TRUE(cache.ok());
+  Result<SandboxCache::Built> built = cache->Build(*SandboxSpec::Parse(R"({"packages":["missing-thing"]})"));
+  ASSERT_EQ(built.status().code(), Code::kNotFound);
+  EXPECT_NE(built.status().message().find("package missing-thing: not in debian:12"), std::string::npos)
+      << built.status().message();
+  Result<std::vector<TreeEntry>> left = ListTree(root);
+  for (const TreeEntry& entry : *left) EXPECT_EQ(entry.path.rfind(".lock-", 0), 0u) << entry.path;
 }
 
 }  // namespace

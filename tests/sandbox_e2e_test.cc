@@ -203,14 +203,13 @@ TEST_F(SandboxE2eTest, TheSandboxWritesThroughTheMountAndSeesNothingOfTheHost) {
   ASSERT_EQ(Shell("touch " + marker), 0);
   RunResult run = Exec(
       "echo \"$GREETING\" > made.txt && mkdir -p sub && echo deep > sub/file && pwd && echo HOME=$HOME && "
-      "ls -a /root && cat /proc/net/dev && env");
+      "ls -a /root && echo interfaces $(tail -n +3 /proc/net/dev | cut -d: -f1) && env");
   (void)Shell("rm -f " + marker);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out.rfind("/workspace\nHOME=/workspace\n", 0), 0u) << run.out;
   EXPECT_EQ(run.out.find("capsule-sandbox-marker"), std::string::npos) << "host /root is visible";
   // No network: only the loopback of a namespace of its own.
-  EXPECT_EQ(run.out.find("eth"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find(" lo:"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("\ninterfaces lo\n"), std::string::npos) << run.out;
   // Nothing of the host's environment: exactly PATH, HOME, LANG, PWD and the spec's.
   for (const char* host_only : {"TEST_TMPDIR=", "CAPSULE_SANDBOX_CACHE=", "USER=", "TERM="}) {
     EXPECT_EQ(run.out.find(std::string("\n") + host_only), std::string::npos) << host_only;
