@@ -248,7 +248,7 @@ void RegisterExecCommands(CLI::App& app, int* exit_code) {
   exec->footer(
       "The command's standard input, output and error are capsule's; its exit status is capsule's (128+N when signal N "
       "ended it); 1 when the run is refused before it starts (a secret missing from the keychain, a sandbox that cannot "
-      "be built), 2 usage. man capsule.1, EXEC");
+      "be built), 2 usage. See man capsule.1, exec");
   exec->callback([args, exit_code] {
     args->command = ExecCommand();
     *exit_code = RunExec(*args);
