@@ -11,7 +11,7 @@ namespace capsule::journal {
 
 namespace {
 
-enum class Kind { kString, kObject, kBoolean, kAny, kTextOrJson, kConfidence, kEventId, kAttachments };
+enum class Kind { kString, kObject, kBoolean, kAny, kTextOrJson, kConfidence, kEventId, kAttachments, kNameList };
 
 struct Field {
   const char* name;
@@ -58,6 +58,8 @@ const std::vector<TypeRule>& Rules() {
        {{"run_id", Kind::kString, true}, {"framework", Kind::kString, true}, {"thread_key", Kind::kString, true}}},
       {"run_awaiting", {{"run_id", Kind::kString, true}, {"awaiting", Kind::kString, true}}},
       {"run_closed", {{"run_id", Kind::kString, true}, {"status", Kind::kString, true}}},
+      // A run (capsule exec) was given these secrets from the host's keychain: names only.
+      {"secrets_used", {{"secrets", Kind::kNameList, true}, {"sandbox", Kind::kString, true}}},
   };
   return rules;
 }
@@ -92,6 +94,11 @@ std::string KindProblem(Kind kind, const Json& value) {
       }
       return "";
     }
+    case Kind::kNameList:
+      return value.is_array() && !value.empty() &&
+                     std::all_of(value.begin(), value.end(), [](const Json& name) { return name.is_string() && !name.get<std::string>().empty(); })
+                 ? ""
+                 : "must be a non-empty list of names";
   }
   return "unknown kind";
 }

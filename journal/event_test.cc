@@ -99,11 +99,12 @@ Json GoodData(const std::string& type) {
   if (type == "run_opened") return {{"run_id", "r"}, {"framework", "f"}, {"thread_key", "t"}};
   if (type == "run_awaiting") return {{"run_id", "r"}, {"awaiting", "user"}};
   if (type == "run_closed") return {{"run_id", "r"}, {"status", "done"}};
+  if (type == "secrets_used") return {{"secrets", {"OPENAI_API_KEY"}}, {"sandbox", "host"}};
   return nullptr;
 }
 
 TEST(EventDataTest, EveryTypeAcceptsGoodDataAndNamesEachMissingField) {
-  ASSERT_EQ(KnownEventTypes().size(), 13u);
+  ASSERT_EQ(KnownEventTypes().size(), 14u);
   for (const std::string& type : KnownEventTypes()) {
     Json good = GoodData(type);
     ASSERT_FALSE(good.is_null()) << type;

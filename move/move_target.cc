@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <iostream>
 #include <set>
 #include <thread>
 
@@ -24,6 +25,8 @@
 #include "move/seal/envelope.h"
 #include "move/stream/unpack.h"
 #include "move/stream/writer.h"
+#include "sandbox/sandbox_cache.h"
+#include "sandbox/sandbox_spec.h"
 
 namespace capsule::move {
 
@@ -190,8 +193,23 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
   }();
   CAPSULE_RETURN_IF_ERROR(OrDrop(request.agent, staged));
   std::lock_guard lock(mu_);
-  pending_[request.agent] = Pending{request.move, request.epoch, Phase::kOffered, {}};
+  pending_[request.agent] = Pending{request.move, request.epoch, Phase::kOffered, {}, {}};
   return reply;
+}
+
+Result<std::string> MoveTarget::PrepareSandbox(const std::string& staging, const std::string& built) {
+  if (sandbox_cache_.empty()) return std::string();
+  CAPSULE_ASSIGN_OR_RETURN(sandbox::SandboxSpec spec, sandbox::SandboxSpec::Load(staging));
+  std::string digest = spec.Digest();
+  if (digest == built) return digest;
+  CAPSULE_ASSIGN_OR_RETURN(sandbox::SandboxCache cache, sandbox::SandboxCache::Open(sandbox_cache_));
+  Result<sandbox::SandboxCache::Built> ready = cache.Build(spec);
+  if (!ready.ok()) return ready.status().WithContext("this machine cannot build the agent's sandbox");
+  if (!ready->cache_hit) {
+    std::cerr << "capsule: serve: built sandbox " << digest.substr(0, 12) << " (" << spec.image << ") in "
+              << static_cast<int>(ready->seconds + 0.5) << " s\n";
+  }
+  return digest;
 }
 
 Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& move, ByteSource* stream) {
@@ -201,6 +219,7 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
   uint64_t epoch = pending->epoch;
   journal::CheckedJournal checked;
   std::vector<journal::Event> events;
+  std::string sandbox;
   Result<HaveMap> have = [&]() -> Result<HaveMap> {
     ApplyOptions options;
     options.expected_phase = move::Phase::kCopy;
@@ -215,6 +234,8 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
     // reads only what was appended since.
     CAPSULE_RETURN_IF_ERROR(ApplyStreamToStaging(stream, staging, options, nullptr));
     CAPSULE_RETURN_IF_ERROR(PrepareStaged(staging, events));
+    // The sandbox too, while the agent still runs on the source: none of it is frozen time.
+    CAPSULE_ASSIGN_OR_RETURN(sandbox, PrepareSandbox(staging, ""));
     return HaveOfCapsule(staging);
   }();
   if (!have.ok()) {
@@ -224,6 +245,7 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
   std::lock_guard lock(mu_);
   pending_[agent].phase = Phase::kCopied;
   pending_[agent].journal = std::move(checked);
+  pending_[agent].sandbox = std::move(sandbox);
   return have;
 }
 
@@ -233,6 +255,7 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
   std::string staging = StagingDir(agent);
   uint64_t epoch = pending->epoch;
   journal::CheckedJournal checked = pending->journal;
+  std::string sandbox = pending->sandbox;
   std::vector<journal::Event> added;
   Status applied = [&]() -> Status {
     CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<EnvelopeReader> opened, EnvelopeReader::Open(stream, seal_key_.get()));
@@ -247,7 +270,9 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
     options.checked_events = &added;
     CAPSULE_RETURN_IF_ERROR(ApplyStreamToStaging(opened.get(), staging, options, nullptr));
     // Applied and synced: all of it is durable before activate can be answered.
-    return PrepareStaged(staging, added);
+    CAPSULE_RETURN_IF_ERROR(PrepareStaged(staging, added));
+    // Built at the copy; built here (frozen) only when the switch changed its image or packages.
+    return PrepareSandbox(staging, sandbox).status();
   }();
   CAPSULE_RETURN_IF_ERROR(OrDrop(agent, applied.WithContext("switch of move " + move)));
   std::lock_guard lock(mu_);

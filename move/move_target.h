@@ -55,6 +55,12 @@ class MoveTarget : public TargetApi {
     release_retired_ = std::move(hook);
   }
 
+  // Builds (or finds in the cache at `cache`) each arriving agent's sandbox before the move
+  // can activate: at the copy, while the agent still runs on the source, and again at the
+  // switch only when the switch changed what the sandbox is made of. A sandbox that cannot
+  // be built refuses the move (rolled back, the source resumes). Unset: no sandbox is built.
+  void set_sandbox_cache(std::string cache) { sandbox_cache_ = std::move(cache); }
+
   const std::string& root() const { return root_; }
   std::string CapsuleDir(const std::string& agent) const;
   std::string StagingDir(const std::string& agent) const;
@@ -66,6 +72,7 @@ class MoveTarget : public TargetApi {
     uint64_t epoch = 0;
     Phase phase = Phase::kOffered;
     journal::CheckedJournal journal;  // what the copy checked of the staged journal
+    std::string sandbox;              // the digest of the sandbox the copy built, if any
   };
 
   MoveTarget(std::string root, EvpPkeyPtr seal_key, std::string seal_key_hex)
@@ -101,12 +108,17 @@ class MoveTarget : public TargetApi {
   void Drop(const std::string& agent);
   // Runs `step`; on failure the move is rolled back here (Drop) before the error returns.
   Status OrDrop(const std::string& agent, Status status);
+  // The staged capsule's sandbox, built or found in the cache (set_sandbox_cache); its
+  // digest, or "" when this target builds none. `built` is the digest already built for
+  // this move: the same one is not looked up again.
+  Result<std::string> PrepareSandbox(const std::string& staging, const std::string& built);
 
   std::string root_;
   EvpPkeyPtr seal_key_;
   std::string seal_key_hex_;
   std::function<void(const std::string&, const std::string&)> on_activated_;
   std::function<Status(const std::string&, const std::string&)> release_retired_;
+  std::string sandbox_cache_;
   std::mutex mu_;  // guards locks_ and pending_; never held while an agent's lock is taken
   std::map<std::string, std::shared_ptr<std::mutex>> locks_;  // only agents a call holds or awaits
 

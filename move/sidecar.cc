@@ -157,6 +157,7 @@ Status RunSidecar(const SidecarOptions& args) {
   }
   Result<std::unique_ptr<MoveTarget>> target = MoveTarget::Open(args.root, std::move(*seal_key));
   if (!target.ok()) return target.status().WithContext("--root");
+  if (!args.sandbox_cache.empty()) (*target)->set_sandbox_cache(args.sandbox_cache);
   if (!args.mount_to.empty()) {
     (*target)->set_on_activated([mount_to = args.mount_to](const std::string& agent, const std::string& dir) {
       Status mounted = MountCapsule(dir, JoinPath(mount_to, agent));

@@ -19,6 +19,9 @@ struct SidecarOptions {
   std::string cert, key, ca;  // this sidecar's TLS identity and the CA peers chain to
   std::string seal_key;  // X25519 private key switches are sealed to
   std::string mount_to;  // when set, mount each capsule taken over at MOUNT_TO/<agent-id>
+  // When set, build (or find in this cache) each arriving agent's sandbox before the move can
+  // activate (MoveTarget::set_sandbox_cache).
+  std::string sandbox_cache;
 };
 
 // Listens, prints "listening on HOST:PORT" and "seal key HEX" on standard output, and serves

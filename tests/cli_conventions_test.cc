@@ -105,6 +105,8 @@ TEST_F(CliConventionsTest, EveryReportingCommandSpeaksJsonOnSuccessAndFailure) {
       {"stream unpack", {"stream", "unpack", "{ROOT}/copy.stream", "{ROOT}/unpacked"}},
       {"stream have", {"stream", "have", "{CAP}"}},
       {"status", {"status", "{CAP}"}},
+      {"secret ls", {"secret", "ls", "{CAP}"}},
+      {"sandbox ls", {"sandbox", "ls", "--cache", "{ROOT}/sandboxes"}},
   };
   for (const Case& c : successes) {
     std::vector<std::string> args = Expand(c.args, cap_);
@@ -141,6 +143,10 @@ TEST_F(CliConventionsTest, EveryReportingCommandSpeaksJsonOnSuccessAndFailure) {
       {"thaw", {"thaw", "{CAP}"}},
       {"move", {"move", "{ROOT}/nothing", "--to", "127.0.0.1:1", "--cert", "c", "--key", "k", "--ca", "a"}},
       {"sidecar status", {"sidecar", "status", "--root", "{ROOT}/nothing"}},
+      {"secret rm", {"secret", "rm", "conventions-agent", "NO_SUCH_SECRET"}},
+      {"secret ls", {"secret", "ls", "{ROOT}/nothing"}},
+      {"sandbox build", {"sandbox", "build", "{ROOT}/nothing", "--cache", "{ROOT}/sandboxes"}},
+      {"sandbox rm", {"sandbox", "rm", "00000000", "--cache", "{ROOT}/sandboxes"}},
   };
   for (const Case& c : failures) {
     std::vector<std::string> args = Expand(c.args, cap_);

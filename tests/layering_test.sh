@@ -18,17 +18,18 @@ allowed_for() {
   case "$1" in
     capsule/base/*)     echo "^($base)" ;;
     capsule/format/*)   echo "^($format)" ;;
-    capsule/cli/*)      echo "^(capsule/|journal/|fs/|mcp/|move/)" ;;
+    capsule/cli/*)      echo "^(capsule/|journal/|fs/|mcp/|move/|sandbox/)" ;;
     journal/render/*)   echo "^($journal|journal/render/)" ;;
     journal/owned/*)    echo "^($journal|journal/owned/)" ;;
     journal/*)          echo "^($journal)" ;;
     fs/*)               echo "^($journal|journal/owned/|fs/)" ;;
     mcp/*)              echo "^($journal|journal/owned/|mcp/)" ;;
+    sandbox/*)          echo "^($format|sandbox/)" ;;
     move/seal/*)        echo "^($base|move/seal/)" ;;
     move/net/*)         echo "^($base|move/net/)" ;;
     move/stream/*)      echo "^($journal|move/stream/)" ;;
-    move/*)             echo "^($journal|journal/render/|fs/control_client\\.h|move/)" ;;
-    tests/*)            echo "^(capsule/|journal/|fs/|mcp/|move/|tests/)" ;;
+    move/*)             echo "^($journal|journal/render/|fs/control_client\\.h|sandbox/|move/)" ;;
+    tests/*)            echo "^(capsule/|journal/|fs/|mcp/|move/|sandbox/|tests/)" ;;
     *)                  echo "" ;;
   esac
 }

@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libspdlog-dev libfmt-dev
   mandoc libarchive-tools tar coreutils python3 bc clang-14 libclang-rt-14-dev
   git sqlite3 make gcc rsync python3-venv diffutils
+  libkeyutils-dev keyutils mmdebstrap bubblewrap
 )
 
 missing=()

@@ -94,6 +94,15 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code);
 // capsule schedule, threads, narrow: instructions, skills, threads and schedules
 // (harness_commands.cc).
 void RegisterHarnessCommands(CLI::App& app, int* exit_code);
+// capsule exec: a command in the agent's workspace and sandbox (exec_commands.cc).
+void RegisterExecCommands(CLI::App& app, int* exit_code);
+// For `capsule exec DIR COMMAND...`: keeps the words after DIR as the command, which no
+// option parsing may touch, and returns the argc the parser is to see.
+int SplitExecCommand(int argc, char** argv);
+// capsule sandbox build, ls, rm: the cache of sandboxes (sandbox_commands.cc).
+void RegisterSandboxCommands(CLI::App& app, int* exit_code);
+// capsule secret set, rm, ls: an agent's secrets in the keychain (secret_commands.cc).
+void RegisterSecretCommands(CLI::App& app, int* exit_code);
 // capsule serve (the sidecar, move/sidecar.h) and capsule move (move_commands.cc).
 void RegisterMoveCommands(CLI::App& app, int* exit_code);
 

@@ -1,5 +1,5 @@
 // capsule serve --root DIR --listen HOST:PORT --cert FILE --key FILE --ca FILE --seal-key FILE
-//               [--mount-to DIR]
+//               [--mount-to DIR] [--sandbox-cache DIR]
 // capsule move SOURCE --to HOST:PORT --cert FILE --key FILE --ca FILE [--recover] [--json]
 //              [--progress]
 #include "capsule/cli/cli.h"
@@ -128,6 +128,9 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   serve->add_option("--seal-key", serve_args->seal_key, "X25519 private key switches are sealed to (capsule keygen --type x25519)")
       ->required();
   serve->add_option("--mount-to", serve_args->mount_to, "Mount each capsule this sidecar takes over at DIR/<agent-id> (capsulefs)");
+  serve->add_option("--sandbox-cache", serve_args->sandbox_cache,
+                    "Build each arriving agent's sandbox in this cache (or find it there) before its move can activate; "
+                    "a sandbox that cannot be built refuses the move");
   serve->footer("The protocol, its failure rules and recovery: man capsule-protocol.7");
   serve->callback([serve_args, exit_code] {
     Status stopped = move::RunSidecar(*serve_args);
