@@ -18,6 +18,7 @@
 #include "capsule/base/file_io.h"
 #include "capsule/format/holder.h"
 #include "tests/cli_runner.h"
+#include "tests/sidecar_runner.h"
 #include "tests/cut_proxy.h"
 #include "tests/mount_runner.h"
 
@@ -26,56 +27,19 @@ namespace {
 
 using testing::MakeTempDir;
 using testing::RunCapsule;
+using testing::Sidecar;
 using testing::RunProgram;
 
 using testing::IsMounted;
 using testing::Mount;
 using testing::Put;
 
-// ./capsule serve in a child; the port is read from its first line.
-class Sidecar {
- public:
-  Sidecar(const std::string& root, const std::string& pki, const std::string& seal_key,
-          const std::string& mount_to = "") {
-    int out[2];
-    EXPECT_EQ(::pipe(out), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      ::close(out[0]);
-      std::vector<std::string> args = {"capsule", "serve", "--root", root, "--listen", "127.0.0.1:0",
-                                       "--cert", pki + "/server.pem", "--key", pki + "/server.key",
-                                       "--ca", pki + "/ca.pem", "--seal-key", seal_key};
-      if (!mount_to.empty()) {
-        args.push_back("--mount-to");
-        args.push_back(mount_to);
-      }
-      std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      ::execv("./capsule", argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    std::string line;
-    char c;
-    while (::read(out[0], &c, 1) == 1 && c != '\n') line.push_back(c);
-    out_ = UniqueFd(out[0]);
-    EXPECT_EQ(line.rfind("listening on 127.0.0.1:", 0), 0u) << line;
-    address_ = line.substr(std::string("listening on ").size());
-  }
-  ~Sidecar() {
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  const std::string& address() const { return address_; }
 
- private:
-  pid_t pid_ = -1;
-  UniqueFd out_;
-  std::string address_;
-};
+// capsule serve's --mount-to DIR, or nothing for no folder.
+std::vector<std::string> MountTo(const std::string& dir) {
+  if (dir.empty()) return {};
+  return {"--mount-to", dir};
+}
 
 std::string StateOf(const std::string& dir) {
   Result<HolderRecord> record = HolderRecord::Load(dir);
@@ -121,7 +85,7 @@ class MoveE2eTest : public ::testing::Test {
 TEST_F(MoveE2eTest, MoveFromAMountWhileAWriterWritesLosesNothingAndRetiresTheOldMount) {
   std::string mnt = root_ + "/mnt", mount_to = root_ + "/mounted";
   ASSERT_TRUE(MakeDirectories(mnt + "").ok());
-  Sidecar target(b_, pki_, seal_, mount_to);
+  Sidecar target(b_, pki_, seal_, MountTo(mount_to));
   std::set<int> written;
   std::atomic<bool> stop{false};
   std::atomic<int> last_error{0};
@@ -182,8 +146,8 @@ TEST_F(MoveE2eTest, AnAgentMovedThereAndBackIsMountedAgainWhereItsSidecarHadIt) 
   ASSERT_TRUE(MakeDirectories(on_a).ok());
   auto mounted = RunProgram("./capsulefs", {Src(), on_a});  // as sidecar a would have
   ASSERT_EQ(mounted.exit_code, 0) << mounted.err;
-  Sidecar sidecar_a(a_, pki_, seal_, mounts_a);
-  Sidecar sidecar_b(b_, pki_, seal_, mounts_b);
+  Sidecar sidecar_a(a_, pki_, seal_, MountTo(mounts_a));
+  Sidecar sidecar_b(b_, pki_, seal_, MountTo(mounts_b));
   ASSERT_EQ(Put(on_a + "/files/from-a.txt", "a\n"), 0);
   auto there = Move(on_a, sidecar_b.address());
   ASSERT_EQ(there.exit_code, 0) << there.err;

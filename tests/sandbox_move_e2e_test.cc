@@ -19,6 +19,7 @@
 #include "capsule/base/file_io.h"
 #include "capsule/format/holder.h"
 #include "tests/cli_runner.h"
+#include "tests/sidecar_runner.h"
 #include "tests/mount_runner.h"
 
 namespace capsule {
@@ -26,6 +27,7 @@ namespace {
 
 using testing::MakeTempDir;
 using testing::RunCapsule;
+using testing::Sidecar;
 
 constexpr char kHelloSpec[] = R"({"env":{},"image":"debian:12","packages":["hello"],"secrets":[]})";
 
@@ -34,48 +36,6 @@ std::string SharedCache() {
   return set != nullptr && *set ? set : "/var/tmp/capsule-test-sandboxes";
 }
 
-// ./capsule serve --sandbox-cache CACHE in a child; the port is read from its first line.
-class Sidecar {
- public:
-  Sidecar(const std::string& root, const std::string& pki, const std::string& seal_key, const std::string& cache,
-          const std::string& log) {
-    int out[2];
-    EXPECT_EQ(::pipe(out), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      int err = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(err, 2);
-      ::close(out[0]);
-      std::vector<std::string> args = {"capsule", "serve", "--root", root, "--listen", "127.0.0.1:0",
-                                       "--cert", pki + "/server.pem", "--key", pki + "/server.key",
-                                       "--ca", pki + "/ca.pem", "--seal-key", seal_key, "--sandbox-cache", cache};
-      std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      ::execv("./capsule", argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    std::string line;
-    char c;
-    while (::read(out[0], &c, 1) == 1 && c != '\n') line.push_back(c);
-    out_ = UniqueFd(out[0]);
-    EXPECT_EQ(line.rfind("listening on 127.0.0.1:", 0), 0u) << line;
-    address_ = line.substr(std::string("listening on ").size());
-  }
-  ~Sidecar() {
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  const std::string& address() const { return address_; }
-
- private:
-  pid_t pid_ = -1;
-  UniqueFd out_;
-  std::string address_;
-};
 
 std::string StateOf(const std::string& dir) {
   Result<HolderRecord> record = HolderRecord::Load(dir);
@@ -118,7 +78,7 @@ class SandboxMoveE2eTest : public ::testing::Test {
 TEST_F(SandboxMoveE2eTest, ATargetThatCannotBuildTheSandboxRefusesBeforeThePointOfNoReturn) {
   WriteSpec(R"({"env":{},"image":"debian:12","packages":["capsule-no-such-package"],"secrets":[]})");
   std::string log = root_ + "/sidecar.log";
-  Sidecar target(root_ + "/b", pki_, seal_, SharedCache(), log);
+  Sidecar target(root_ + "/b", pki_, seal_, {"--sandbox-cache", SharedCache()}, log);
   testing::RunResult move = Move(target.address());
   EXPECT_EQ(move.exit_code, 1) << move.out << move.err;
   EXPECT_NE(move.err.find("capsule-no-such-package"), std::string::npos) << move.err;
@@ -142,7 +102,7 @@ TEST_F(SandboxMoveE2eTest, AWarmCacheAddsNoSandboxTimeToTheFrozenTime) {
   std::string digest = Json::parse(warm.out)["digest"];
   std::string log = root_ + "/sidecar.log";
   {
-    Sidecar target(root_ + "/b", pki_, seal_, SharedCache(), log);
+    Sidecar target(root_ + "/b", pki_, seal_, {"--sandbox-cache", SharedCache()}, log);
     testing::RunResult move = Move(target.address());
     ASSERT_EQ(move.exit_code, 0) << move.out << move.err;
     Json report = Json::parse(move.out);

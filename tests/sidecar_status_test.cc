@@ -17,12 +17,14 @@
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
 #include "tests/cli_runner.h"
+#include "tests/sidecar_runner.h"
 
 namespace capsule {
 namespace {
 
 using testing::MakeTempDir;
 using testing::RunCapsule;
+using testing::Sidecar;
 using testing::RunProgram;
 using testing::RunResult;
 
@@ -30,51 +32,6 @@ bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-// ./capsule serve in a child, its standard error (the log) into `log`.
-class Sidecar {
- public:
-  Sidecar(const std::string& root, const std::string& pki, const std::string& seal_key, const std::string& log) {
-    int out[2];
-    EXPECT_EQ(::pipe(out), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      int err = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(err, 2);
-      ::close(out[0]);
-      std::vector<std::string> args = {"capsule", "serve", "--root", root, "--listen", "127.0.0.1:0",
-                                       "--cert", pki + "/server.pem", "--key", pki + "/server.key",
-                                       "--ca", pki + "/ca.pem", "--seal-key", seal_key};
-      std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      ::execv("./capsule", argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    std::string line;
-    char c;
-    while (::read(out[0], &c, 1) == 1 && c != '\n') line.push_back(c);
-    out_ = UniqueFd(out[0]);
-    EXPECT_EQ(line.rfind("listening on 127.0.0.1:", 0), 0u) << line;
-    address_ = line.substr(std::string("listening on ").size());
-  }
-  ~Sidecar() { Stop(); }
-  void Stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-  const std::string& address() const { return address_; }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-  UniqueFd out_;
-  std::string address_;
-};
 
 class SidecarStatusTest : public ::testing::Test {
  protected:
@@ -127,7 +84,7 @@ class SidecarStatusTest : public ::testing::Test {
 };
 
 TEST_F(SidecarStatusTest, TheLogAndTheStatusFollowEveryMoveAndEveryRefusal) {
-  Sidecar target(root_ + "/b", pki_, seal_, root_ + "/serve.log");
+  Sidecar target(root_ + "/b", pki_, seal_, {}, root_ + "/serve.log");
   // Running, holding nothing yet.
   RunResult empty = Status(root_ + "/b");
   ASSERT_EQ(empty.exit_code, 0) << empty.err;
@@ -245,7 +202,7 @@ TEST_F(SidecarStatusTest, AStagingAreaLeftMidWayIsRecoveredAtStartAndLogged) {
   ASSERT_EQ((*left)["moves"].size(), 1u) << left->dump();
   EXPECT_EQ((*left)["moves"][0]["agent"], "agent-9");
   {
-    Sidecar target(root_ + "/b", pki_, seal_, root_ + "/serve.log");
+    Sidecar target(root_ + "/b", pki_, seal_, {}, root_ + "/serve.log");
     std::vector<std::string> recovered = LogLines("recovered");
     ASSERT_EQ(recovered.size(), 1u) << *ReadFile(root_ + "/serve.log");
     EXPECT_TRUE(Contains(recovered[0], "recovered move-in agent=agent-9: ")) << recovered[0];

@@ -17,6 +17,7 @@
 #include "capsule/format/holder.h"
 #include "capsule/format/manifest.h"
 #include "tests/cli_runner.h"
+#include "tests/sidecar_runner.h"
 #include "tests/mount_runner.h"
 
 namespace capsule {
@@ -26,6 +27,7 @@ using testing::MakeTempDir;
 using testing::Mount;
 using testing::Put;
 using testing::RunCapsule;
+using testing::Sidecar;
 using testing::RunResult;
 
 bool Contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
@@ -35,45 +37,6 @@ std::string Trim(std::string s) {
   return s;
 }
 
-// ./capsule serve in a child; the port is read from its first line.
-class Sidecar {
- public:
-  Sidecar(const std::string& root, const std::string& pki, const std::string& seal_key) {
-    int out[2];
-    EXPECT_EQ(::pipe(out), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      ::close(out[0]);
-      std::vector<std::string> args = {"capsule", "serve", "--root", root, "--listen", "127.0.0.1:0",
-                                       "--cert", pki + "/server.pem", "--key", pki + "/server.key",
-                                       "--ca", pki + "/ca.pem", "--seal-key", seal_key};
-      std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      ::execv("./capsule", argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    std::string line;
-    char c;
-    while (::read(out[0], &c, 1) == 1 && c != '\n') line.push_back(c);
-    out_ = UniqueFd(out[0]);
-    EXPECT_EQ(line.rfind("listening on 127.0.0.1:", 0), 0u) << line;
-    address_ = line.substr(std::string("listening on ").size());
-  }
-  ~Sidecar() {
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  const std::string& address() const { return address_; }
-
- private:
-  pid_t pid_ = -1;
-  UniqueFd out_;
-  std::string address_;
-};
 
 class TravelE2eTest : public ::testing::Test {
  protected:
