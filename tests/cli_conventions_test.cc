@@ -251,6 +251,19 @@ TEST_F(CliConventionsTest, MessagesAreWords) {
   RunResult far = RunCapsule({"frobnicate"});
   EXPECT_EQ(far.exit_code, 2);
   EXPECT_TRUE(Contains(far.err, "'frobnicate' is not a command")) << far.err;
+  // A group without its command names its commands instead of CLI11's "A subcommand is
+  // required".
+  RunResult bare = RunCapsule({"stream"});
+  EXPECT_EQ(bare.exit_code, 2);
+  EXPECT_TRUE(Contains(bare.err, "capsule: stream: which command? one of pack, unpack, have")) << bare.err;
+  EXPECT_FALSE(Contains(bare.err, "A subcommand is required")) << bare.err;
+  RunResult bare_json = RunCapsule({"sidecar", "--json"});
+  EXPECT_EQ(bare_json.exit_code, 2);
+  EXPECT_TRUE(Contains(bare_json.out, "which command? one of status")) << bare_json.out;
+  EXPECT_EQ(RunCapsule({"stream", "--help"}).exit_code, 0);
+  RunResult nothing = RunCapsule({});
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_TRUE(Contains(nothing.err, "capsule: which command? one of ")) << nothing.err;
   EXPECT_FALSE(Contains(far.err, "did you mean")) << far.err;
 
   RunResult range = RunCapsule({"render", cap_, "--context-tokens", "0"});

@@ -53,9 +53,15 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 std::string UnknownSubcommand(const CLI::App& app, int argc, char** argv) {
   const CLI::App* at = &app;
+  bool options = false;
   for (int i = 1; i < argc; ++i) {
     std::string word = argv[i];
-    if (word.empty() || word[0] == '-') return "";  // an option: CLI11 judges the rest
+    if (word == "-h" || word == "--help" || word == "--version") return "";
+    if (!word.empty() && word[0] == '-') {
+      options = true;  // --json, say: a group's missing command is still found below
+      continue;
+    }
+    if (options || word.empty()) return "";  // after an option, maybe its value: CLI11 judges
     std::vector<const CLI::App*> subs = at->get_subcommands([](const CLI::App*) { return true; });
     if (subs.empty()) return "";
     const CLI::App* next = nullptr;
@@ -75,7 +81,15 @@ std::string UnknownSubcommand(const CLI::App& app, int argc, char** argv) {
     return (at == &app ? "" : at->get_name() + ": ") + "'" + word + "' is not a command" +
            (best.empty() ? "" : "; did you mean '" + best + "'?") + " (" + command + " --help lists them)";
   }
-  return "";
+  // Every word named a command, and the last one needs one more (capsule stream): say which.
+  if (at->get_require_subcommand_min() == 0) return "";
+  std::string names;
+  for (const CLI::App* sub : at->get_subcommands([](const CLI::App*) { return true; })) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  std::string command = at == &app ? "capsule" : "capsule " + at->get_name();
+  return (at == &app ? "" : at->get_name() + ": ") + "which command? one of " + names + " (" + command +
+         " --help says what each does)";
 }
 
 int UsageFailure(const std::string& message, int argc, char** argv) {
