@@ -53,9 +53,8 @@ class MoveE2eTest : public ::testing::Test {
   void SetUp() override {
     root_ = MakeTempDir("move-e2e");
     pki_ = root_ + "/pki";
-    ASSERT_EQ(testing::Shell("tests/make_pki.sh " + pki_ + " >/dev/null"), 0);
     seal_ = root_ + "/seal.key";
-    ASSERT_EQ(RunCapsule({"keygen", "--type", "x25519", "-o", seal_}).exit_code, 0);
+    ASSERT_TRUE(testing::MakeMoveKeys(pki_, seal_));
     a_ = root_ + "/a";
     b_ = root_ + "/b";
     std::string ws = root_ + "/ws";

@@ -48,9 +48,8 @@ class SandboxMoveE2eTest : public ::testing::Test {
   void SetUp() override {
     root_ = MakeTempDir("sandbox-move");
     pki_ = root_ + "/pki";
-    ASSERT_EQ(testing::Shell("tests/make_pki.sh " + pki_ + " >/dev/null"), 0);
     seal_ = root_ + "/seal.key";
-    ASSERT_EQ(RunCapsule({"keygen", "--type", "x25519", "-o", seal_}).exit_code, 0);
+    ASSERT_TRUE(testing::MakeMoveKeys(pki_, seal_));
     agent_ = "sbx-move-" + std::to_string(::getpid()) + "-" +
              ::testing::UnitTest::GetInstance()->current_test_info()->name();
     src_ = root_ + "/a/" + agent_;

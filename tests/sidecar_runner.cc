@@ -6,7 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/cli_runner.h"
+
 namespace capsule::testing {
+
+bool MakeMoveKeys(const std::string& pki, const std::string& seal_key) {
+  return Shell("tests/make_pki.sh " + pki + " >/dev/null") == 0 &&
+         RunCapsule({"keygen", "--type", "x25519", "-o", seal_key}).exit_code == 0;
+}
 
 Sidecar::Sidecar(const std::string& root, const std::string& pki, const std::string& seal_key,
                  const std::vector<std::string>& extra_args, const std::string& log) {

@@ -11,6 +11,10 @@
 
 namespace capsule::testing {
 
+// What two sidecars need to move agents between them: certificates from tests/make_pki.sh in
+// `pki` and an X25519 sealing key at `seal_key`. False if either could not be made.
+bool MakeMoveKeys(const std::string& pki, const std::string& seal_key);
+
 class Sidecar {
  public:
   // Serves `root` with the certificates tests/make_pki.sh made in `pki` and the sealing key

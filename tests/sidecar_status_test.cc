@@ -38,9 +38,8 @@ class SidecarStatusTest : public ::testing::Test {
   void SetUp() override {
     root_ = MakeTempDir("sidecar-status");
     pki_ = root_ + "/pki";
-    ASSERT_EQ(testing::Shell("tests/make_pki.sh " + pki_ + " >/dev/null"), 0);
     seal_ = root_ + "/seal.key";
-    ASSERT_EQ(RunCapsule({"keygen", "--type", "x25519", "-o", seal_}).exit_code, 0);
+    ASSERT_TRUE(testing::MakeMoveKeys(pki_, seal_));
     std::string ws = root_ + "/ws";
     ASSERT_TRUE(MakeDirectories(ws).ok());
     for (int i = 0; i < 6; ++i) {
