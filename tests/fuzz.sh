@@ -6,6 +6,7 @@
 #   wire       the move protocol's wire, both ends     move/wire_fuzz.cc
 #   control    a mount's control channel, both ends    fs/control_fuzz.cc
 #   journal    a journal line: fast reader vs slow one  journal/line_fuzz.cc
+#   format     manifest and snapshot: fast vs general   capsule/format/format_fuzz.cc
 #
 # Builds the target with Debian's clang++-14 -fsanitize=fuzzer,address,undefined directly (not
 # through Bazel), then runs it for SECONDS seconds (default 60) on a corpus that the target
@@ -20,7 +21,7 @@
 # .cache/fuzz-TARGET in the worktree); replay it with: $FUZZ_DIR/TARGET_fuzz crash-...
 set -euo pipefail
 
-target=${1:?usage: tests/fuzz.sh envelope|stream|wire|control|journal [SECONDS]}
+target=${1:?usage: tests/fuzz.sh envelope|stream|wire|control|journal|format [SECONDS]}
 seconds=${2:-60}
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=${FUZZ_DIR:-$top/.cache/fuzz-$target}
@@ -56,8 +57,12 @@ case "$target" in
     sources=(journal/line_fuzz.cc journal/event_line.cc journal/event.cc capsule/base/canonical_scan.cc
              capsule/format/attachments.cc "${base[@]}")
     max_len=4096 ;;
+  format)
+    sources=(capsule/format/format_fuzz.cc capsule/format/manifest.cc capsule/format/workspace.cc
+             capsule/format/layout.cc "${base[@]}")
+    max_len=8192 ;;
   *)
-    echo "tests/fuzz.sh: no fuzz target '$target' (envelope, stream, wire, control, journal)" >&2
+    echo "tests/fuzz.sh: no fuzz target '$target' (envelope, stream, wire, control, journal, format)" >&2
     exit 2 ;;
 esac
 

@@ -136,6 +136,47 @@ void CanonicalWriter::String(std::string_view s) {
   text_ += '"';
 }
 
+bool CanonicalReader::Literal(std::string_view expected) {
+  if (text_.substr(pos_, expected.size()) != expected) return false;
+  pos_ += expected.size();
+  return true;
+}
+
+bool CanonicalReader::String(std::string* out) {
+  if (pos_ >= text_.size() || text_[pos_] != '"') return false;
+  size_t end = pos_ + 1;
+  while (end < text_.size() && text_[end] != '"') {
+    const unsigned char c = static_cast<unsigned char>(text_[end]);
+    if (c < 0x20 || c >= 0x7f || c == '\\') return false;
+    ++end;
+  }
+  if (end >= text_.size()) return false;
+  out->assign(text_.substr(pos_ + 1, end - pos_ - 1));
+  pos_ = end + 1;
+  return true;
+}
+
+bool CanonicalReader::Unsigned(uint64_t* out) {
+  size_t start = pos_;
+  uint64_t value = 0;
+  while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+    const uint64_t digit = static_cast<uint64_t>(text_[pos_] - '0');
+    if (value > (UINT64_MAX - digit) / 10) {
+      pos_ = start;
+      return false;
+    }
+    value = value * 10 + digit;
+    ++pos_;
+  }
+  const size_t digits = pos_ - start;
+  if (digits == 0 || (digits > 1 && text_[start] == '0')) {
+    pos_ = start;
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
 bool IsCanonicalJson(std::string_view text) {
   Json value = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) return false;

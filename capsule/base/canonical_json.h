@@ -11,6 +11,7 @@
 // the same. NaN and infinities are refused, since JSON has no spelling for them.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -46,16 +47,45 @@ class CanonicalWriter {
  public:
   // Appends `s` as a JSON string, or marks the writer failed (see above).
   void String(std::string_view s);
-  void Unsigned(uint64_t n) { text_ += std::to_string(n); }
-  void Signed(int64_t n) { text_ += std::to_string(n); }
+  void Unsigned(uint64_t n) { Number(n); }
+  void Signed(int64_t n) { Number(n); }
   // Punctuation and keys already in canonical form ('{', "\"key\":", ',', ...).
   void Raw(std::string_view s) { text_ += s; }
+  // Room for a document of about `bytes`, so that a large one is not copied as it grows.
+  void Reserve(size_t bytes) { text_.reserve(bytes); }
   bool ok() const { return ok_; }
   std::string Take() { return std::move(text_); }
 
  private:
+  template <typename Integer>
+  void Number(Integer n) {
+    char digits[24];
+    text_.append(digits, std::to_chars(digits, digits + sizeof(digits), n).ptr);
+  }
+
   std::string text_;
   bool ok_ = true;
+};
+
+// Reading large documents of a known shape back the way CanonicalWriter wrote them, without
+// building a Json: each call takes the next token if it is exactly what is asked for and
+// says whether it was. Only plain ASCII strings without escapes and integers without a sign,
+// fraction or leading zero are taken; a caller that meets anything else gives up and reads
+// the document with ParseJson instead (which accepts, or refuses with a reason, all JSON).
+class CanonicalReader {
+ public:
+  explicit CanonicalReader(std::string_view text) : text_(text) {}
+  // Takes `expected` (punctuation, a quoted key) when the text continues with it.
+  bool Literal(std::string_view expected);
+  // Takes a string: '"', plain ASCII without '\\', '"'.
+  bool String(std::string* out);
+  // Takes an unsigned decimal integer that fits in 64 bits.
+  bool Unsigned(uint64_t* out);
+  bool AtEnd() const { return pos_ == text_.size(); }
+
+ private:
+  std::string_view text_;
+  size_t pos_ = 0;
 };
 
 // True when `text` is one JSON document already written in canonical form.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <memory>
 #include <random>
 
 namespace capsule {
@@ -239,48 +240,58 @@ namespace {
 Status ListInto(const std::string& root, const std::string& rel,
                 const std::vector<std::string>& skip, std::vector<TreeEntry>* out) {
   std::string dir_path = rel.empty() ? root : JoinPath(root, rel);
-  DIR* dir = ::opendir(dir_path.c_str());
-  if (dir == nullptr) return Status::IOError(dir_path, errno);
-  std::vector<std::string> names;
-  errno = 0;
-  while (struct dirent* ent = ::readdir(dir)) {
-    std::string name = ent->d_name;
-    if (name != "." && name != "..") names.push_back(std::move(name));
-  }
-  int read_errno = errno;
-  ::closedir(dir);
-  if (read_errno != 0) return Status::IOError(dir_path, read_errno);
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
-    std::string child = rel.empty() ? name : rel + "/" + name;
-    std::string full = JoinPath(root, child);
-    struct stat st;
-    if (::lstat(full.c_str(), &st) != 0) return Status::IOError(full, errno);
-    TreeEntry entry;
-    entry.path = child;
-    entry.mode = st.st_mode & 07777;
-    entry.format = st.st_mode & S_IFMT;
-    entry.rdev = st.st_rdev;
-    entry.dev = st.st_dev;
-    entry.ino = st.st_ino;
-    entry.nlink = st.st_nlink;
-    entry.mtime = st.st_mtim;
-    if (S_ISREG(st.st_mode)) {
-      entry.type = TreeEntry::Type::kFile;
-      entry.size = static_cast<uint64_t>(st.st_size);
-    } else if (S_ISDIR(st.st_mode)) {
-      entry.type = TreeEntry::Type::kDirectory;
-    } else if (S_ISLNK(st.st_mode)) {
-      entry.type = TreeEntry::Type::kSymlink;
-      std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
-      ssize_t n = ::readlink(full.c_str(), target.data(), target.size());
-      if (n < 0) return Status::IOError(full, errno);
-      target.resize(static_cast<size_t>(n));
-      entry.link_target = std::move(target);
+  // Each name is looked up relative to the open folder (no walk from the root a name), and
+  // the folder is closed before its subfolders are listed, so one descriptor is open at a time.
+  std::vector<TreeEntry> entries;
+  {
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(dir_path.c_str()), ::closedir);
+    if (dir == nullptr) return Status::IOError(dir_path, errno);
+    std::vector<std::string> names;
+    errno = 0;
+    while (struct dirent* ent = ::readdir(dir.get())) {
+      std::string name = ent->d_name;
+      if (name != "." && name != "..") names.push_back(std::move(name));
+      errno = 0;
     }
-    bool skipped = std::find(skip.begin(), skip.end(), child) != skip.end();
-    if (skipped) continue;
-    bool is_dir = entry.type == TreeEntry::Type::kDirectory;
+    if (errno != 0) return Status::IOError(dir_path, errno);
+    std::sort(names.begin(), names.end());
+    const int dir_fd = ::dirfd(dir.get());
+    entries.reserve(names.size());
+    for (std::string& name : names) {
+      struct stat st;
+      if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        return Status::IOError(JoinPath(dir_path, name), errno);
+      }
+      TreeEntry entry;
+      entry.mode = st.st_mode & 07777;
+      entry.format = st.st_mode & S_IFMT;
+      entry.rdev = st.st_rdev;
+      entry.dev = st.st_dev;
+      entry.ino = st.st_ino;
+      entry.nlink = st.st_nlink;
+      entry.mtime = st.st_mtim;
+      entry.ctime = st.st_ctim;
+      if (S_ISREG(st.st_mode)) {
+        entry.type = TreeEntry::Type::kFile;
+        entry.size = static_cast<uint64_t>(st.st_size);
+      } else if (S_ISDIR(st.st_mode)) {
+        entry.type = TreeEntry::Type::kDirectory;
+      } else if (S_ISLNK(st.st_mode)) {
+        entry.type = TreeEntry::Type::kSymlink;
+        std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
+        ssize_t n = ::readlinkat(dir_fd, name.c_str(), target.data(), target.size());
+        if (n < 0) return Status::IOError(JoinPath(dir_path, name), errno);
+        target.resize(static_cast<size_t>(n));
+        entry.link_target = std::move(target);
+      }
+      entry.path = rel.empty() ? std::move(name) : rel + "/" + name;
+      entries.push_back(std::move(entry));
+    }
+  }
+  for (TreeEntry& entry : entries) {
+    if (std::find(skip.begin(), skip.end(), entry.path) != skip.end()) continue;
+    const bool is_dir = entry.type == TreeEntry::Type::kDirectory;
+    std::string child = is_dir ? entry.path : std::string();
     out->push_back(std::move(entry));
     if (is_dir) CAPSULE_RETURN_IF_ERROR(ListInto(root, child, skip, out));
   }

@@ -139,11 +139,11 @@ struct TreeEntry {
   uint64_t size = 0;
   mode_t mode = 0;          // permission bits
   std::string link_target;  // for kSymlink
-  // From lstat(2): kOther's S_IF* bits and device number, the inode (hard links share it)
-  // and the modification time.
+  // From lstat(2): kOther's S_IF* bits and device number, the inode (hard links share it),
+  // the modification and change times.
   mode_t format = 0;
   uint64_t rdev = 0, dev = 0, ino = 0, nlink = 1;
-  struct timespec mtime {};
+  struct timespec mtime {}, ctime{};
 };
 
 // The names of the regular files directly in `dir`, sorted: from readdir(3)'s entry types,

@@ -128,10 +128,10 @@ Result<std::string> RandomHex(size_t bytes) {
 
 bool IsSha256Hex(std::string_view text) {
   if (text.size() != 64) return false;
-  for (char c : text) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
+  // Branch-free over the 64 digits: blob names are checked by the ten thousand.
+  bool ok = true;
+  for (char c : text) ok &= (c >= '0' && c <= '9') | (c >= 'a' && c <= 'f');
+  return ok;
 }
 
 }  // namespace capsule

@@ -21,8 +21,26 @@ Result<DigestCache::Identity> DigestCache::IdentityOf(const std::string& path) {
   return identity;
 }
 
+DigestCache::Identity DigestCache::IdentityOf(const TreeEntry& listed) {
+  Identity identity;
+  identity.device = listed.dev;
+  identity.inode = listed.ino;
+  identity.size = listed.size;
+  identity.mtime_ns = static_cast<int64_t>(listed.mtime.tv_sec) * 1000000000 + listed.mtime.tv_nsec;
+  identity.ctime_ns = static_cast<int64_t>(listed.ctime.tv_sec) * 1000000000 + listed.ctime.tv_nsec;
+  return identity;
+}
+
 Result<std::string> DigestCache::Sha256File(const std::string& path, uint64_t* size_out) {
   CAPSULE_ASSIGN_OR_RETURN(Identity before, IdentityOf(path));
+  return Sha256FileAs(path, before, size_out);
+}
+
+Result<std::string> DigestCache::Sha256File(const std::string& path, const TreeEntry& listed, uint64_t* size_out) {
+  return Sha256FileAs(path, IdentityOf(listed), size_out);
+}
+
+Result<std::string> DigestCache::Sha256FileAs(const std::string& path, const Identity& before, uint64_t* size_out) {
   {
     std::lock_guard lock(mu_);
     auto found = entries_.find(path);

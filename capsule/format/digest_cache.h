@@ -11,11 +11,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 
+#include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
 
 namespace capsule {
@@ -25,6 +26,9 @@ class DigestCache {
   // The SHA-256 (hex) of the file at `path` and its size, from memory when its identity is
   // unchanged, else read and remembered.
   Result<std::string> Sha256File(const std::string& path, uint64_t* size_out);
+  // The same for a file just listed (ListTree): its identity is taken from `listed` instead of
+  // a stat of its own.
+  Result<std::string> Sha256File(const std::string& path, const TreeEntry& listed, uint64_t* size_out);
 
   // How many files were read (not answered from memory) since the cache was made.
   uint64_t files_read() const;
@@ -44,9 +48,11 @@ class DigestCache {
     std::string sha256;
   };
   static Result<Identity> IdentityOf(const std::string& path);
+  static Identity IdentityOf(const TreeEntry& listed);
+  Result<std::string> Sha256FileAs(const std::string& path, const Identity& before, uint64_t* size_out);
 
   mutable std::mutex mu_;
-  std::map<std::string, Entry> entries_;  // by path
+  std::unordered_map<std::string, Entry> entries_;  // by path
   uint64_t files_read_ = 0;
 };
 

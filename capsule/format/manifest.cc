@@ -26,6 +26,7 @@ Result<std::string> Manifest::ToCanonicalText() const {
   // Keys in canonical (byte) order: agent {id, name, owner}, files {path: {sha256, size}},
   // format, holder {epoch, machine}.
   CanonicalWriter out;
+  out.Reserve(256 + files.size() * 160);  // a blob's entry is about 150 bytes
   out.Raw("{\"agent\":{\"id\":");
   out.String(agent.id);
   out.Raw(",\"name\":");
@@ -69,87 +70,51 @@ namespace {
 // string plain ASCII without escapes), without building a Json document: the manifests this
 // program wrote, which is nearly every one it reads. Anything else, or anything the general
 // reader would refuse, gives nullopt, and the general reader then reads it (or says why not).
-class CanonicalManifestReader {
- public:
-  explicit CanonicalManifestReader(std::string_view text) : text_(text) {}
-
-  std::optional<Manifest> Read() {
-    Manifest m;
-    if (!Lit("{\"agent\":{\"id\":") || !Str(&m.agent.id) || !Lit(",\"name\":") || !Str(&m.agent.name)) return {};
-    if (Lit(",\"owner\":")) {
-      std::string owner;
-      if (!Str(&owner)) return {};
-      m.agent.owner = std::move(owner);
-    }
-    if (!Lit("},\"files\":{")) return {};
-    std::string previous;
-    for (bool first = true; !Lit("}"); first = false) {
-      if (!first && !Lit(",")) return {};
-      std::string path;
-      FileDigest digest;
-      if (!Str(&path) || !Lit(":{\"sha256\":") || !Str(&digest.sha256) || !Lit(",\"size\":") ||
-          !Num(&digest.size) || !Lit("}")) {
-        return {};
-      }
-      // Canonical order, no duplicates; a path the general reader refuses goes to it.
-      if ((!first && path <= previous) || !IsPlainRelativePath(path) || path == kManifestPath ||
-          path.rfind(std::string(kLocalDir) + "/", 0) == 0 || !IsSha256Hex(digest.sha256)) {
-        return {};
-      }
-      previous = path;
-      m.files.emplace_hint(m.files.end(), std::move(path), std::move(digest));
-    }
-    uint64_t format = 0;
-    if (!Lit(",\"format\":") || !Num(&format) || format != static_cast<uint64_t>(kCapsuleFormat)) return {};
-    if (!Lit(",\"holder\":{\"epoch\":") || !Num(&m.holder_epoch) || !Lit(",\"machine\":") ||
-        !Str(&m.holder_machine) || !Lit("}}") || pos_ != text_.size()) {
+std::optional<Manifest> ReadCanonicalManifest(std::string_view text) {
+  CanonicalReader in(text);
+  Manifest m;
+  if (!in.Literal("{\"agent\":{\"id\":") || !in.String(&m.agent.id) || !in.Literal(",\"name\":") ||
+      !in.String(&m.agent.name)) {
+    return {};
+  }
+  if (in.Literal(",\"owner\":")) {
+    std::string owner;
+    if (!in.String(&owner)) return {};
+    m.agent.owner = std::move(owner);
+  }
+  if (!in.Literal("},\"files\":{")) return {};
+  std::string previous;
+  for (bool first = true; !in.Literal("}"); first = false) {
+    if (!first && !in.Literal(",")) return {};
+    std::string path;
+    FileDigest digest;
+    if (!in.String(&path) || !in.Literal(":{\"sha256\":") || !in.String(&digest.sha256) ||
+        !in.Literal(",\"size\":") || !in.Unsigned(&digest.size) || !in.Literal("}")) {
       return {};
     }
-    return m;
-  }
-
- private:
-  bool Lit(std::string_view expected) {
-    if (text_.substr(pos_, expected.size()) != expected) return false;
-    pos_ += expected.size();
-    return true;
-  }
-  bool Str(std::string* out) {
-    if (pos_ >= text_.size() || text_[pos_] != '"') return false;
-    size_t end = pos_ + 1;
-    while (end < text_.size() && text_[end] != '"') {
-      const unsigned char c = static_cast<unsigned char>(text_[end]);
-      if (c < 0x20 || c >= 0x7f || c == '\\') return false;
-      ++end;
+    // Canonical order, no duplicates; a path the general reader refuses goes to it.
+    if ((!first && path <= previous) || !IsPlainRelativePath(path) || path == kManifestPath ||
+        path.rfind(std::string(kLocalDir) + "/", 0) == 0 || !IsSha256Hex(digest.sha256)) {
+      return {};
     }
-    if (end >= text_.size()) return false;
-    out->assign(text_.substr(pos_ + 1, end - pos_ - 1));
-    pos_ = end + 1;
-    return true;
+    previous = path;
+    m.files.emplace_hint(m.files.end(), std::move(path), std::move(digest));
   }
-  bool Num(uint64_t* out) {
-    size_t start = pos_;
-    uint64_t value = 0;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      const uint64_t digit = static_cast<uint64_t>(text_[pos_] - '0');
-      if (value > (UINT64_MAX - digit) / 10) return false;
-      value = value * 10 + digit;
-      ++pos_;
-    }
-    const size_t digits = pos_ - start;
-    if (digits == 0 || (digits > 1 && text_[start] == '0')) return false;
-    *out = value;
-    return true;
+  uint64_t format = 0;
+  if (!in.Literal(",\"format\":") || !in.Unsigned(&format) || format != static_cast<uint64_t>(kCapsuleFormat)) {
+    return {};
   }
-
-  std::string_view text_;
-  size_t pos_ = 0;
-};
+  if (!in.Literal(",\"holder\":{\"epoch\":") || !in.Unsigned(&m.holder_epoch) || !in.Literal(",\"machine\":") ||
+      !in.String(&m.holder_machine) || !in.Literal("}}") || !in.AtEnd()) {
+    return {};
+  }
+  return m;
+}
 
 }  // namespace
 
 Result<Manifest> Manifest::Parse(std::string_view text) {
-  if (std::optional<Manifest> fast = CanonicalManifestReader(text).Read()) return std::move(*fast);
+  if (std::optional<Manifest> fast = ReadCanonicalManifest(text)) return std::move(*fast);
   return ParseThroughJson(text);
 }
 

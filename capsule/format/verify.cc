@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_set>
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
@@ -15,7 +16,6 @@
 #include "capsule/format/harness.h"
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/keys.h"
-#include "capsule/format/workspace.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/workspace.h"
 
@@ -39,11 +39,11 @@ void CheckSnapshot(const std::string& text, const std::map<std::string, Observed
     problems->push_back(snapshot.status().message());
     return;
   }
-  std::set<std::string> named;
+  std::unordered_set<std::string> named;  // blob paths
+  named.reserve(snapshot->entries().size());
   for (const auto& [path, entry] : snapshot->entries()) {
     if (entry.type != SnapshotEntry::Type::kFile) continue;
-    named.insert(BlobPath(entry.sha256));
-    auto blob = files.find(BlobPath(entry.sha256));
+    auto blob = files.find(*named.insert(BlobPath(entry.sha256)).first);
     if (blob == files.end()) {
       problems->push_back(std::string(kSnapshotPath) + ": files/" + path + ": blob " + entry.sha256 + " missing");
     } else if (blob->second.size != entry.size) {
@@ -96,37 +96,48 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
   for (const char* required : kRequiredFiles) {
     if (!manifest.files.count(required)) found.emplace_back(required, "missing from the manifest (the layout requires it)");
   }
-  for (const auto& [path, expected] : manifest.files) {
-    auto it = files.find(path);
-    if (it == files.end()) {
-      found.emplace_back(path, "missing");
-    } else if (IsAppendOnlyPath(path)) {
-      if (it->second.size < expected.size) {
-        found.emplace_back(path, "truncated (" + std::to_string(it->second.size) + " of " +
-                                     std::to_string(expected.size) + " bytes)");
-      } else if ((it->second.size == expected.size ? it->second.sha256 : it->second.prefix_sha256) !=
-                 expected.sha256) {
-        found.emplace_back(path, "digest mismatch (in the part the manifest covers)");
-      }
-    } else if (it->second.size < expected.size) {
-      found.emplace_back(path, "truncated (" + std::to_string(it->second.size) + " of " +
-                                   std::to_string(expected.size) + " bytes)");
-    } else if (it->second.size > expected.size) {
-      found.emplace_back(path, "size mismatch (" + std::to_string(it->second.size) + " bytes, manifest says " +
-                                   std::to_string(expected.size) + ")");
-    } else if (it->second.sha256 != expected.sha256) {
-      found.emplace_back(path, "digest mismatch");
+  // Both maps are sorted by path: one walk side by side finds what each lacks.
+  auto listed = manifest.files.begin();
+  auto seen = files.begin();
+  while (listed != manifest.files.end() || seen != files.end()) {
+    const bool only_listed = seen == files.end() || (listed != manifest.files.end() && listed->first < seen->first);
+    const bool only_seen = !only_listed && (listed == manifest.files.end() || seen->first < listed->first);
+    if (only_listed) {
+      found.emplace_back(listed->first, "missing");
+      ++listed;
+      continue;
     }
-  }
-  for (const auto& [path, observed] : files) {
-    if (!manifest.files.count(path)) found.emplace_back(path, "not in manifest");
+    const auto& [path, observed] = *seen;
+    if (only_seen) {
+      found.emplace_back(path, "not in manifest");
+    } else {
+      const FileDigest& expected = listed->second;
+      if (IsAppendOnlyPath(path)) {
+        if (observed.size < expected.size) {
+          found.emplace_back(path, "truncated (" + std::to_string(observed.size) + " of " +
+                                       std::to_string(expected.size) + " bytes)");
+        } else if ((observed.size == expected.size ? observed.sha256 : observed.prefix_sha256) != expected.sha256) {
+          found.emplace_back(path, "digest mismatch (in the part the manifest covers)");
+        }
+      } else if (observed.size < expected.size) {
+        found.emplace_back(path, "truncated (" + std::to_string(observed.size) + " of " +
+                                     std::to_string(expected.size) + " bytes)");
+      } else if (observed.size > expected.size) {
+        found.emplace_back(path, "size mismatch (" + std::to_string(observed.size) + " bytes, manifest says " +
+                                     std::to_string(expected.size) + ")");
+      } else if (observed.sha256 != expected.sha256) {
+        found.emplace_back(path, "digest mismatch");
+      }
+      ++listed;
+    }
     if (path.rfind(std::string(kBlobsDir) + "/", 0) == 0) {
       if (!IsBlobPath(path)) {
         found.emplace_back(path, "not a blob name (64 hex digits of its SHA-256)");
-      } else if (path.substr(path.size() - 64) != observed.sha256) {
+      } else if (path.compare(path.size() - 64, 64, observed.sha256) != 0) {
         found.emplace_back(path, "blob digest does not match its name");
       }
     }
+    ++seen;
   }
   std::sort(found.begin(), found.end());
   for (auto& [path, why] : found) problems->push_back(path + ": " + why);
@@ -202,12 +213,12 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
   std::vector<std::string> prefixes(to_hash.size());
   ParallelFor(to_hash.size(), options.threads, [&](size_t i) {
     const std::string& path = to_hash[i]->path;
-    auto listed = manifest->files.find(path);
-    if (IsAppendOnlyPath(path) && listed != manifest->files.end()) {
+    auto listed = IsAppendOnlyPath(path) ? manifest->files.find(path) : manifest->files.end();
+    if (listed != manifest->files.end()) {
       digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i],
                                         options.progress);
     } else if (options.blob_digests != nullptr && IsBlobPath(path)) {
-      digests[i] = options.blob_digests->Sha256File(JoinPath(dir, path), &sizes[i]);
+      digests[i] = options.blob_digests->Sha256File(JoinPath(dir, path), *to_hash[i], &sizes[i]);
       if (options.progress != nullptr) options.progress->Add(sizes[i], 0);
     } else {
       digests[i] = Sha256File(JoinPath(dir, path), &sizes[i], options.progress);

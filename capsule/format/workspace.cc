@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -74,9 +75,84 @@ Status CheckLinkGroups(const std::map<std::string, SnapshotEntry>& entries) {
   return Status::Ok();
 }
 
+// One entry's object as ToCanonicalText writes it: its keys in canonical order, exactly the
+// keys its type has, every value in range. False for anything else, which the general reader
+// then reads (or refuses with a reason).
+bool ReadCanonicalEntry(CanonicalReader* in, SnapshotEntry* entry) {
+  static constexpr std::string_view kKeys[] = {"gid", "link", "mode", "rdev", "sha256", "size", "target", "type", "uid"};
+  enum Key { kGid, kLink, kMode, kRdev, kSha256, kSize, kTarget, kType, kUid, kKeyCount };
+  bool has[kKeyCount] = {};
+  uint64_t numbers[kKeyCount] = {};
+  std::string type_name = "file";
+  int next = 0;  // the first key that may still come
+  for (bool first = true; !in->Literal("}"); first = false) {
+    if (!in->Literal(first ? "{\"" : ",\"")) return false;
+    int key = next;
+    while (key < kKeyCount && !in->Literal(kKeys[key])) ++key;
+    if (key == kKeyCount || !in->Literal("\":")) return false;
+    has[key] = true;
+    next = key + 1;
+    bool read = key == kSha256 ? in->String(&entry->sha256)
+                : key == kTarget ? in->String(&entry->target)
+                : key == kType   ? in->String(&type_name) && type_name != "file"
+                                 : in->Unsigned(&numbers[key]);
+    if (!read) return false;
+  }
+  bool known = false;
+  for (Type t : {Type::kFile, Type::kDirectory, Type::kSymlink, Type::kFifo, Type::kSocket, Type::kCharDevice,
+                 Type::kBlockDevice}) {
+    if (type_name == SnapshotTypeName(t)) {
+      entry->type = t;
+      known = true;
+    }
+  }
+  const Type t = entry->type;
+  const bool file = t == Type::kFile, symlink = t == Type::kSymlink;
+  if (!known || has[kMode] == symlink || has[kRdev] != IsDevice(t) || has[kSha256] != file || has[kSize] != file ||
+      has[kTarget] != symlink || (file && !IsSha256Hex(entry->sha256)) || numbers[kMode] > 07777 ||
+      numbers[kGid] > UINT32_MAX || numbers[kUid] > UINT32_MAX ||
+      (has[kLink] && (numbers[kLink] == 0 || t == Type::kDirectory))) {
+    return false;
+  }
+  if (has[kMode]) entry->mode = static_cast<mode_t>(numbers[kMode]);
+  entry->size = numbers[kSize];
+  entry->rdev = numbers[kRdev];
+  entry->link = numbers[kLink];
+  if (has[kUid]) entry->uid = static_cast<uint32_t>(numbers[kUid]);
+  if (has[kGid]) entry->gid = static_cast<uint32_t>(numbers[kGid]);
+  return true;
+}
+
 }  // namespace
 
+std::optional<Snapshot> Snapshot::ParseCanonical(std::string_view text) {
+  CanonicalReader in(text);
+  Snapshot snapshot;
+  if (!in.Literal("{")) return {};
+  std::string previous;
+  for (bool first = true; !in.Literal("}"); first = false) {
+    std::string path;
+    SnapshotEntry entry;
+    if ((!first && !in.Literal(",")) || !in.String(&path) || !in.Literal(":") || !ReadCanonicalEntry(&in, &entry)) {
+      return {};
+    }
+    if ((!first && path <= previous) || !IsPlainRelativePath(path)) return {};
+    previous = path;
+    snapshot.entries_.emplace_hint(snapshot.entries_.end(), std::move(path), std::move(entry));
+  }
+  if (!in.AtEnd()) return {};
+  return snapshot;
+}
+
 Result<Snapshot> Snapshot::Parse(std::string_view text) {
+  if (std::optional<Snapshot> fast = ParseCanonical(text)) {
+    CAPSULE_RETURN_IF_ERROR(CheckLinkGroups(fast->entries_));
+    return std::move(*fast);
+  }
+  return ParseThroughJson(text);
+}
+
+Result<Snapshot> Snapshot::ParseThroughJson(std::string_view text) {
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, kSnapshotPath, Code::kCorruption));
   if (!json.is_object()) return Status::Corruption(kSnapshotPath, "not a JSON object");
   Snapshot snapshot;
@@ -144,6 +220,7 @@ Result<Snapshot> Snapshot::Load(const std::string& capsule_dir) {
 
 Result<std::string> Snapshot::ToCanonicalText() const {
   CanonicalWriter out;
+  out.Reserve(16 + entries_.size() * 160);  // a file's entry is about 120 bytes and its name
   out.Raw("{");
   bool first = true;
   for (const auto& [path, entry] : entries_) {

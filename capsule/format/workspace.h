@@ -47,6 +47,12 @@ mode_t SnapshotTypeBits(SnapshotEntry::Type type);
 class Snapshot {
  public:
   static Result<Snapshot> Parse(std::string_view text);
+  // Parse is two readers. ParseCanonical reads only text exactly as ToCanonicalText writes it
+  // (keys in order, plain ASCII strings, no escapes), without building a Json document, and
+  // gives nullopt for anything else (it does not check link groups); ParseThroughJson reads
+  // any JSON and says what is wrong. Tests compare the two.
+  static std::optional<Snapshot> ParseCanonical(std::string_view text);
+  static Result<Snapshot> ParseThroughJson(std::string_view text);
   static Result<Snapshot> Load(const std::string& capsule_dir);
   Result<std::string> ToCanonicalText() const;
   // The same text, built as a Json document first: the general path ToCanonicalText falls
