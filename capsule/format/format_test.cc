@@ -306,17 +306,21 @@ TEST(SnapshotTest, FastCanonicalTextIsCanonicalJson) {
     EXPECT_EQ(back->ToJson(), manifest.ToJson());
     // The fast reader of canonical text and the general one agree on every text: the
     // manifest as written, and each of a few damaged copies (a byte changed, cut, doubled).
-    std::vector<std::string> texts = {*manifest_text};
-    for (int k = 0; k < 6; ++k) {
-      std::string damaged = *manifest_text;
-      size_t at = random() % damaged.size();
-      switch (k % 3) {
-        case 0: damaged[at] = "0a\"{}:,\\9 "[random() % 11]; break;
-        case 1: damaged.resize(at); break;
-        case 2: damaged.insert(at, damaged.substr(at, 1 + random() % 8)); break;
+    auto with_damaged_copies = [&random](const std::string& text, int copies) {
+      std::vector<std::string> texts = {text};
+      for (int k = 0; k < copies; ++k) {
+        std::string damaged = text;
+        size_t at = random() % damaged.size();
+        switch (k % 3) {
+          case 0: damaged[at] = "0a\"{}:,\\9 "[random() % 11]; break;
+          case 1: damaged.resize(at); break;
+          case 2: damaged.insert(at, damaged.substr(at, 1 + random() % 12)); break;
+        }
+        texts.push_back(damaged);
       }
-      texts.push_back(damaged);
-    }
+      return texts;
+    };
+    std::vector<std::string> texts = with_damaged_copies(*manifest_text, 6);
     // The same for the snapshot's two readers; the fast one reads every text it wrote with
     // no string to escape.
     bool plain = true;
@@ -324,17 +328,7 @@ TEST(SnapshotTest, FastCanonicalTextIsCanonicalJson) {
       for (char c : path + entry.target) plain = plain && c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
     }
     EXPECT_EQ(Snapshot::ParseCanonical(*fast).has_value(), plain) << *fast;
-    std::vector<std::string> snapshot_texts = {*fast};
-    for (int k = 0; k < 9; ++k) {
-      std::string damaged = *fast;
-      size_t at = random() % damaged.size();
-      switch (k % 3) {
-        case 0: damaged[at] = "0a\"{}:,\\9 "[random() % 11]; break;
-        case 1: damaged.resize(at); break;
-        case 2: damaged.insert(at, damaged.substr(at, 1 + random() % 12)); break;
-      }
-      snapshot_texts.push_back(damaged);
-    }
+    std::vector<std::string> snapshot_texts = with_damaged_copies(*fast, 9);
     for (const std::string& text : snapshot_texts) {
       Result<Snapshot> either = Snapshot::Parse(text);
       Result<Snapshot> general = Snapshot::ParseThroughJson(text);
