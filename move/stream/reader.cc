@@ -1,5 +1,7 @@
 #include "move/stream/reader.h"
 
+#include <fcntl.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -59,24 +61,46 @@ Status CheckedSmallFile(TarReader* reader, const TarEntry& entry, std::string* d
   return Status::Ok();
 }
 
-Status ReceiveFile(TarReader* reader, const TarEntry& entry, const std::string& into, ReceivedEntry* out,
-                   std::vector<char>* buffer) {
+// Where received files are written: the folders made so far (most files share their
+// parent with the one before), and the buffer data passes through.
+struct Landing {
+  std::string into;
+  std::string last_folder;
+  std::vector<char> buffer = std::vector<char>(1 << 20);
+};
+
+Status ReceiveFile(TarReader* reader, const TarEntry& entry, Landing* landing, ReceivedEntry* out) {
   CAPSULE_ASSIGN_OR_RETURN(std::string expected, ExpectedDigest(entry));
-  std::string target = JoinPath(into, entry.path);
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(target)));
-  CAPSULE_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(target, 0644));
+  std::string target = JoinPath(landing->into, entry.path);
+  std::string folder = DirName(target);
+  if (folder != landing->last_folder) {
+    CAPSULE_RETURN_IF_ERROR(MakeDirectories(folder));
+    landing->last_folder = std::move(folder);
+  }
+  // Inside a staging folder (the receivers' case) the folder is the temporary: a file is
+  // written where it belongs, and a refused stream takes the whole folder with it. Elsewhere
+  // each file is written whole or not at all.
+  std::optional<AtomicFile> atomic;
+  UniqueFd direct;
+  if (StagingSync::Covers(target)) {
+    CAPSULE_ASSIGN_OR_RETURN(direct, OpenFile(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  } else {
+    Result<AtomicFile> made = AtomicFile::Create(target, 0644);
+    if (!made.ok()) return made.status();
+    atomic.emplace(std::move(*made));
+  }
   Sha256 hasher;
   uint64_t size = 0;
   for (;;) {
-    CAPSULE_ASSIGN_OR_RETURN(size_t n, reader->ReadData(buffer->data(), buffer->size()));
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, reader->ReadData(landing->buffer.data(), landing->buffer.size()));
     if (n == 0) break;
-    std::string_view chunk(buffer->data(), n);
+    std::string_view chunk(landing->buffer.data(), n);
     hasher.Update(chunk);
-    CAPSULE_RETURN_IF_ERROR(file.Append(chunk));
+    CAPSULE_RETURN_IF_ERROR(atomic ? atomic->Append(chunk) : WriteAll(direct.get(), chunk, target));
     size += n;
   }
   if (hasher.FinishHex() != expected) return Refuse(entry.path, "digest differs from its LNK.sha256");
-  CAPSULE_RETURN_IF_ERROR(file.Commit());
+  if (atomic) CAPSULE_RETURN_IF_ERROR(atomic->Commit());
   out->sha256 = expected;
   out->size = size;
   return Status::Ok();
@@ -115,7 +139,8 @@ Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
   CAPSULE_ASSIGN_OR_RETURN(stream.manifest, StreamManifest::Parse(manifest_text));
   Phase phase = stream.manifest.phase;
 
-  std::vector<char> buffer(1 << 20);
+  Landing landing;
+  landing.into = into;
   bool ended = false;
   for (;;) {
     Result<bool> more = reader.Next(&entry);
@@ -147,7 +172,7 @@ Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
         received.link_target = entry.link_target;
         break;
       case TarEntry::Type::kFile:
-        CAPSULE_RETURN_IF_ERROR(ReceiveFile(&reader, entry, into, &received, &buffer));
+        CAPSULE_RETURN_IF_ERROR(ReceiveFile(&reader, entry, &landing, &received));
         stream.file_bytes += received.size;
         break;
       case TarEntry::Type::kHardLink: {
