@@ -402,6 +402,37 @@ TEST(VerifyTest, JournalPrefixRuleAllowsAppendsAndCatchesEdits) {
 }
 
 
+// A document too large to read whole is reported, never passed over; the journal is checked
+// whatever its size (a 334 MB journal once went unchecked by capsule verify).
+TEST(VerifyTest, LargeDocumentsAreReportedAndTheJournalIsAlwaysChecked) {
+  std::string cap = NewCapsule();
+  const std::string journal(4096, 'j');
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + kJournalPath, journal).ok());
+  auto manifest = Manifest::Load(cap);
+  ASSERT_TRUE(RefreshManifestEntries(cap, {kJournalPath}, &*manifest).ok());
+  ASSERT_TRUE(manifest->Save(cap).ok());
+  size_t checked_bytes = 0;
+  VerifyOptions options;
+  options.check_journal = [&](const std::string& text) {
+    checked_bytes = text.size();
+    return std::vector<std::string>{};
+  };
+  options.max_document_size = 16;  // smaller than the journal and the spec
+  auto report = VerifyFolder(cap, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(checked_bytes, journal.size());
+  bool spec_reported = false;
+  for (const std::string& problem : report->problems) {
+    EXPECT_EQ(problem.find(kJournalPath), std::string::npos) << problem;
+    spec_reported = spec_reported || (problem.rfind(std::string(kEnvironmentSpecPath) + ": too large to check", 0) == 0);
+  }
+  EXPECT_TRUE(spec_reported);
+  options.max_document_size = 256ull << 20;
+  checked_bytes = 0;
+  EXPECT_TRUE(VerifyFolder(cap, options)->ok());
+  EXPECT_EQ(checked_bytes, journal.size());
+}
+
 // Rewrites `path` in place with `body` (same inode), after a pause long enough for the
 // file system's clock to show a new modification time.
 void RewriteInPlace(const std::string& path, const std::string& body) {

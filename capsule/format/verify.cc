@@ -23,8 +23,6 @@ namespace capsule {
 
 namespace {
 
-constexpr uint64_t kMaxDocumentSize = 256ull << 20;
-
 const char* const kRequiredFiles[] = {kWorkingMemoryPath, kJournalPath, kVectorIndexPath,
                                       kSnapshotPath, kEnvironmentSpecPath};
 
@@ -84,6 +82,17 @@ void CheckSignature(const std::string& manifest_text, const std::optional<std::s
 }  // namespace
 
 bool IsAppendOnlyPath(const std::string& path) { return path == kJournalPath; }
+
+// Whether `path` is read whole to have its content checked; a document too large for that is
+// reported instead of passed over.
+bool ReadToCheck(const std::string& path, uint64_t size, const VerifyOptions& options,
+                 std::vector<std::string>* problems) {
+  if (!IsDocument(path)) return false;
+  if (path == kJournalPath || size <= options.max_document_size) return true;
+  problems->push_back(path + ": too large to check (" + std::to_string(size) + " bytes; documents are read up to " +
+                      std::to_string(options.max_document_size) + ")");
+  return false;
+}
 
 std::string ExportSignatureMessage(const std::string& manifest_text) {
   return "capsule export signature v1\n" + manifest_text;
@@ -235,7 +244,7 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
       continue;
     }
     files[path] = ObservedFile{*digests[i], sizes[i], prefixes[i]};
-    if (IsDocument(path) && sizes[i] <= kMaxDocumentSize) {
+    if (ReadToCheck(path, sizes[i], options, &report.problems)) {
       CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(dir, path)));
     }
   }
@@ -281,7 +290,7 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
       continue;
     }
     bool keep = entry.path == kManifestPath || entry.path == kSignaturePath ||
-                (IsDocument(entry.path) && entry.size <= kMaxDocumentSize);
+                ReadToCheck(entry.path, entry.size, options, &report.problems);
     std::string text;
     Sha256 hasher;
     uint64_t size = 0;

@@ -33,6 +33,10 @@ struct VerifyOptions {
   // not read again (folders only). For a mount re-verifying the capsule it serves; a cold
   // verify leaves it null and reads everything.
   DigestCache* blob_digests = nullptr;
+  // The documents checked by their content (the snapshot, the environment spec, schedules,
+  // threads, skills) are read whole up to this size; a larger one is a problem ("too large
+  // to check"), never passed over. The journal is checked whatever its size.
+  uint64_t max_document_size = 256ull << 20;
   // Phase "verify": a folder's bytes and files hashed, of all; a tar's bytes read, of its size.
   Progress* progress = nullptr;
 };
