@@ -129,7 +129,7 @@ Status VerifyJournalText(std::string_view text) {
   return CheckChains(lines, &tail, std::nullopt);
 }
 
-std::vector<std::string> CheckJournalText(std::string_view text) {
+std::vector<std::string> CheckJournalText(const std::string& text) {
   Status status = VerifyJournalText(text);
   if (status.ok()) return {};
   return {status.message()};

@@ -45,7 +45,7 @@ Status VerifyJournalText(std::string_view text);
 
 // The hook for `capsule verify` (VerifyOptions::check_journal): one line per problem,
 // empty when the journal is sound. Reports the first fault only.
-std::vector<std::string> CheckJournalText(std::string_view text);
+std::vector<std::string> CheckJournalText(const std::string& text);
 
 // What an appender needs to know of a journal: each machine's last event and the largest
 // clock seen.

@@ -121,8 +121,8 @@ Result<std::vector<Event>> Journal::Read(const std::string& capsule_dir) {
 }
 
 Status Journal::Verify(const std::string& capsule_dir) {
-  CAPSULE_ASSIGN_OR_RETURN(MappedFile journal, MappedFile::Open(JournalFile(capsule_dir)));
-  return VerifyJournalText(journal.text());
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JournalFile(capsule_dir)));
+  return VerifyJournalText(text);
 }
 
 Result<Event> Journal::Append(const std::string& type, const Json& data) {

@@ -102,25 +102,6 @@ TEST(FileIoTest, StagingSyncCoversOnlyItsFolderAndOnlyWhileAlive) {
   EXPECT_EQ(ListTree(dir + "/stage")->size(), 1u);
 }
 
-// A mapped file shows exactly the file's bytes, an empty one nothing, and lives on when moved.
-TEST(FileIoTest, MappedFileShowsTheFileWhole) {
-  std::string dir = TempDir();
-  std::string body(70000, 'x');
-  body[0] = 'a';
-  body[69999] = 'z';
-  ASSERT_TRUE(WriteFileAtomic(dir + "/f", body).ok());
-  Result<MappedFile> mapped = MappedFile::Open(dir + "/f");
-  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
-  MappedFile moved(std::move(*mapped));
-  EXPECT_EQ(moved.text(), body);
-  ASSERT_TRUE(WriteFileAtomic(dir + "/empty", "").ok());
-  Result<MappedFile> empty = MappedFile::Open(dir + "/empty");
-  ASSERT_TRUE(empty.ok());
-  EXPECT_TRUE(empty->text().empty());
-  EXPECT_FALSE(MappedFile::Open(dir).ok()) << "a folder is no file";
-  EXPECT_FALSE(MappedFile::Open(dir + "/missing").ok());
-}
-
 TEST(FileIoTest, ReadFileOfMissingPathIsIoErrorWithEnoent) {
   auto missing = ReadFile("/nonexistent/capsule/file");
   ASSERT_FALSE(missing.ok());

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -93,27 +92,6 @@ Result<std::string> ReadFile(const std::string& path) {
   }
   data.resize(used);
   return data;
-}
-
-Result<MappedFile> MappedFile::Open(const std::string& path) {
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path, "not a regular file");
-  if (st.st_size == 0) return MappedFile(nullptr, 0);
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.get(), 0);
-  if (data == MAP_FAILED) return Status::IOError(path, errno);
-  return MappedFile(data, size);
-}
-
-MappedFile::MappedFile(MappedFile&& other) noexcept : data_(other.data_), size_(other.size_) {
-  other.data_ = nullptr;
-  other.size_ = 0;
-}
-
-MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(data_, size_);
 }
 
 Status SyncDirectory(const std::string& dir) {

@@ -63,25 +63,6 @@ Result<size_t> ReadAt(int fd, char* buffer, size_t size, off_t offset, const std
 
 Result<std::string> ReadFile(const std::string& path);
 
-// A whole file mapped read-only, for reading a large file once without copying it (the
-// journal): its pages are the page cache's. The text must not be used after the object is
-// gone; a file that changes meanwhile may show the change (the journal only grows, and a
-// mapping shows the length it had when mapped).
-class MappedFile {
- public:
-  static Result<MappedFile> Open(const std::string& path);
-  MappedFile(MappedFile&& other) noexcept;
-  MappedFile& operator=(MappedFile&&) = delete;
-  MappedFile(const MappedFile&) = delete;
-  ~MappedFile();
-  std::string_view text() const { return {static_cast<const char*>(data_), size_}; }
-
- private:
-  MappedFile(void* data, size_t size) : data_(data), size_(size) {}
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
-
 // fsync(2) of the folder itself, so that a rename or create inside it is durable.
 Status SyncDirectory(const std::string& dir);
 

@@ -409,7 +409,7 @@ TEST(VerifyTest, LargeDocumentsAreReportedAndTheJournalIsAlwaysChecked) {
   ASSERT_TRUE(manifest->Save(cap).ok());
   size_t checked_bytes = 0;
   VerifyOptions options;
-  options.check_journal = [&](std::string_view text) {
+  options.check_journal = [&](const std::string& text) {
     checked_bytes = text.size();
     return std::vector<std::string>{};
   };

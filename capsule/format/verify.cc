@@ -30,7 +30,7 @@ bool IsDocument(const std::string& path) {
   return path == kSnapshotPath || path == kJournalPath || IsCheckedDocument(path);
 }
 
-void CheckSnapshot(std::string_view text, const std::map<std::string, ObservedFile>& files,
+void CheckSnapshot(const std::string& text, const std::map<std::string, ObservedFile>& files,
                    std::vector<std::string>* problems) {
   Result<Snapshot> snapshot = Snapshot::Parse(text);
   if (!snapshot.ok()) {
@@ -98,20 +98,9 @@ std::string ExportSignatureMessage(const std::string& manifest_text) {
   return "capsule export signature v1\n" + manifest_text;
 }
 
-void DocumentTexts::Keep(const std::string& path, std::string text) {
-  texts_[path] = owned_.emplace_back(std::move(text));
-}
-
-Status DocumentTexts::Map(const std::string& path, const std::string& file) {
-  CAPSULE_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::Open(file));
-  texts_[path] = mapped_.emplace_back(std::move(mapped)).text();
-  return Status::Ok();
-}
-
 void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, ObservedFile>& files,
-                          const DocumentTexts& document_texts, const VerifyOptions& options,
-                          std::vector<std::string>* problems) {
-  const std::map<std::string, std::string_view>& documents = document_texts.texts();
+                          const std::map<std::string, std::string>& documents,
+                          const VerifyOptions& options, std::vector<std::string>* problems) {
   std::vector<std::pair<std::string, std::string>> found;  // (path, problem) to sort by path
   for (const char* required : kRequiredFiles) {
     if (!manifest.files.count(required)) found.emplace_back(required, "missing from the manifest (the layout requires it)");
@@ -247,7 +236,7 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
   });
 
   std::map<std::string, ObservedFile> files;
-  DocumentTexts documents;
+  std::map<std::string, std::string> documents;
   for (size_t i = 0; i < to_hash.size(); ++i) {
     const std::string& path = to_hash[i]->path;
     if (!digests[i].ok()) {
@@ -255,12 +244,8 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
       continue;
     }
     files[path] = ObservedFile{*digests[i], sizes[i], prefixes[i]};
-    if (!ReadToCheck(path, sizes[i], options, &report.problems)) continue;
-    if (path == kJournalPath) {
-      CAPSULE_RETURN_IF_ERROR(documents.Map(path, JoinPath(dir, path)));
-    } else {
-      CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JoinPath(dir, path)));
-      documents.Keep(path, std::move(text));
+    if (ReadToCheck(path, sizes[i], options, &report.problems)) {
+      CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(dir, path)));
     }
   }
   CheckAgainstManifest(*manifest, files, documents, options, &report.problems);
@@ -283,7 +268,7 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
   }
   TarReader reader(&source);
   std::map<std::string, ObservedFile> files;
-  DocumentTexts documents;
+  std::map<std::string, std::string> documents;
   std::optional<std::string> manifest_text, signature_text;
   std::vector<char> buffer(1 << 20);
   for (;;) {
@@ -348,7 +333,7 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
       signature_text = std::move(text);
     } else {
       files[entry.path] = ObservedFile{hasher.FinishHex(), size, prefix};
-      if (keep) documents.Keep(entry.path, std::move(text));
+      if (keep) documents[entry.path] = std::move(text);
     }
   }
   Status trailer = reader.ExpectOnlyZerosAfterEnd();

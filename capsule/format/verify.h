@@ -7,15 +7,12 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "capsule/base/file_io.h"
 #include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 #include "capsule/format/digest_cache.h"
@@ -29,7 +26,7 @@ struct VerifyOptions {
   // capsule, and is checked only when this is given.
   std::optional<std::string> public_key_hex;
   // Extra check of the journal's text; returns one line per problem.
-  std::function<std::vector<std::string>(std::string_view journal_text)> check_journal;
+  std::function<std::vector<std::string>(const std::string& journal_text)> check_journal;
   // Threads hashing a folder's files; 0 means one per core.
   unsigned threads = 0;
   // Blobs (never rewritten) whose stat identity is unchanged since this cache hashed them are
@@ -68,25 +65,11 @@ struct ObservedFile {
 // events appended since are checked by the journal's own chain (VerifyOptions::check_journal).
 bool IsAppendOnlyPath(const std::string& path);
 
-// The texts of the files the checks read by content (snapshot, environment spec, schedules,
-// threads, skills, journal), by capsule path: read into memory, or mapped where a file is
-// large (the journal), so that a long journal is checked without a copy.
-class DocumentTexts {
- public:
-  void Keep(const std::string& path, std::string text);
-  Status Map(const std::string& path, const std::string& file);
-  const std::map<std::string, std::string_view>& texts() const { return texts_; }
-
- private:
-  std::map<std::string, std::string_view> texts_;
-  std::deque<std::string> owned_;
-  std::deque<MappedFile> mapped_;
-};
-
-// The checks shared by folders and tars, on the documents found.
+// The checks shared by folders and tars. `documents` holds the text of the small files the
+// checks read (snapshot, environment spec, journal) when they were found.
 void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, ObservedFile>& files,
-                          const DocumentTexts& documents, const VerifyOptions& options,
-                          std::vector<std::string>* problems);
+                          const std::map<std::string, std::string>& documents,
+                          const VerifyOptions& options, std::vector<std::string>* problems);
 
 // The bytes an export signature covers: a fixed context line, then the manifest's text.
 std::string ExportSignatureMessage(const std::string& manifest_text);

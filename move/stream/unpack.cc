@@ -303,25 +303,20 @@ Status CheckStaged(const std::string& staging, const Manifest& manifest, const A
   for (const auto& [path, digest] : manifest.files) {
     observed[path] = ObservedFile{digest.sha256, digest.size, digest.sha256};
   }
-  DocumentTexts documents;
-  if (PathExists(JoinPath(staging, kJournalPath))) {
-    CAPSULE_RETURN_IF_ERROR(documents.Map(kJournalPath, JoinPath(staging, kJournalPath)));
-  }
-  for (const char* path : {kSnapshotPath, kEnvironmentSpecPath}) {
+  std::map<std::string, std::string> documents;
+  for (const char* path : {kSnapshotPath, kEnvironmentSpecPath, kJournalPath}) {
     if (PathExists(JoinPath(staging, path))) {
-      CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JoinPath(staging, path)));
-      documents.Keep(path, std::move(text));
+      CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(staging, path)));
     }
   }
   // Schedules, threads and skills are checked as capsule verify checks them.
   for (const auto& [path, digest] : manifest.files) {
     if (IsCheckedDocument(path) && PathExists(JoinPath(staging, path))) {
-      CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JoinPath(staging, path)));
-      documents.Keep(path, std::move(text));
+      CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(staging, path)));
     }
   }
   VerifyOptions verify;
-  verify.check_journal = [&options](std::string_view text) -> std::vector<std::string> {
+  verify.check_journal = [&options](const std::string& text) -> std::vector<std::string> {
     journal::CheckedJournal none;
     const journal::CheckedJournal& from = options.checked_journal ? *options.checked_journal : none;
     Result<journal::CheckedJournal> checked = journal::CheckJournalGrowth(from, text, options.checked_events);
