@@ -1,6 +1,7 @@
 #include "journal/check.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 #include <tuple>
 #include <unordered_set>
@@ -129,10 +130,55 @@ Status VerifyJournalText(std::string_view text) {
   return CheckChains(lines, &tail, std::nullopt);
 }
 
-std::vector<std::string> CheckJournalText(const std::string& text) {
-  Status status = VerifyJournalText(text);
+Status VerifyJournalAt(const ReadAtFunction& read, size_t block) {
+  // Each pass reads after the incomplete line the last one left at the buffer's start, checks
+  // the complete lines as continuing what came before, and keeps the new incomplete line.
+  std::string buffer(std::max<size_t>(block, 1), '\0');
+  size_t carried = 0;
+  uint64_t offset = 0, next_line = 1;
+  JournalTail tail;
+  std::optional<Event> last;  // owned: the buffer's lines are gone by the next pass
+  for (;;) {
+    if (carried == buffer.size()) buffer.resize(2 * buffer.size());  // a line longer than a block
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(offset, buffer.data() + carried, buffer.size() - carried));
+    if (n == 0) break;  // what is carried is a torn last line, never an event
+    offset += n;
+    std::string_view held(buffer.data(), carried + n);
+    size_t complete = CompleteLength(held);
+    if (complete > 0) {
+      Result<ScannedLines> lines = ScanLines(held.substr(0, complete), next_line, ScanThreads(complete));
+      Status status = lines.status();
+      if (status.ok()) {
+        std::optional<EventLine> previous;
+        if (last) previous = FieldsOf(*last, "");
+        status = CheckChains(*lines, &tail, previous);
+      }
+      if (!status.ok()) {
+        // Named as the whole text's check names it (which may be another fault further on:
+        // it reads every line before it checks the chains).
+        CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadAll(read));
+        return VerifyJournalText(text);
+      }
+      next_line += lines->size();
+      for (auto part = lines->parts.rbegin(); part != lines->parts.rend(); ++part) {
+        if (part->lines.empty()) continue;
+        CAPSULE_ASSIGN_OR_RETURN(Event event, ToEvent(part->lines.back(), "journal"));
+        last = std::move(event);
+        break;
+      }
+    }
+    std::memmove(buffer.data(), buffer.data() + complete, held.size() - complete);
+    carried = held.size() - complete;
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> CheckJournalAt(const ReadAtFunction& read) {
+  Status status = VerifyJournalAt(read);
   if (status.ok()) return {};
   return {status.message()};
 }
+
+std::vector<std::string> CheckJournalText(std::string_view text) { return CheckJournalAt(TextReadAt(text)); }
 
 }  // namespace capsule::journal

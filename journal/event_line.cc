@@ -1,5 +1,7 @@
 #include "journal/event_line.h"
 
+#include <cstring>
+
 #include "capsule/base/canonical_scan.h"
 #include "capsule/base/sha256.h"
 
@@ -7,14 +9,16 @@ namespace capsule::journal {
 
 namespace {
 
-int HexValue(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
-
-// The id's 64 lowercase hex digits equal `digest`.
+// The id's 64 lowercase hex digits equal `digest`: the digest written in hex and compared,
+// with no branch per digit (ids are random, such branches mispredict).
 bool IdMatches(std::string_view hex, const Sha256Digest& digest) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  char written[64];
   for (size_t i = 0; i < digest.size(); ++i) {
-    if (((HexValue(hex[2 * i]) << 4) | HexValue(hex[2 * i + 1])) != digest[i]) return false;
+    written[2 * i] = kDigits[digest[i] >> 4];
+    written[2 * i + 1] = kDigits[digest[i] & 0xF];
   }
-  return true;
+  return hex.size() == sizeof written && std::memcmp(hex.data(), written, sizeof written) == 0;
 }
 
 // A string field whose value is its raw bytes (no escape among them), non-empty.

@@ -121,8 +121,9 @@ Result<std::vector<Event>> Journal::Read(const std::string& capsule_dir) {
 }
 
 Status Journal::Verify(const std::string& capsule_dir) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JournalFile(capsule_dir)));
-  return VerifyJournalText(text);
+  std::string path = JournalFile(capsule_dir);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  return VerifyJournalAt(FileReadAt(fd.get(), path));
 }
 
 Result<Event> Journal::Append(const std::string& type, const Json& data) {

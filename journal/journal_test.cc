@@ -162,7 +162,7 @@ TEST_F(JournalTest, RepeatedMergeFinishesOneCutShortBeforeItsManifestUpdate) {
   std::string manifest_before = *ReadFile(JoinPath(dir_, kManifestPath));
   ASSERT_EQ(here.MergeFrom(*Journal::Read(other))->added, 1u);  // rewrites the journal in a new order
   VerifyOptions options;
-  options.check_journal = CheckJournalText;
+  options.check_journal = CheckJournalAt;
   EXPECT_TRUE(VerifyFolder(dir_, options)->ok());
   // The crash: the journal was renamed into place, the manifest not yet rewritten.
   ASSERT_TRUE(WriteFileAtomic(JoinPath(dir_, kManifestPath), manifest_before).ok());
@@ -248,6 +248,64 @@ TEST_F(TamperTest, ReorderIsCaught) {
   problem = Check(lines);
   EXPECT_NE(problem.find(At(i).id), std::string::npos) << problem;
   EXPECT_NE(problem.find("out of order"), std::string::npos) << problem;
+}
+
+// The check a block at a time (VerifyJournalAt) finds what the whole text's check finds, named
+// the same, whatever the block size; a sound journal is read once, never twice.
+TEST_F(TamperTest, BlockwiseCheckAgreesWithTheWholeText) {
+  auto edit = [&](std::vector<std::string> lines) {
+    lines[9].replace(lines[9].find("\"text\":\"") + 8, 1, "X");
+    return lines;
+  };
+  auto drop = [&](std::vector<std::string> lines) {
+    lines.erase(lines.begin() + 8);
+    return lines;
+  };
+  auto repeat_early = [&](std::vector<std::string> lines) {
+    lines.insert(lines.begin() + 10, lines[1]);
+    return lines;
+  };
+  auto swap = [&](std::vector<std::string> lines) {
+    std::swap(lines[2], lines[11]);
+    return lines;
+  };
+  auto swap_neighbours = [&](std::vector<std::string> lines) {  // only the order is wrong
+    size_t i = 0;
+    while (At(i).machine == At(i + 1).machine) ++i;
+    std::swap(lines[i], lines[i + 1]);
+    return lines;
+  };
+  std::vector<std::pair<std::string, std::string>> journals = {
+      {"sound", text_},
+      {"torn tail", text_ + lines_[0].substr(0, 40)},
+      {"edited", Join(edit(lines_))},
+      {"dropped", Join(drop(lines_))},
+      {"repeated from an earlier block", Join(repeat_early(lines_))},
+      {"swapped", Join(swap(lines_))},
+      {"neighbours swapped", Join(swap_neighbours(lines_))},
+      {"not json", text_ + "{not json\n"},
+  };
+  for (const auto& [name, text] : journals) {
+    Status whole = VerifyJournalText(text);
+    for (size_t block : {size_t{1}, size_t{97}, lines_[0].size() + 1, size_t{1000}, size_t{1} << 20}) {
+      SCOPED_TRACE(name + ", block " + std::to_string(block));
+      uint64_t bytes_read = 0;
+      ReadAtFunction counted = [&](uint64_t offset, char* buffer, size_t size) -> Result<size_t> {
+        Result<size_t> n = TextReadAt(text)(offset, buffer, size);
+        if (n.ok()) bytes_read += *n;
+        return n;
+      };
+      Status blockwise = VerifyJournalAt(counted, block);
+      EXPECT_EQ(blockwise.ok(), whole.ok());
+      EXPECT_EQ(blockwise.message(), whole.message());
+      if (whole.ok()) {
+        EXPECT_EQ(bytes_read, text.size());  // no second reading
+      }
+    }
+    if (name != "sound" && name != "torn tail") {
+      EXPECT_FALSE(whole.ok()) << name;
+    }
+  }
 }
 
 TEST_F(TamperTest, DuplicateIsCaught) {

@@ -84,7 +84,7 @@ class MoveProtocolTest : public ::testing::Test {
   static void ExpectVerifies(const std::string& dir) {
     if (!PathExists(JoinPath(dir, kManifestPath))) return;
     VerifyOptions verify;
-    verify.check_journal = journal::CheckJournalText;
+    verify.check_journal = journal::CheckJournalAt;
     Result<VerifyReport> report = VerifyFolder(dir, verify);
     ASSERT_TRUE(report.ok()) << report.status().ToString();
     EXPECT_TRUE(report->ok()) << dir << ": " << report->problems.front();

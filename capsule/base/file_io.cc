@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 
@@ -92,6 +93,34 @@ Result<std::string> ReadFile(const std::string& path) {
   }
   data.resize(used);
   return data;
+}
+
+ReadAtFunction FileReadAt(int fd, std::string name) {
+  return [fd, name = std::move(name)](uint64_t offset, char* buffer, size_t size) {
+    return ReadAt(fd, buffer, size, static_cast<off_t>(offset), name);
+  };
+}
+
+ReadAtFunction TextReadAt(std::string_view text) {
+  return [text](uint64_t offset, char* buffer, size_t size) -> Result<size_t> {
+    if (offset >= text.size()) return size_t{0};
+    size_t n = std::min<uint64_t>(size, text.size() - offset);
+    std::memcpy(buffer, text.data() + offset, n);
+    return n;
+  };
+}
+
+Result<std::string> ReadAll(const ReadAtFunction& read) {
+  std::string text;
+  size_t used = 0;
+  for (;;) {
+    if (text.size() - used < (1 << 20)) text.resize(std::max<size_t>(2 * text.size(), 4 << 20));
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(used, text.data() + used, text.size() - used));
+    if (n == 0) break;
+    used += n;
+  }
+  text.resize(used);
+  return text;
 }
 
 Status SyncDirectory(const std::string& dir) {

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,6 +63,17 @@ Status WriteAll(int fd, std::string_view data, const std::string& name);
 Result<size_t> ReadAt(int fd, char* buffer, size_t size, off_t offset, const std::string& name);
 
 Result<std::string> ReadFile(const std::string& path);
+
+// Reads up to `size` bytes at `offset` into `buffer`: how many were read, fewer only at the
+// end. For checks that read a large file a block at a time, and read it again whole only in
+// the rare case they need to.
+using ReadAtFunction = std::function<Result<size_t>(uint64_t offset, char* buffer, size_t size)>;
+// A ReadAtFunction over `fd` (kept open by the caller), errors naming `name`.
+ReadAtFunction FileReadAt(int fd, std::string name);
+// A ReadAtFunction over `text` (kept alive by the caller).
+ReadAtFunction TextReadAt(std::string_view text);
+// Everything `read` gives, from offset 0 to its end.
+Result<std::string> ReadAll(const ReadAtFunction& read);
 
 // fsync(2) of the folder itself, so that a rename or create inside it is durable.
 Status SyncDirectory(const std::string& dir);

@@ -49,7 +49,7 @@ struct VerifyArgs {
 
 int RunVerify(const VerifyArgs& args) {
   VerifyOptions options;
-  options.check_journal = journal::CheckJournalText;
+  options.check_journal = journal::CheckJournalAt;
   if (!args.pubkey.empty()) {
     Result<std::string> key = LoadPublicKeyHexFile(args.pubkey);
     if (!key.ok()) return Fail(key.status());
@@ -187,7 +187,7 @@ struct ImportArgs {
 int RunImport(const ImportArgs& args) {
   ImportOptions options;
   options.adopt = args.adopt;
-  options.verify.check_journal = journal::CheckJournalText;
+  options.verify.check_journal = journal::CheckJournalAt;
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
   options.verify.progress = progress.get();
   std::vector<std::string> problems;

@@ -409,8 +409,8 @@ TEST(VerifyTest, LargeDocumentsAreReportedAndTheJournalIsAlwaysChecked) {
   ASSERT_TRUE(manifest->Save(cap).ok());
   size_t checked_bytes = 0;
   VerifyOptions options;
-  options.check_journal = [&](const std::string& text) {
-    checked_bytes = text.size();
+  options.check_journal = [&](const ReadAtFunction& read) {
+    checked_bytes = ReadAll(read)->size();
     return std::vector<std::string>{};
   };
   options.max_document_size = 16;  // smaller than the journal and the spec

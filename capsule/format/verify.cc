@@ -26,9 +26,9 @@ namespace {
 const char* const kRequiredFiles[] = {kWorkingMemoryPath, kJournalPath, kVectorIndexPath,
                                       kSnapshotPath, kEnvironmentSpecPath};
 
-bool IsDocument(const std::string& path) {
-  return path == kSnapshotPath || path == kJournalPath || IsCheckedDocument(path);
-}
+// The files read whole for their content to be checked; the journal is read apart, a block
+// at a time (VerifyOptions::check_journal).
+bool IsDocument(const std::string& path) { return path == kSnapshotPath || IsCheckedDocument(path); }
 
 void CheckSnapshot(const std::string& text, const std::map<std::string, ObservedFile>& files,
                    std::vector<std::string>* problems) {
@@ -88,7 +88,7 @@ bool IsAppendOnlyPath(const std::string& path) { return path == kJournalPath; }
 bool ReadToCheck(const std::string& path, uint64_t size, const VerifyOptions& options,
                  std::vector<std::string>* problems) {
   if (!IsDocument(path)) return false;
-  if (path == kJournalPath || size <= options.max_document_size) return true;
+  if (size <= options.max_document_size) return true;
   problems->push_back(path + ": too large to check (" + std::to_string(size) + " bytes; documents are read up to " +
                       std::to_string(options.max_document_size) + ")");
   return false;
@@ -99,7 +99,7 @@ std::string ExportSignatureMessage(const std::string& manifest_text) {
 }
 
 void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, ObservedFile>& files,
-                          const std::map<std::string, std::string>& documents,
+                          const std::map<std::string, std::string>& documents, const ReadAtFunction& journal,
                           const VerifyOptions& options, std::vector<std::string>* problems) {
   std::vector<std::pair<std::string, std::string>> found;  // (path, problem) to sort by path
   for (const char* required : kRequiredFiles) {
@@ -168,9 +168,8 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
     Status checked = CheckDocument(path, text);
     if (!checked.ok()) problems->push_back(checked.message());
   }
-  auto journal = documents.find(kJournalPath);
-  if (journal != documents.end() && options.check_journal) {
-    for (std::string& line : options.check_journal(journal->second)) problems->push_back(std::move(line));
+  if (journal && options.check_journal) {
+    for (std::string& line : options.check_journal(journal)) problems->push_back(std::move(line));
   }
 }
 
@@ -248,7 +247,19 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
       CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(dir, path)));
     }
   }
-  CheckAgainstManifest(*manifest, files, documents, options, &report.problems);
+  UniqueFd journal_fd;
+  ReadAtFunction journal;
+  if (files.count(kJournalPath) && options.check_journal) {
+    std::string path = JoinPath(dir, kJournalPath);
+    Result<UniqueFd> opened = OpenFile(path, O_RDONLY | O_CLOEXEC);
+    if (!opened.ok()) {
+      report.problems.push_back(std::string(kJournalPath) + ": unreadable: " + opened.status().message());
+    } else {
+      journal_fd = std::move(*opened);
+      journal = FileReadAt(journal_fd.get(), path);
+    }
+  }
+  CheckAgainstManifest(*manifest, files, documents, journal, options, &report.problems);
   CheckSignature(*manifest_text, signature_text, options,
                  "a folder holds one only when extracted from a signed export (capsule export --sign)", &report);
   report.files_checked = manifest->files.size();
@@ -290,6 +301,7 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
       continue;
     }
     bool keep = entry.path == kManifestPath || entry.path == kSignaturePath ||
+                (entry.path == kJournalPath && options.check_journal) ||
                 ReadToCheck(entry.path, entry.size, options, &report.problems);
     std::string text;
     Sha256 hasher;
@@ -352,7 +364,10 @@ Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions&
     // signed export, checkpointed since) exports it as a file.
     files[kSignaturePath] = ObservedFile{Sha256Hex(*signature_text), signature_text->size(), ""};
   }
-  CheckAgainstManifest(*manifest, files, documents, options, &report.problems);
+  auto journal_text = documents.find(kJournalPath);
+  ReadAtFunction journal;
+  if (journal_text != documents.end()) journal = TextReadAt(journal_text->second);
+  CheckAgainstManifest(*manifest, files, documents, journal, options, &report.problems);
   CheckSignature(*manifest_text, signature_text, options,
                  "the export is not signed", &report);
   report.files_checked = manifest->files.size();

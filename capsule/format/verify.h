@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "capsule/base/file_io.h"
 #include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 #include "capsule/format/digest_cache.h"
@@ -25,8 +26,9 @@ struct VerifyOptions {
   // or in a folder extracted from one. A folder's signature.json is never a file of the
   // capsule, and is checked only when this is given.
   std::optional<std::string> public_key_hex;
-  // Extra check of the journal's text; returns one line per problem.
-  std::function<std::vector<std::string>(const std::string& journal_text)> check_journal;
+  // Extra check of the journal, read through `journal` (its bytes by position: a folder's
+  // file, or a tar's copy in memory); returns one line per problem.
+  std::function<std::vector<std::string>(const ReadAtFunction& journal)> check_journal;
   // Threads hashing a folder's files; 0 means one per core.
   unsigned threads = 0;
   // Blobs (never rewritten) whose stat identity is unchanged since this cache hashed them are
@@ -66,9 +68,10 @@ struct ObservedFile {
 bool IsAppendOnlyPath(const std::string& path);
 
 // The checks shared by folders and tars. `documents` holds the text of the small files the
-// checks read (snapshot, environment spec, journal) when they were found.
+// checks read (snapshot, environment spec, schedules, threads, skills) when they were found;
+// `journal` reads the journal (empty when there is none), for VerifyOptions::check_journal.
 void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, ObservedFile>& files,
-                          const std::map<std::string, std::string>& documents,
+                          const std::map<std::string, std::string>& documents, const ReadAtFunction& journal,
                           const VerifyOptions& options, std::vector<std::string>* problems);
 
 // The bytes an export signature covers: a fixed context line, then the manifest's text.

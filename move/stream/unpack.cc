@@ -304,7 +304,7 @@ Status CheckStaged(const std::string& staging, const Manifest& manifest, const A
     observed[path] = ObservedFile{digest.sha256, digest.size, digest.sha256};
   }
   std::map<std::string, std::string> documents;
-  for (const char* path : {kSnapshotPath, kEnvironmentSpecPath, kJournalPath}) {
+  for (const char* path : {kSnapshotPath, kEnvironmentSpecPath}) {
     if (PathExists(JoinPath(staging, path))) {
       CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(staging, path)));
     }
@@ -316,16 +316,25 @@ Status CheckStaged(const std::string& staging, const Manifest& manifest, const A
     }
   }
   VerifyOptions verify;
-  verify.check_journal = [&options](const std::string& text) -> std::vector<std::string> {
+  verify.check_journal = [&options](const ReadAtFunction& read) -> std::vector<std::string> {
+    Result<std::string> text = ReadAll(read);
+    if (!text.ok()) return {std::string(kJournalPath) + ": unreadable: " + text.status().message()};
     journal::CheckedJournal none;
     const journal::CheckedJournal& from = options.checked_journal ? *options.checked_journal : none;
-    Result<journal::CheckedJournal> checked = journal::CheckJournalGrowth(from, text, options.checked_events);
+    Result<journal::CheckedJournal> checked = journal::CheckJournalGrowth(from, *text, options.checked_events);
     if (!checked.ok()) return {checked.status().message()};
     if (options.checked_journal) *options.checked_journal = std::move(*checked);
     return {};
   };
+  std::string journal_path = JoinPath(staging, kJournalPath);
+  UniqueFd journal_fd;
+  ReadAtFunction journal;
+  if (PathExists(journal_path)) {
+    CAPSULE_ASSIGN_OR_RETURN(journal_fd, OpenFile(journal_path, O_RDONLY | O_CLOEXEC));
+    journal = FileReadAt(journal_fd.get(), journal_path);
+  }
   std::vector<std::string> problems;
-  CheckAgainstManifest(manifest, observed, documents, verify, &problems);
+  CheckAgainstManifest(manifest, observed, documents, journal, verify, &problems);
   if (!problems.empty()) {
     return Status::Corruption("received capsule", "does not verify (" + problems.front() + ")");
   }
