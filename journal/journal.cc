@@ -266,14 +266,14 @@ Status Journal::Reopen() {
 }
 
 struct OtherJournalText {
-  std::string text;
+  FileBytes text;
   MergeSide side;  // views into text
 };
 
 Result<OtherJournal> OtherJournal::Load(const std::string& capsule_dir) {
   auto loaded = std::make_shared<OtherJournalText>();
-  CAPSULE_ASSIGN_OR_RETURN(loaded->text, ReadFile(JournalFile(capsule_dir)));
-  CAPSULE_ASSIGN_OR_RETURN(loaded->side, CheckMergeSide(loaded->text));
+  CAPSULE_ASSIGN_OR_RETURN(loaded->text, FileBytes::Read(JournalFile(capsule_dir)));
+  CAPSULE_ASSIGN_OR_RETURN(loaded->side, CheckMergeSide(loaded->text.view()));
   return OtherJournal(std::move(loaded));
 }
 
@@ -284,11 +284,9 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd held, HoldForWrite(dir_));
   std::string path = JournalFile(dir_);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
-  CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
-  std::string text(size, '\0');
-  CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd.get(), text.data(), size, 0, path));
-  text.resize(got);
-  Result<MergeSide> ours = CheckMergeSide(text);
+  CAPSULE_RETURN_IF_ERROR(CutTornTail(fd.get(), path).status());
+  CAPSULE_ASSIGN_OR_RETURN(FileBytes text, FileBytes::Read(fd.get(), path));  // no writer meanwhile: we hold the lock
+  Result<MergeSide> ours = CheckMergeSide(text.view());
   if (!ours.ok()) return ours.status().WithContext("merge: this journal");
 
   // The merged journal goes through the durable-write path in large writes, hashed on the way

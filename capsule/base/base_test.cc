@@ -108,6 +108,28 @@ TEST(FileIoTest, ReadFileOfMissingPathIsIoErrorWithEnoent) {
   EXPECT_EQ(missing.status().sys_errno(), ENOENT);
 }
 
+// FileBytes reads a file whole, whatever its size against the huge pages it is read into,
+// and keeps what it read when the file is cut short afterwards.
+TEST(FileIoTest, FileBytesReadsWholeAndKeepsWhatItRead) {
+  std::string dir = TempDir();
+  for (size_t size : {size_t{0}, size_t{1}, size_t{(2 << 20) - 1}, size_t{2 << 20}, size_t{5 << 20} + 17}) {
+    SCOPED_TRACE(size);
+    std::string content(size, '\0');
+    for (size_t i = 0; i < size; ++i) content[i] = static_cast<char>('a' + (i * 7 + i / 4096) % 26);
+    std::string path = dir + "/f" + std::to_string(size);
+    ASSERT_TRUE(WriteFileAtomic(path, content).ok());
+    Result<FileBytes> bytes = FileBytes::Read(path);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    EXPECT_TRUE(bytes->view() == content);
+    ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+    EXPECT_TRUE(bytes->view() == content);  // a copy, not a mapping of the file
+    FileBytes moved = std::move(*bytes);
+    EXPECT_TRUE(moved.view() == content);
+    EXPECT_TRUE(bytes->view().empty());
+  }
+  EXPECT_EQ(FileBytes::Read(dir + "/missing").status().code(), Code::kNotFound);
+}
+
 TEST(FileIoTest, ListTreeSortsByBytesAndSkips) {
   std::string dir = TempDir();
   ASSERT_TRUE(MakeDirectories(dir + "/a/b").ok());

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <utility>
 
 namespace capsule {
 
@@ -93,6 +95,54 @@ Result<std::string> ReadFile(const std::string& path) {
   }
   data.resize(used);
   return data;
+}
+
+FileBytes& FileBytes::operator=(FileBytes&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(data_, capacity_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    capacity_ = std::exchange(other.capacity_, 0);
+  }
+  return *this;
+}
+
+FileBytes::~FileBytes() {
+  if (data_ != nullptr) ::munmap(data_, capacity_);
+}
+
+Status FileBytes::Reserve(size_t capacity, const std::string& name) {
+  constexpr size_t kHugePage = 2 << 20;
+  capacity = (capacity + kHugePage - 1) / kHugePage * kHugePage;
+  void* mapped = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) return Status::IOError(name + ": memory to read it into", errno);
+  (void)::madvise(mapped, capacity, MADV_HUGEPAGE);  // a hint: without it, small pages
+  char* data = static_cast<char*>(mapped);
+  if (size_ > 0) std::memcpy(data, data_, size_);
+  if (data_ != nullptr) ::munmap(data_, capacity_);
+  data_ = data;
+  capacity_ = capacity;
+  return Status::Ok();
+}
+
+Result<FileBytes> FileBytes::Read(int fd, const std::string& name) {
+  FileBytes bytes;
+  struct stat st;
+  size_t expected = ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
+  CAPSULE_RETURN_IF_ERROR(bytes.Reserve(expected + 1, name));
+  for (;;) {
+    if (bytes.size_ == bytes.capacity_) CAPSULE_RETURN_IF_ERROR(bytes.Reserve(2 * bytes.capacity_, name));
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd, bytes.data_ + bytes.size_, bytes.capacity_ - bytes.size_,
+                                              static_cast<off_t>(bytes.size_), name));
+    if (n == 0) break;
+    bytes.size_ += n;
+  }
+  return bytes;
+}
+
+Result<FileBytes> FileBytes::Read(const std::string& path) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  return Read(fd.get(), path);
 }
 
 ReadAtFunction FileReadAt(int fd, std::string name) {

@@ -75,6 +75,33 @@ ReadAtFunction TextReadAt(std::string_view text);
 // Everything `read` gives, from offset 0 to its end.
 Result<std::string> ReadAll(const ReadAtFunction& read);
 
+// A file's bytes read whole into memory of their own: anonymous pages, huge ones where the
+// kernel allows. For files of hundreds of megabytes read whole, where a fresh string's zeroing
+// and its fault per 4 KiB page cost more than the read itself. Unlike a mapping of the file,
+// what was read stays as it was read when a writer cuts the file short.
+class FileBytes {
+ public:
+  // Reads `fd` from offset 0 to its end (a file that grows meanwhile is read on).
+  static Result<FileBytes> Read(int fd, const std::string& name);
+  static Result<FileBytes> Read(const std::string& path);
+
+  FileBytes() = default;
+  FileBytes(FileBytes&& other) noexcept { *this = std::move(other); }
+  FileBytes& operator=(FileBytes&& other) noexcept;
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+  ~FileBytes();
+
+  std::string_view view() const { return {data_, size_}; }
+
+ private:
+  // Room for `capacity` bytes, keeping the first `size_`.
+  Status Reserve(size_t capacity, const std::string& name);
+  char* data_ = nullptr;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
 // fsync(2) of the folder itself, so that a rename or create inside it is durable.
 Status SyncDirectory(const std::string& dir);
 
