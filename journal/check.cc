@@ -130,14 +130,12 @@ Status VerifyJournalText(std::string_view text) {
   return CheckChains(lines, &tail, std::nullopt);
 }
 
-Status VerifyJournalAt(const ReadAtFunction& read, size_t block) {
+Result<JournalPosition> ContinueJournalAt(const ReadAtFunction& read, JournalPosition from, size_t block) {
   // Each pass reads after the incomplete line the last one left at the buffer's start, checks
   // the complete lines as continuing what came before, and keeps the new incomplete line.
   std::string buffer(std::max<size_t>(block, 1), '\0');
   size_t carried = 0;
-  uint64_t offset = 0, next_line = 1;
-  JournalTail tail;
-  std::optional<Event> last;  // owned: the buffer's lines are gone by the next pass
+  uint64_t offset = from.offset;
   for (;;) {
     if (carried == buffer.size()) buffer.resize(2 * buffer.size());  // a line longer than a block
     CAPSULE_ASSIGN_OR_RETURN(size_t n, read(offset, buffer.data() + carried, buffer.size() - carried));
@@ -146,31 +144,34 @@ Status VerifyJournalAt(const ReadAtFunction& read, size_t block) {
     std::string_view held(buffer.data(), carried + n);
     size_t complete = CompleteLength(held);
     if (complete > 0) {
-      Result<ScannedLines> lines = ScanLines(held.substr(0, complete), next_line, ScanThreads(complete));
-      Status status = lines.status();
-      if (status.ok()) {
-        std::optional<EventLine> previous;
-        if (last) previous = FieldsOf(*last, "");
-        status = CheckChains(*lines, &tail, previous);
-      }
-      if (!status.ok()) {
-        // Named as the whole text's check names it (which may be another fault further on:
-        // it reads every line before it checks the chains).
-        CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadAll(read));
-        return VerifyJournalText(text);
-      }
-      next_line += lines->size();
-      for (auto part = lines->parts.rbegin(); part != lines->parts.rend(); ++part) {
+      CAPSULE_ASSIGN_OR_RETURN(ScannedLines lines,
+                               ScanLines(held.substr(0, complete), from.next_line, ScanThreads(complete)));
+      std::optional<EventLine> previous;
+      if (from.last) previous = FieldsOf(*from.last, "");
+      CAPSULE_RETURN_IF_ERROR(CheckChains(lines, &from.tail, previous));
+      from.next_line += lines.size();
+      from.offset = offset - (held.size() - complete);
+      for (auto part = lines.parts.rbegin(); part != lines.parts.rend(); ++part) {
         if (part->lines.empty()) continue;
+        // Owned: the buffer's lines are gone by the next pass.
         CAPSULE_ASSIGN_OR_RETURN(Event event, ToEvent(part->lines.back(), "journal"));
-        last = std::move(event);
+        from.last = std::move(event);
         break;
       }
     }
     std::memmove(buffer.data(), buffer.data() + complete, held.size() - complete);
     carried = held.size() - complete;
   }
-  return Status::Ok();
+  return from;
+}
+
+Status VerifyJournalAt(const ReadAtFunction& read, size_t block) {
+  Result<JournalPosition> end = ContinueJournalAt(read, JournalPosition{}, block);
+  if (end.ok() || end.status().code() == Code::kIOError) return end.status();
+  // Named as the whole text's check names it (which may be another fault further on: it
+  // reads every line before it checks the chains).
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadAll(read));
+  return VerifyJournalText(text);
 }
 
 std::vector<std::string> CheckJournalAt(const ReadAtFunction& read) {

@@ -71,6 +71,20 @@ struct JournalTail {
   void Add(const EventLine& event);
 };
 
+// Where a check a block at a time starts: the offset of the first line to read (after a
+// newline), its line number, and what the lines before it established (nothing for a whole
+// journal): each machine's last event and the last line's event.
+struct JournalPosition {
+  uint64_t offset = 0;
+  uint64_t next_line = 1;
+  JournalTail tail;
+  std::optional<Event> last;
+};
+// Checks the complete lines `read` gives after `from.offset`, `block` bytes at a time, as
+// continuing `from`; where they end. A fault is named as the check of the lines read so far
+// finds it (VerifyJournalAt names it as the whole text's check does).
+Result<JournalPosition> ContinueJournalAt(const ReadAtFunction& read, JournalPosition from, size_t block = 8 << 20);
+
 // What a check of a journal's complete lines established, so that the same journal grown by
 // appends can later be checked by its new lines alone (a move's switch after its copy).
 struct CheckedJournal {

@@ -196,15 +196,37 @@ Result<int> Journal::WriteLocked(const std::vector<NewEvent>& events, std::vecto
   size_ += lines.size();
   tail_ = std::move(tail);
   last_line_.assign(lines, last_start, lines.size() - last_start - 1);
-  // The cache is for other writers and later opens: failing to write it costs them a read.
-  if (tail_fd_.valid()) {
-    TailCache cache{inode_, size_, last_line_.size() + 1, "", tail_};
-    Sha256 hasher;
-    hasher.Update(std::string_view(lines).substr(last_start));
-    cache.last_line_sha256 = hasher.FinishHex();
-    (void)WriteTailCache(tail_fd_.get(), cache);
-  }
+  // The cache is for other writers and later opens, which read only the lines after what it
+  // covers: rewritten on this Journal's first append, every kAppendsPerTailCache after, and
+  // when it closes. Failing to write it costs them a read.
+  if (++appends_since_cache_ >= kAppendsPerTailCache || !cache_written_) SaveTailCache();
   return fd;
+}
+
+void Journal::SaveTailCache() {
+  if (!tail_fd_.valid() || last_line_.empty()) return;
+  TailCache cache{inode_, size_, last_line_.size() + 1, "", tail_};
+  Sha256 hasher;
+  hasher.Update(last_line_);
+  hasher.Update("\n");
+  cache.last_line_sha256 = hasher.FinishHex();
+  if (WriteTailCache(tail_fd_.get(), cache).ok()) {
+    appends_since_cache_ = 0;
+    cache_written_ = true;
+  }
+}
+
+Journal::~Journal() {
+  if (!tail_fd_.valid() || appends_since_cache_ == 0) return;
+  // Under the lock, and only while the journal is still the one this Journal appended to (a
+  // merge since replaced it, with a cache of its own).
+  Result<JournalLock> lock = JournalLock::Acquire(lock_fd_.get());
+  struct stat st;
+  if (!lock.ok() || ::stat(JournalFile(dir_).c_str(), &st) != 0) return;
+  if (static_cast<uint64_t>(st.st_ino) == inode_ && static_cast<uint64_t>(st.st_dev) == device_ &&
+      static_cast<uint64_t>(st.st_size) >= size_) {
+    SaveTailCache();
+  }
 }
 
 Status Journal::CatchUp() {

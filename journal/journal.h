@@ -21,11 +21,14 @@
 // .capsule/holder.lock open and remembers the journal's tail (each machine's last event, the
 // largest clock) and size. An append then costs the two locks, a stat(2) of the holder
 // record (read again only when it changed: capsule/format/holder_gate.h), a stat(2) of the
-// journal, one write(2) and one pwrite(2) of the tail cache, then, unlocked, one
-// fdatasync(2). When the journal grew meanwhile (another writer), only the new lines are read and checked; when it
-// was replaced (a merge) or shrank, it is opened again and its tail taken from
-// .capsule/journal.tail, trusted only when the journal's inode, size and last line match what
-// it records, or else by reading (and checking) the journal once from the start.
+// journal and one write(2), then, unlocked, one fdatasync(2). The tail cache is rewritten
+// (one pwrite(2)) on a Journal's first append, every kAppendsPerTailCache appends after, and
+// when the Journal is destroyed. When the journal grew meanwhile (another writer), only the
+// new lines are read and checked; when it was replaced (a merge) or shrank, it is opened
+// again and its tail taken from .capsule/journal.tail, trusted only when the journal's inode
+// matches and its last line lies where the cache says: the lines after it (appended since
+// the cache was written) are read and checked, or, without a usable cache, the whole
+// journal once from the start.
 //
 // Thread-safety: a Journal object is used by one thread at a time; separate objects (in one
 // process or many) may append to the same capsule concurrently.
@@ -109,6 +112,11 @@ class Journal {
   // journal's digest for the manifest is taken as it is written.
   Result<MergeResult> MergeFrom(const OtherJournal& other);
 
+  Journal(Journal&&) = default;
+  Journal& operator=(Journal&&) = default;
+  // Leaves the tail cache up to date.
+  ~Journal();
+
   const std::string& machine() const { return machine_; }
   const std::string& capsule_dir() const { return dir_; }
 
@@ -125,6 +133,10 @@ class Journal {
   // write(2) (into `appended`). Returns the descriptor they went to, for the fdatasync that
   // AppendAll makes after letting go of the locks.
   Result<int> WriteLocked(const std::vector<NewEvent>& events, std::vector<Event>* appended);
+  // Writes the tail cache from this Journal's view of the journal (under the lock).
+  void SaveTailCache();
+
+  static constexpr int kAppendsPerTailCache = 64;
 
   std::string dir_;
   std::string machine_;
@@ -136,6 +148,8 @@ class Journal {
   uint64_t inode_ = 0, device_ = 0, size_ = 0;
   JournalTail tail_;
   std::string last_line_;  // the journal's last line, without its newline
+  int appends_since_cache_ = 0;  // writes not yet in the tail cache
+  bool cache_written_ = false;
 };
 
 }  // namespace capsule::journal

@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/layout.h"
+#include "journal/check.h"
 
 namespace capsule::journal {
 
@@ -121,26 +123,42 @@ Result<uint64_t> CutTornTail(int fd, const std::string& path) {
 Result<JournalTail> LoadJournalTail(const std::string& capsule_dir, int fd, uint64_t size) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::IOError(kJournalPath, errno);
+  // The journal up to `size` (the caller holds the lock: nothing is appended meanwhile).
+  ReadAtFunction read = [fd, size](uint64_t offset, char* buffer, size_t n) -> Result<size_t> {
+    if (offset >= size) return size_t{0};
+    return ReadAt(fd, buffer, static_cast<size_t>(std::min<uint64_t>(n, size - offset)), static_cast<off_t>(offset),
+                  kJournalPath);
+  };
+  JournalPosition from;  // the start, unless the cache describes a prefix of the journal
   Result<std::string> text = ReadFile(TailPath(capsule_dir));
-  if (text.ok()) {
-    std::optional<TailCache> cache = ParseTailCache(*text);
-    if (cache && cache->inode == static_cast<uint64_t>(st.st_ino) && cache->size == size &&
-        cache->last_line_length <= size) {
-      CAPSULE_ASSIGN_OR_RETURN(std::string last,
-                               ReadRange(fd, size - cache->last_line_length, cache->last_line_length, kJournalPath));
-      bool starts_line = cache->last_line_length == size;
-      if (!starts_line) {
-        CAPSULE_ASSIGN_OR_RETURN(std::string before,
-                                 ReadRange(fd, size - cache->last_line_length - 1, 1, kJournalPath));
-        starts_line = before == "\n";
-      }
-      if (starts_line && Sha256Hex(last) == cache->last_line_sha256) return cache->tail;
+  std::optional<TailCache> cache;
+  if (text.ok()) cache = ParseTailCache(*text);
+  if (cache && cache->inode == static_cast<uint64_t>(st.st_ino) && cache->size <= size &&
+      cache->last_line_length >= 1 && cache->last_line_length <= cache->size) {
+    // The cache's last line must end at its size, start a line, and match its digest.
+    uint64_t begin = cache->size - cache->last_line_length;
+    CAPSULE_ASSIGN_OR_RETURN(std::string last, ReadRange(fd, begin, cache->last_line_length, kJournalPath));
+    bool starts_line = begin == 0;
+    if (!starts_line) {
+      CAPSULE_ASSIGN_OR_RETURN(std::string before, ReadRange(fd, begin - 1, 1, kJournalPath));
+      starts_line = before == "\n";
+    }
+    if (starts_line && last.back() == '\n' && Sha256Hex(last) == cache->last_line_sha256) {
+      if (cache->size == size) return cache->tail;
+      // The journal grew since the cache was written (it is rewritten every few appends and
+      // when a writer closes): only the lines after it are read and checked.
+      last.pop_back();
+      Result<Event> event = ParseEventLine(last, "journal");
+      if (event.ok()) from = JournalPosition{cache->size, 1, cache->tail, std::move(event).value()};
     }
   }
-  // No usable cache: read and check the whole journal once.
+  Result<JournalPosition> end = ContinueJournalAt(read, std::move(from));
+  if (end.ok()) return std::move(end->tail);
+  if (end.status().code() == Code::kIOError) return end.status();
+  // A fault: named (with its line number) by a check of the whole journal from its start.
   CAPSULE_ASSIGN_OR_RETURN(std::string journal, ReadRange(fd, 0, size, kJournalPath));
   CAPSULE_ASSIGN_OR_RETURN(std::vector<Event> events, ReadJournalText(journal));
-  JournalTail tail;
+  JournalTail tail;  // sound after all: the cache it continued misled the check
   for (const Event& event : events) tail.Add(event);
   return tail;
 }

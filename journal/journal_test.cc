@@ -1,6 +1,7 @@
 // Append, read, torn tails, the tail cache, concurrent appenders, and tamper detection.
 #include "journal/journal.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -120,6 +121,57 @@ TEST_F(JournalTest, TailCacheMissingOrDamagedFallsBackToReading) {
   ::unlink(cache.c_str());
   EXPECT_EQ(journal.Append("user_message", Text("c"))->seq, 3u);
   EXPECT_TRUE(Journal::Verify(dir_).ok());
+}
+
+// Overwrites bytes of the journal in place (same inode, same size), as a disk fault would.
+void DamageInPlace(const std::string& dir, uint64_t offset, const std::string& bytes) {
+  UniqueFd fd = *OpenFile(JoinPath(dir, kJournalPath), O_WRONLY);
+  ASSERT_EQ(::pwrite(fd.get(), bytes.data(), bytes.size(), static_cast<off_t>(offset)),
+            static_cast<ssize_t>(bytes.size()));
+}
+
+// The tail cache is written every few appends; a writer opening the journal afterwards trusts
+// what it covers and reads only the lines appended since.
+TEST_F(JournalTest, StaleTailCacheIsContinuedFromWhereItEnds) {
+  Journal first = Open(dir_);
+  std::vector<Event> written;
+  for (int i = 0; i < 5; ++i) written.push_back(*first.Append("user_message", Text("m" + std::to_string(i))));
+  // `first` is still open: the cache covers its first append only.
+  Journal second = Open(dir_);
+  Result<Event> next = second.Append("user_message", Text("from the second"));
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  EXPECT_EQ(next->seq, 6u);
+  EXPECT_EQ(next->prev, written.back().id);
+  EXPECT_EQ(next->clock, written.back().clock + 1);
+  EXPECT_TRUE(Journal::Verify(dir_).ok());
+  // `second`'s append wrote the cache: it covers 6 lines. A fault after them is found (and
+  // named by a whole read).
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(first.Append("user_message", Text("n" + std::to_string(i))).ok());
+  std::string text = JournalText(dir_);
+  size_t eighth = 0;
+  for (int i = 0; i < 7; ++i) eighth = text.find('\n', eighth) + 1;
+  DamageInPlace(dir_, eighth + text.substr(eighth).find("\"text\":\"") + 8, "X");
+  Journal third = Open(dir_);
+  Result<Event> refused = third.Append("user_message", Text("refused"));
+  EXPECT_EQ(refused.status().code(), Code::kCorruption);
+  EXPECT_NE(refused.status().message().find("journal: line 8"), std::string::npos) << refused.status().message();
+}
+
+// A Journal leaves the cache covering every line it appended when it closes.
+TEST_F(JournalTest, ClosingAWriterBringsTheTailCacheUpToDate) {
+  {
+    Journal journal = Open(dir_);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(journal.Append("user_message", Text("m" + std::to_string(i))).ok());
+  }
+  // Damage the second line in place: a cache covering all three lines is trusted as it is;
+  // one covering the first line only would make the next writer read (and refuse) the second.
+  std::string text = JournalText(dir_);
+  size_t second = text.find('\n') + 1;
+  DamageInPlace(dir_, second + text.substr(second).find("\"text\":\"") + 8, "X");
+  Journal next = Open(dir_);
+  Result<Event> appended = next.Append("user_message", Text("after"));
+  ASSERT_TRUE(appended.ok()) << appended.status().message();
+  EXPECT_EQ(appended->seq, 4u);
 }
 
 TEST_F(JournalTest, TwoProcessesAppendingAtOnceLoseNothing) {
