@@ -233,6 +233,74 @@ TEST(EnvelopeTest, OversizeHeaderAndRecordAreRefused) {
   ExpectRefused(key, "LNKSEAL2" + sealed.substr(8), "wrong magic");
 }
 
+// A source that gives `data` at most `piece` bytes a read, then, when `endless`, 'x' for
+// ever; it counts what it gave.
+class TrickleSource : public ByteSource {
+ public:
+  TrickleSource(std::string data, size_t piece, bool endless) : data_(std::move(data)), piece_(piece), endless_(endless) {}
+  Result<size_t> Read(char* buffer, size_t size) override {
+    size_t n = std::min(size, piece_);
+    if (given_ >= data_.size()) {
+      if (!endless_) return size_t{0};
+      std::memset(buffer, 'x', n);
+    } else {
+      n = std::min(n, data_.size() - given_);
+      std::memcpy(buffer, data_.data() + given_, n);
+    }
+    given_ += n;
+    return n;
+  }
+  uint64_t given() const { return given_; }
+
+ private:
+  std::string data_;
+  size_t piece_;
+  bool endless_;
+  uint64_t given_ = 0;
+};
+
+// Records arriving a few bytes at a time are put together; a batch never waits for more than
+// one record, and a bad length is refused at once, not after reading on (a peer sending a
+// length over 65536 and then bytes without end gets no further).
+TEST(EnvelopeTest, ReaderPutsTogetherRecordsArrivingInPiecesAndRefusesABadLengthAtOnce) {
+  hpke::KeyPair key = NewKey();
+  const std::string plaintext = Pattern(5 * 65536 + 123);
+  const std::string sealed = Seal(key, plaintext, plaintext.size());
+  for (size_t piece : {size_t{1}, size_t{1000}, size_t{65536 + 19}}) {
+    SCOPED_TRACE(piece);
+    TrickleSource source(sealed, piece, false);
+    auto reader = EnvelopeReader::Open(&source, key.private_key.get());
+    ASSERT_TRUE(reader.ok());
+    std::string out;
+    char buffer[9000];
+    for (;;) {
+      Result<size_t> n = (*reader)->Read(buffer, sizeof buffer);
+      ASSERT_TRUE(n.ok()) << n.status().ToString();
+      if (*n == 0) break;
+      out.append(buffer, *n);
+      // The first record is returned before the whole envelope has arrived.
+      if (out.size() == std::min<size_t>(sizeof buffer, plaintext.size())) {
+        EXPECT_LT(source.given(), sealed.size());
+      }
+    }
+    EXPECT_TRUE(out == plaintext);
+  }
+  std::string bad = sealed.substr(0, kPreamble + kRecordOverhead + 65536);  // one good record
+  bad += std::string("\0\x01\0\x01", 4);                                  // then a length of 65537
+  TrickleSource endless(bad, 1 << 20, true);
+  auto reader = EnvelopeReader::Open(&endless, key.private_key.get());
+  ASSERT_TRUE(reader.ok());
+  std::string out;
+  char buffer[70000];
+  Result<size_t> n = (*reader)->Read(buffer, sizeof buffer);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 65536u);  // the good record first
+  n = (*reader)->Read(buffer, sizeof buffer);
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("record 1: length over 65536"), std::string::npos) << n.status().message();
+  EXPECT_LT(endless.given(), 8u << 20);
+}
+
 // A sink that accepts `writes_left` writes, then fails every one.
 class FailingSink : public ByteSink {
  public:
