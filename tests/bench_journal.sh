@@ -36,57 +36,33 @@ mb=$(cat "$work/b/.capsule/machine")
 
 echo "== generating 2 x $events events"
 python3 - "$work" "$ma" "$mb" "$events" <<'PY'
-import hashlib, json, sys
+import sys
+sys.path.insert(0, "tests")
+from journal_events import Chains
 work, ma, mb, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-def canonical(obj):
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-words = ("the build finished and 214 tests passed; the report is in files/report.md, "
-         "next: look at the flaky mount test and the slow merge").split()
-def data(i):
-    kind = i % 4
-    text = " ".join(words[(i + k) % len(words)] for k in range(3 + i % 5))
-    if kind == 0: return "user_message", {"text": text}
-    if kind == 1: return "assistant_message", {"text": text, "provider": "anthropic", "model": "claude"}
-    if kind == 2: return "tool_call", {"call_id": "c%d" % i, "name": "grep", "arguments": {"pattern": text[:24]}}
-    return "tool_result", {"call_id": "c%d" % (i - 1), "content": text, "is_error": False}
-tails = {}
-def event(machine, clock, i):
-    seq, prev = tails.get(machine, (0, None))
-    kind, body = data(i)
-    e = {"clock": clock, "data": body, "machine": machine, "prev": prev, "seq": seq + 1,
-         "ts": "2026-12-02T16:40:%02dZ" % (i % 60), "type": kind}
-    e["id"] = hashlib.sha256(canonical(e).encode()).hexdigest()
-    tails[machine] = (seq + 1, e["id"])
-    return canonical(e) + "\n"
+chains = Chains()
 shared = n // 2
-with open(work + "/shared.jsonl", "w") as out:
+with open(work + "/shared.jsonl", "wb") as out:
     for c in range(1, shared + 1):  # both machines' chains, interleaved
-        out.write(event(ma if c % 2 else mb, c, c))
-saved = dict(tails)
+        out.write(chains.line(ma if c % 2 else mb, c, c))
 for side, machine in (("a", ma), ("b", mb)):
-    tails = dict(saved)
-    with open(work + "/" + side + "-own.jsonl", "w") as out:
+    own = chains.copy()
+    with open(work + "/" + side + "-own.jsonl", "wb") as out:
         for k in range(n - shared):
-            out.write(event(machine, shared + 1 + k, shared + k + (0 if side == "a" else 7)))
+            out.write(own.line(machine, shared + 1 + k, shared + k + (0 if side == "a" else 7)))
 PY
 cat "$work/shared.jsonl" "$work/a-own.jsonl" > "$work/a/memory/timeline_events.jsonl"
 cat "$work/shared.jsonl" "$work/b-own.jsonl" > "$work/b/memory/timeline_events.jsonl"
 rm -f "$work/shared.jsonl" "$work/a-own.jsonl" "$work/b-own.jsonl"
 # The manifests name the journals placed by hand, as an append would have left them.
 python3 - "$work/a" "$work/b" <<'PY'
-import hashlib, json, os, sys
+import hashlib, os, sys
+sys.path.insert(0, "tests")
+from journal_events import name_in_manifest
 for cap in sys.argv[1:]:
-    rel = "memory/timeline_events.jsonl"
-    with open(os.path.join(cap, "manifest.json"), "rb") as f:
-        text = f.read()
-    manifest = json.loads(text)
-    with open(os.path.join(cap, rel), "rb") as f:
+    with open(os.path.join(cap, "memory/timeline_events.jsonl"), "rb") as f:
         data = f.read()
-    manifest["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-    out = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    with open(os.path.join(cap, "manifest.json.tmp-bench"), "wb") as f:
-        f.write(out + (b"\n" if text.endswith(b"\n") else b""))
-    os.rename(os.path.join(cap, "manifest.json.tmp-bench"), os.path.join(cap, "manifest.json"))
+    name_in_manifest(cap, hashlib.sha256(data).hexdigest(), len(data))
 PY
 cp "$work/a/memory/timeline_events.jsonl" "$work/a.jsonl"
 cp "$work/b/memory/timeline_events.jsonl" "$work/b.jsonl"

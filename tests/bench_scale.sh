@@ -212,31 +212,13 @@ rm -rf "$jdir/other"
 # chains interleaved, then this machine's own events), written once, digested as they are
 # written, and named in the manifest as an append would have left them.
 python3 - "$jdir/cap" "$ma" "$mb" "$events" <<'PY'
-import hashlib, json, os, sys
+import hashlib, os, sys
+sys.path.insert(0, "tests")
+from journal_events import Chains, name_in_manifest
 cap, ma, mb, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-def canonical(obj):
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-words = ("the build finished and 214 tests passed; the report is in files/report.md, "
-         "next: look at the flaky mount test and the slow merge").split()
-def data(i):
-    kind = i % 4
-    text = " ".join(words[(i + k) % len(words)] for k in range(3 + i % 5))
-    if kind == 0: return "user_message", {"text": text}
-    if kind == 1: return "assistant_message", {"text": text, "provider": "anthropic", "model": "claude"}
-    if kind == 2: return "tool_call", {"call_id": "c%d" % i, "name": "grep", "arguments": {"pattern": text[:24]}}
-    return "tool_result", {"call_id": "c%d" % (i - 1), "content": text, "is_error": False}
-tails = {}
-def event(machine, clock, i):
-    seq, prev = tails.get(machine, (0, None))
-    kind, body = data(i)
-    e = {"clock": clock, "data": body, "machine": machine, "prev": prev, "seq": seq + 1,
-         "ts": "2026-12-02T16:40:%02dZ" % (i % 60), "type": kind}
-    e["id"] = hashlib.sha256(canonical(e).encode()).hexdigest()
-    tails[machine] = (seq + 1, e["id"])
-    return (canonical(e) + "\n").encode()
-rel = "memory/timeline_events.jsonl"
+chains = Chains()
 digest, size = hashlib.sha256(), 0
-with open(os.path.join(cap, rel), "wb") as out:
+with open(os.path.join(cap, "memory/timeline_events.jsonl"), "wb") as out:
     def put(line):
         global size
         out.write(line)
@@ -244,17 +226,10 @@ with open(os.path.join(cap, rel), "wb") as out:
         size += len(line)
     shared = n // 2
     for c in range(1, shared + 1):
-        put(event(ma if c % 2 else mb, c, c))
+        put(chains.line(ma if c % 2 else mb, c, c))
     for k in range(n - shared):
-        put(event(ma, shared + 1 + k, shared + k))
-with open(os.path.join(cap, "manifest.json"), "rb") as f:
-    text = f.read()
-manifest = json.loads(text)
-manifest["files"][rel] = {"sha256": digest.hexdigest(), "size": size}
-out = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-with open(os.path.join(cap, "manifest.json.tmp-bench"), "wb") as f:
-    f.write(out + (b"\n" if text.endswith(b"\n") else b""))
-os.rename(os.path.join(cap, "manifest.json.tmp-bench"), os.path.join(cap, "manifest.json"))
+        put(chains.line(ma, shared + 1 + k, shared + k))
+name_in_manifest(cap, digest.hexdigest(), size)
 PY
 journal="$jdir/cap/memory/timeline_events.jsonl"
 jbytes=$(stat -c %s "$journal")
