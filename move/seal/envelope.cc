@@ -185,14 +185,11 @@ Status EnvelopeWriter::EmitRecords(const std::vector<std::string_view>& records)
 
 // ---- EnvelopeReader ----
 
-namespace {
-constexpr size_t kRecordOverhead = kLengthSize + kTagSize;
-// What one read from the sealed source asks for: a batch of whole records.
-constexpr size_t kReadSize = EnvelopeReader::kRecordsPerBatch * (kMaxRecordSize + kRecordOverhead);
-}  // namespace
-
 EnvelopeReader::EnvelopeReader(ByteSource* in, AeadCipher cipher, uint64_t first_counter)
-    : in_(in), cipher_(std::move(cipher)), counter_(first_counter) {}
+    : in_(in), cipher_(std::move(cipher)), counter_(first_counter) {
+  sealed_.reserve(kMaxRecordSize + kTagSize);
+  plaintext_.reserve(kMaxRecordSize);
+}
 
 Result<std::unique_ptr<EnvelopeReader>> EnvelopeReader::Open(ByteSource* in, EVP_PKEY* recipient_private_key) {
   return OpenForTesting(in, recipient_private_key, 0);
@@ -236,17 +233,19 @@ Result<std::unique_ptr<EnvelopeReader>> EnvelopeReader::OpenForTesting(ByteSourc
   return std::unique_ptr<EnvelopeReader>(new EnvelopeReader(in, std::move(cipher).value(), first_counter));
 }
 
+Status EnvelopeReader::Fail(const std::string& reason) {
+  plaintext_.clear();
+  offset_ = 0;
+  error_ = Corrupted(reason);
+  return error_;
+}
+
 Result<size_t> EnvelopeReader::Read(char* buffer, size_t size) {
   if (!error_.ok()) return error_;
   if (size == 0) return Status::InvalidArgument("sealed envelope", "a read of 0 bytes");  // 0 means the end
   while (offset_ == plaintext_.size()) {
-    if (!failure_.ok()) {
-      plaintext_.clear();
-      offset_ = 0;
-      return error_ = failure_;
-    }
     if (finished_) return size_t{0};
-    CAPSULE_RETURN_IF_ERROR(ReadRecords());
+    CAPSULE_RETURN_IF_ERROR(ReadRecord());
   }
   size_t n = std::min(size, plaintext_.size() - offset_);
   std::memcpy(buffer, plaintext_.data() + offset_, n);
@@ -254,115 +253,36 @@ Result<size_t> EnvelopeReader::Read(char* buffer, size_t size) {
   return n;
 }
 
-Result<bool> EnvelopeReader::ReadMore() {
-  if (input_ended_) return false;
-  if (input_.size() < held_ + kReadSize) input_.resize(held_ + kReadSize);
-  Result<size_t> got = in_->Read(input_.data() + held_, kReadSize);
-  if (!got.ok()) return got.status().WithContext("sealed envelope");
-  held_ += *got;
-  if (*got == 0) input_ended_ = true;
-  return *got != 0;
-}
+Status EnvelopeReader::ReadRecord() {
+  const std::string record = "record " + std::to_string(counter_);
+  char length_bytes[kLengthSize];
+  Result<size_t> got = ReadUpTo(in_, length_bytes, sizeof length_bytes);
+  if (!got.ok()) return error_ = got.status().WithContext("sealed envelope");
+  if (*got == 0) return Fail("the final record is missing (cut short)");
+  if (*got < sizeof length_bytes) return Fail(record + ": cut short in its length");
+  const uint32_t length = GetBigEndian32(length_bytes);
+  if (length > kMaxRecordSize) return Fail(record + ": length over 65536");
+  if (length > 0 && counter_ == UINT64_MAX) return Fail(record + ": the record counter would overflow");
 
-Status EnvelopeReader::ReadRecords() {
-  // The records wholly held, read until there is one (or the source ends), then as many as
-  // are held, up to a batch. A fault in the framing ends the batch before the faulty record.
-  struct Record {
-    size_t at;  // of its ciphertext in input_
-    uint32_t length;
-  };
-  std::vector<Record> records;
-  std::string fault;
-  size_t pos = 0;
-  bool final_seen = false;
-  uint64_t counter = counter_;
-  while (records.size() < kRecordsPerBatch) {
-    const std::string record = "record " + std::to_string(counter);
-    if (held_ - pos >= kLengthSize) {
-      const uint32_t length = GetBigEndian32(input_.data() + pos);
-      if (length > kMaxRecordSize) {
-        fault = record + ": length over 65536";
-        break;
-      }
-      if (length > 0 && counter == UINT64_MAX) {
-        fault = record + ": the record counter would overflow";
-        break;
-      }
-      if (held_ - pos >= kRecordOverhead + length) {
-        records.push_back(Record{pos + kLengthSize, length});
-        pos += kRecordOverhead + length;
-        if (length == 0) {
-          final_seen = true;
-          break;
-        }
-        ++counter;
-        continue;
-      }
-    }
-    // Not a whole record held.
-    if (!records.empty()) break;  // open what is held; read on afterwards
-    Result<bool> more = ReadMore();
-    if (!more.ok()) return error_ = more.status();
-    if (*more) continue;
-    if (held_ - pos == 0) {
-      fault = "the final record is missing (cut short)";
-    } else if (held_ - pos < kLengthSize) {
-      fault = record + ": cut short in its length";
-    } else {
-      fault = record + ": cut short";
-    }
-    break;
-  }
-
-  // Open them, on several threads when there are many; plaintext in order.
-  std::vector<size_t> offsets(records.size() + 1, 0);
-  for (size_t i = 0; i < records.size(); ++i) offsets[i + 1] = offsets[i] + records[i].length;
-  plaintext_.resize(offsets.back());
+  sealed_.resize(length + kTagSize);
+  got = ReadUpTo(in_, sealed_.data(), sealed_.size());
+  if (!got.ok()) return error_ = got.status().WithContext("sealed envelope");
+  if (*got < sealed_.size()) return Fail(record + ": cut short");
+  RecordIv iv(counter_, length);
+  plaintext_.resize(length);
   offset_ = 0;
-  const unsigned cores = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
-  const unsigned threads = static_cast<unsigned>(std::clamp<size_t>(records.size() / 4, 1, cores));
-  while (helpers_.size() + 1 < threads) {
-    Result<AeadCipher> helper = cipher_.Clone();
-    if (!helper.ok()) return error_ = helper.status().WithContext("sealed envelope");
-    helpers_.push_back(std::move(helper).value());
+  if (!cipher_.Open(iv.Nonce(), iv.Aad(), sealed_, plaintext_.data()).ok()) {
+    return Fail(record + ": the tag does not verify");
   }
-  std::vector<char> verified(records.size(), 0);  // not vector<bool>: written from several threads
-  auto open = [&](unsigned t) {
-    AeadCipher& cipher = t == 0 ? cipher_ : helpers_[t - 1];
-    for (size_t i = records.size() * t / threads; i < records.size() * (t + 1) / threads; ++i) {
-      RecordIv iv(counter_ + i, records[i].length);
-      std::string_view sealed(input_.data() + records[i].at, records[i].length + kTagSize);
-      verified[i] = cipher.Open(iv.Nonce(), iv.Aad(), sealed, plaintext_.data() + offsets[i]).ok();
-    }
-  };
-  std::vector<std::thread> workers;
-  for (unsigned t = 1; t < threads; ++t) workers.emplace_back(open, t);
-  open(0);
-  for (std::thread& worker : workers) worker.join();
-
-  // Plaintext only up to the first record that does not verify.
-  size_t good = 0;
-  while (good < records.size() && verified[good]) ++good;
-  if (good < records.size()) {
-    fault = "record " + std::to_string(counter_ + good) + ": the tag does not verify";
-    final_seen = false;
+  if (length > 0) {
+    ++counter_;
+    return Status::Ok();
   }
-  plaintext_.resize(offsets[good]);
-  counter_ += good - (final_seen ? 1 : 0);
-  std::memmove(input_.data(), input_.data() + pos, held_ - pos);
-  held_ -= pos;
-  if (final_seen) {
-    // The source must end right after the final record.
-    Result<bool> more = held_ > 0 ? Result<bool>(true) : ReadMore();
-    if (!more.ok()) {
-      failure_ = more.status();  // after the plaintext before it, as a fault
-    } else if (*more) {
-      fault = "bytes after the final record";
-    } else {
-      finished_ = true;
-    }
-  }
-  if (!fault.empty()) failure_ = Corrupted(fault);
+  char extra;
+  got = ReadUpTo(in_, &extra, 1);
+  if (!got.ok()) return error_ = got.status().WithContext("sealed envelope");
+  if (*got != 0) return Fail("bytes after the final record");
+  finished_ = true;
   return Status::Ok();
 }
 

@@ -63,9 +63,7 @@ class EnvelopeWriter : public ByteSink {
 
 // Opens an envelope read from `in`. Read returns plaintext only after its record's tag has
 // verified, and returns 0 (the end) only once the final record has verified and `in` has
-// ended right after it. The complete records at hand (up to kRecordsPerBatch, read from `in`
-// in large reads, never waiting for more than one record) are opened together, on several
-// threads when there are many. Everything else a sealed stream can do wrong is Corruption, starting
+// ended right after it. Everything else a sealed stream can do wrong is Corruption, starting
 // "sealed envelope: corrupted or tampered", and sticks: every later Read returns it.
 class EnvelopeReader : public ByteSource {
  public:
@@ -79,26 +77,17 @@ class EnvelopeReader : public ByteSource {
   // REQUIRES: size > 0 (a read of 0 bytes is InvalidArgument, since 0 means the end).
   Result<size_t> Read(char* buffer, size_t size) override;
 
-  static constexpr size_t kRecordsPerBatch = 64;
-
  private:
   EnvelopeReader(ByteSource* in, AeadCipher cipher, uint64_t first_counter);
-  // Opens the next records into plaintext_: those before the first fault, which is then
-  // kept in failure_ for when their plaintext has been read.
-  Status ReadRecords();
-  // Reads from `in` after what is held, once; false at its end.
-  Result<bool> ReadMore();
+  Status ReadRecord();  // the next record into plaintext_, or the end
+  Status Fail(const std::string& reason);
 
   ByteSource* in_;
   AeadCipher cipher_;
-  std::vector<AeadCipher> helpers_;  // the same key, for the other opening threads
   uint64_t counter_;
-  std::string input_;      // bytes read from `in`, not yet opened: input_[0, held_)
-  size_t held_ = 0;
-  bool input_ended_ = false;
-  std::string plaintext_;  // the verified records' plaintext
+  std::string sealed_;     // the record being read: ciphertext || tag
+  std::string plaintext_;  // the last verified record
   size_t offset_ = 0;      // how much of plaintext_ Read has returned
-  Status failure_;         // found after plaintext_'s records: reported once they are read
   Status error_;           // sticky: the first failure
   bool finished_ = false;  // the final record verified and nothing followed
 };
