@@ -17,8 +17,7 @@ namespace capsule::cli {
 
 namespace {
 
-// Many records at a time: the envelope seals the records of one Write on several threads.
-constexpr size_t kCopyBufferSize = envelope::kMaxRecordSize * EnvelopeWriter::kRecordsPerBatch;
+constexpr size_t kCopyBufferSize = envelope::kMaxRecordSize;
 
 // Copies `in` to `out` until the end; `copied` counts what reached `out`.
 Status Copy(ByteSource* in, ByteSink* out, uint64_t* copied) {

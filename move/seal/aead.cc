@@ -63,16 +63,6 @@ Result<AeadCipher> AeadCipher::Create(AeadId id, std::string_view key) {
   return AeadCipher(std::move(encrypt), std::move(decrypt));
 }
 
-Result<AeadCipher> AeadCipher::Clone() const {
-  EvpCipherCtxPtr encrypt(EVP_CIPHER_CTX_new());
-  EvpCipherCtxPtr decrypt(EVP_CIPHER_CTX_new());
-  if (!encrypt || !decrypt || EVP_CIPHER_CTX_copy(encrypt.get(), encrypt_.get()) != 1 ||
-      EVP_CIPHER_CTX_copy(decrypt.get(), decrypt_.get()) != 1) {
-    return OpenSslError("aead: copying the key", Code::kIOError);
-  }
-  return AeadCipher(std::move(encrypt), std::move(decrypt));
-}
-
 Status AeadCipher::Seal(std::string_view nonce, std::string_view aad, std::string_view plaintext, char* out) {
   if (nonce.size() != kAeadNonceSize || !FitsInt(aad) || !FitsInt(plaintext)) {
     return Status::InvalidArgument("aead: seal", "bad nonce or input size");

@@ -49,9 +49,6 @@ class AeadCipher {
   // REQUIRES: nonce.size() == 12; `out` does not overlap the inputs.
   Status Open(std::string_view nonce, std::string_view aad, std::string_view sealed, char* out);
 
-  // Another cipher with the same key, for another thread (a cipher is used by one at a time).
-  Result<AeadCipher> Clone() const;
-
   // The same, into strings.
   Result<std::string> Seal(std::string_view nonce, std::string_view aad, std::string_view plaintext);
   Result<std::string> Open(std::string_view nonce, std::string_view aad, std::string_view sealed);

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 #include "capsule/base/big_endian.h"
 #include "move/seal/envelope_format.h"
@@ -54,6 +53,7 @@ Status Corrupted(const std::string& reason) {
 EnvelopeWriter::EnvelopeWriter(ByteSink* out, AeadCipher cipher, uint64_t first_counter)
     : out_(out), cipher_(std::move(cipher)), counter_(first_counter) {
   pending_.reserve(kMaxRecordSize);
+  record_.reserve(kLengthSize + kMaxRecordSize + kTagSize);
 }
 
 Result<std::unique_ptr<EnvelopeWriter>> EnvelopeWriter::Create(ByteSink* out, std::string_view recipient_public_key) {
@@ -92,94 +92,51 @@ Status EnvelopeWriter::Fail(Status status) {
 Status EnvelopeWriter::Write(std::string_view data) {
   if (!error_.ok()) return error_;
   if (closed_) return Status::FailedPrecondition("sealed envelope", "written after it was closed");
-  // The records this Write completes: the pending one topped up, then whole records of
-  // `data` sealed where they lie; what is left over waits in pending_.
-  std::vector<std::string_view> records;
-  bool pending_full = false;
-  if (!pending_.empty()) {
+  while (!data.empty()) {
+    if (pending_.empty() && data.size() >= kMaxRecordSize) {  // a whole record: seal it in place
+      CAPSULE_RETURN_IF_ERROR(EmitRecord(data.substr(0, kMaxRecordSize)));
+      data.remove_prefix(kMaxRecordSize);
+      continue;
+    }
     size_t take = std::min(kMaxRecordSize - pending_.size(), data.size());
     pending_.append(data.substr(0, take));
     data.remove_prefix(take);
-    if (pending_.size() < kMaxRecordSize) return Status::Ok();
-    records.push_back(pending_);
-    pending_full = true;
+    if (pending_.size() == kMaxRecordSize) {
+      CAPSULE_RETURN_IF_ERROR(EmitRecord(pending_));
+      pending_.clear();
+    }
   }
-  while (data.size() >= kMaxRecordSize) {
-    records.push_back(data.substr(0, kMaxRecordSize));
-    data.remove_prefix(kMaxRecordSize);
-  }
-  CAPSULE_RETURN_IF_ERROR(EmitRecords(records));
-  if (pending_full) pending_.clear();
-  pending_.append(data);
   return Status::Ok();
 }
 
 Status EnvelopeWriter::Close() {
   if (!error_.ok()) return error_;
   if (closed_) return Status::FailedPrecondition("sealed envelope", "closed twice");
-  std::vector<std::string_view> records;
-  if (!pending_.empty()) records.push_back(pending_);
-  records.push_back("");  // the final record
-  CAPSULE_RETURN_IF_ERROR(EmitRecords(records));
-  pending_.clear();
+  if (!pending_.empty()) {
+    CAPSULE_RETURN_IF_ERROR(EmitRecord(pending_));
+    pending_.clear();
+  }
+  CAPSULE_RETURN_IF_ERROR(EmitRecord(""));  // the final record
   closed_ = true;
   Status closed = out_->Close();
   if (!closed.ok()) return Fail(closed.WithContext("sealed envelope"));
   return Status::Ok();
 }
 
-// An empty record is the final record: the only record that may take the last counter.
-Status EnvelopeWriter::EmitRecords(const std::vector<std::string_view>& records) {
-  for (size_t first = 0; first < records.size(); first += kRecordsPerBatch) {
-    size_t count = std::min(kRecordsPerBatch, records.size() - first);
-    // Records that would take the last counter are not sealed; the ones before them are.
-    size_t sealable = 0;
-    while (sealable < count && (records[first + sealable].empty() || counter_ + sealable != UINT64_MAX)) ++sealable;
-    // Record i of the batch goes at offsets[i] of batch_: its length, ciphertext and tag.
-    std::vector<size_t> offsets(sealable + 1, 0);
-    for (size_t i = 0; i < sealable; ++i) {
-      offsets[i + 1] = offsets[i] + kLengthSize + records[first + i].size() + kTagSize;
-    }
-    batch_.resize(offsets[sealable]);
-    // Consecutive records to each thread (at least 4 each: a thread costs about as much as
-    // sealing a record); this thread takes the first share.
-    const unsigned cores = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
-    const unsigned threads = static_cast<unsigned>(std::clamp<size_t>(sealable / 4, 1, cores));
-    while (helpers_.size() + 1 < threads) {
-      Result<AeadCipher> helper = cipher_.Clone();
-      if (!helper.ok()) return Fail(helper.status().WithContext("sealed envelope"));
-      helpers_.push_back(std::move(helper).value());
-    }
-    std::vector<Status> results(threads);
-    auto seal = [&](unsigned t) {
-      AeadCipher& cipher = t == 0 ? cipher_ : helpers_[t - 1];
-      for (size_t i = sealable * t / threads; i < sealable * (t + 1) / threads && results[t].ok(); ++i) {
-        std::string_view plaintext = records[first + i];
-        const uint32_t length = static_cast<uint32_t>(plaintext.size());
-        RecordIv iv(counter_ + i, length);
-        char* record = batch_.data() + offsets[i];
-        PutBigEndian(record, length, kLengthSize);
-        results[t] = cipher.Seal(iv.Nonce(), iv.Aad(), plaintext, record + kLengthSize);
-      }
-    };
-    std::vector<std::thread> workers;
-    for (unsigned t = 1; t < threads; ++t) workers.emplace_back(seal, t);
-    seal(0);
-    for (std::thread& worker : workers) worker.join();
-    for (const Status& sealed : results) {
-      if (!sealed.ok()) return Fail(sealed.WithContext("sealed envelope"));
-    }
-    if (sealable > 0) {
-      Status written = out_->Write(batch_);
-      if (!written.ok()) return Fail(written.WithContext("sealed envelope: record write failed; unusable"));
-    }
-    for (size_t i = 0; i < sealable; ++i) {
-      if (!records[first + i].empty()) ++counter_;
-    }
-    if (sealable < count) {
-      return Fail(Status::FailedPrecondition("sealed envelope", "the record counter would overflow; unusable"));
-    }
+// An empty `plaintext` is the final record: the only record that may take the last counter.
+Status EnvelopeWriter::EmitRecord(std::string_view plaintext) {
+  if (!plaintext.empty() && counter_ == UINT64_MAX) {
+    return Fail(Status::FailedPrecondition("sealed envelope", "the record counter would overflow; unusable"));
   }
+  const uint32_t length = static_cast<uint32_t>(plaintext.size());
+  RecordIv iv(counter_, length);
+  record_.resize(kLengthSize + plaintext.size() + kTagSize);
+  PutBigEndian(record_.data(), length, kLengthSize);
+  Status sealed = cipher_.Seal(iv.Nonce(), iv.Aad(), plaintext, record_.data() + kLengthSize);
+  if (!sealed.ok()) return Fail(sealed.WithContext("sealed envelope"));
+  Status written = out_->Write(record_);
+  if (!written.ok()) return Fail(written.WithContext("sealed envelope: record write failed; unusable"));
+  if (!plaintext.empty()) ++counter_;
   return Status::Ok();
 }
 

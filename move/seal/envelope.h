@@ -13,7 +13,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "capsule/base/byte_stream.h"
 #include "capsule/base/openssl_handles.h"
@@ -24,8 +23,6 @@ namespace capsule {
 
 // Seals into `out`: the magic and the header at Create, a record each time 64 KiB have been
 // written, and the last partial record and the final record at Close, which then closes `out`.
-// The records a Write completes are sealed before it returns, on several threads when there
-// are many (a large Write: up to kRecordsPerBatch records go to `out` in one Write each).
 // Sticky error: after any failure (a record `out` refused, a record counter that would
 // overflow) every later Write and Close fails, and the envelope is unfinished, so a reader
 // refuses it.
@@ -42,21 +39,16 @@ class EnvelopeWriter : public ByteSink {
   // Seals what is buffered, writes the final record, closes `out`. The writer is spent after.
   Status Close() override;
 
-  static constexpr size_t kRecordsPerBatch = 64;
-
  private:
   EnvelopeWriter(ByteSink* out, AeadCipher cipher, uint64_t first_counter);
-  // Seals `records` (each at most one record's plaintext; an empty one is the final record)
-  // in order, in batches sealed in parallel, each batch written to `out` in one Write.
-  Status EmitRecords(const std::vector<std::string_view>& records);
+  Status EmitRecord(std::string_view plaintext);
   Status Fail(Status status);
 
   ByteSink* out_;
   AeadCipher cipher_;
-  std::vector<AeadCipher> helpers_;  // the same key, for the other sealing threads
   uint64_t counter_;
   std::string pending_;  // plaintext not yet sealed, less than one record
-  std::string batch_;    // the records being written
+  std::string record_;   // the record being written
   Status error_;         // sticky: the first failure
   bool closed_ = false;
 };

@@ -103,23 +103,6 @@ TEST(EnvelopeTest, RoundTripsAtRecordBoundaries) {
   }
 }
 
-// Large writes are sealed many records at a time on several threads: more than one batch,
-// batches that start with a topped-up pending record, and pieces that end mid-record all give
-// the records in order (the reader checks each counter) and the same plaintext back.
-TEST(EnvelopeTest, ManyRecordsAtATimeRoundTripInOrder) {
-  hpke::KeyPair key = NewKey();
-  const size_t records = 2 * EnvelopeWriter::kRecordsPerBatch + 3;
-  std::string plaintext = Pattern(records * kMaxRecordSize + 777);
-  for (size_t piece : {plaintext.size(), 3 * kMaxRecordSize + 5, EnvelopeWriter::kRecordsPerBatch * kMaxRecordSize - 1}) {
-    SCOPED_TRACE(piece);
-    std::string sealed = Seal(key, plaintext, piece);
-    EXPECT_EQ(sealed.size(), kPreamble + plaintext.size() + (records + 1) * kRecordOverhead + kRecordOverhead);
-    Result<std::string> opened = Open(key, sealed);
-    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    EXPECT_TRUE(*opened == plaintext);
-  }
-}
-
 TEST(EnvelopeTest, EachEnvelopeHasAFreshStreamKey) {
   hpke::KeyPair key = NewKey();
   std::string a = Seal(key, "same"), b = Seal(key, "same");
