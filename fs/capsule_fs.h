@@ -11,6 +11,7 @@
 #pragma once
 
 #include <fuse3/fuse_lowlevel.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <memory>
@@ -70,6 +71,13 @@ struct Handle {
 struct ReadReply {
   std::shared_ptr<const UniqueFd> file;
   std::string data;
+};
+
+// What a write answers: how much was written, and the bytes still owed to the file's running
+// digest, hashed after the answer is sent (or when this goes).
+struct WriteDone {
+  size_t size = 0;
+  DeferredHash hash;
 };
 
 struct MountOptions {
@@ -138,7 +146,8 @@ class CapsuleFs {
   Result<std::pair<fuse_entry_param, Handle*>> do_create(fuse_ino_t parent, const std::string& name,
                                                          mode_t mode, int flags, const Caller& caller = {});
   Result<ReadReply> do_read(Handle* h, size_t size, off_t off);
-  Result<size_t> do_write(Handle* h, const char* buf, size_t size, off_t off);
+  // The bytes of `buf` must live until the result's hash has run.
+  Result<WriteDone> do_write(Handle* h, const char* buf, size_t size, off_t off);
   Status do_flush(Handle* h);
   void do_release(Handle* h);
   void do_releasedir(Handle* h);
@@ -237,6 +246,9 @@ class CapsuleFs {
                                                           int flags);
 
   const MountOptions options_;
+  // The driver's own user and group: the owner of whatever has no owner of its own.
+  const uint32_t driver_uid_ = ::getuid();
+  const uint32_t driver_gid_ = ::getgid();
   fuse_session* session_ = nullptr;
   StateGate gate_;
   DigestCache verified_blobs_;  // what Freeze and PreVerify hashed

@@ -10,14 +10,6 @@
 namespace capsule::fs {
 namespace {
 
-Result<Json> EntryJson(const std::string& path, const SnapshotEntry& entry) {
-  Snapshot one;
-  one.Set(path, entry);
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, one.ToCanonicalText());
-  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, "workspace.log"));
-  return json[path];
-}
-
 void EraseSubtree(WorkspaceTimes* times, const std::string& path) {
   times->erase(path);
   std::string prefix = path + "/";
@@ -29,13 +21,35 @@ void EraseSubtree(WorkspaceTimes* times, const std::string& path) {
 }  // namespace
 
 Result<std::string> ChangeToLine(const WorkspaceChange& change) {
-  Json line = {{"del", change.del}, {"set", Json::object()}};
-  for (const auto& [path, entry] : change.set) {
-    CAPSULE_ASSIGN_OR_RETURN(line["set"][path], EntryJson(path, entry));
+  // Canonical form, written part by part: the keys in byte order ("del" < "set" < "times"),
+  // each value in its own canonical text. The sets are a snapshot's entries, written by the
+  // snapshot's own writer; one line is written for every change to the workspace, so no Json
+  // is built for it.
+  CanonicalWriter del;
+  del.Raw("{\"del\":[");
+  for (size_t i = 0; i < change.del.size(); ++i) {
+    if (i != 0) del.Raw(",");
+    del.String(change.del[i]);
   }
-  if (!change.times.empty()) line["times"] = WorkspaceTimesJson(change.times);
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(line, "workspace.log"));
-  return text + "\n";
+  del.Raw("],\"set\":");
+  std::string line;
+  if (del.ok()) {
+    line = del.Take();
+  } else {  // a path that needs escaping
+    CAPSULE_ASSIGN_OR_RETURN(std::string array, CanonicalJson(Json(change.del), "workspace.log"));
+    line = "{\"del\":" + array + ",\"set\":";
+  }
+  Snapshot sets;
+  for (const auto& [path, entry] : change.set) sets.Set(path, entry);
+  CAPSULE_ASSIGN_OR_RETURN(std::string set_text, sets.ToCanonicalText());
+  line += set_text;
+  if (!change.times.empty()) {
+    CAPSULE_ASSIGN_OR_RETURN(std::string times_text, WorkspaceTimesText(change.times));
+    line += ",\"times\":";
+    line += times_text;
+  }
+  line += "}\n";
+  return line;
 }
 
 Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot,

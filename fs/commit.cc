@@ -58,8 +58,7 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
       if (::ftruncate(wc.fd.get(), 0) != 0) return Status::IOError(wc.path, errno);
       wc.size = 0;
       wc.dirty = true;
-      wc.hash = std::make_unique<Sha256>();
-      wc.hashed = 0;
+      wc.hash = std::make_shared<RunningHash>();
       clock_gettime(CLOCK_REALTIME, &wc.mtime);
     }
     return Status::Ok();
@@ -67,11 +66,13 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
   std::string source;
   mode_t mode = 0644;
   struct timespec committed_mtime {};
+  bool nothing_to_copy = false;  // an empty workspace file (a new one, say): no blob to open
   {
     std::shared_lock lock(tree_mu_);
     source = node->kind == NodeKind::kWsFile ? JoinPath(options_.dir, BlobPath(node->sha256))
                                              : JoinPath(options_.dir, RelPath(node));
     if (node->kind == NodeKind::kWsFile) mode = node->mode & 07777;
+    nothing_to_copy = node->kind == NodeKind::kWsFile && node->size == 0;
     committed_mtime = node->mtime;
   }
   WorkingCopy wc;
@@ -84,12 +85,16 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
   }
   if (node->kind == NodeKind::kRealFile) ::fchmod(wc.fd.get(), mode);  // blobs stay 0644
   if (empty) {
-    wc.hash = std::make_unique<Sha256>();
+    wc.hash = std::make_shared<RunningHash>();
     wc.dirty = true;
     clock_gettime(CLOCK_REALTIME, &wc.mtime);
   } else {
-    CAPSULE_ASSIGN_OR_RETURN(UniqueFd from, OpenFile(source, O_RDONLY | O_CLOEXEC));
-    CAPSULE_RETURN_IF_ERROR(CopyFd(from.get(), wc.fd.get(), &wc.size, wc.path));
+    if (!nothing_to_copy) {
+      CAPSULE_ASSIGN_OR_RETURN(UniqueFd from, OpenFile(source, O_RDONLY | O_CLOEXEC));
+      CAPSULE_RETURN_IF_ERROR(CopyFd(from.get(), wc.fd.get(), &wc.size, wc.path));
+    }
+    // Written from its start, as tar -x and cp write a new file: hashed as it is written.
+    if (wc.size == 0) wc.hash = std::make_shared<RunningHash>();
     wc.mtime = committed_mtime;  // unchanged until a write says otherwise
   }
   node->wc.emplace(std::move(wc));
@@ -144,7 +149,7 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, bool durable) {
   if (durable && ::fsync(wc.fd.get()) != 0) return Status::IOError(wc.path, errno);
   std::string sha;
   uint64_t size = wc.size;
-  if (wc.hash && wc.hashed == wc.size) {
+  if (wc.hash && wc.hash->queued() == wc.size) {
     sha = wc.hash->FinishHex();
   } else {
     CAPSULE_ASSIGN_OR_RETURN(sha, Sha256File(wc.path, &size));

@@ -2,12 +2,16 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <vector>
 
+#include "capsule/base/canonical_json.h"
 #include "capsule/base/sha256.h"
 #include "fs/change_log.h"
 #include "fs/errno_map.h"
 #include "fs/journal_sink.h"
+#include "fs/node.h"
 #include "fs/state_gate.h"
 
 namespace capsule::fs {
@@ -50,6 +54,90 @@ TEST(ChangeLog, ALineWhoseBlobIsNotWholeIsSkippedWhole) {
   EXPECT_NE(snapshot.Find("a"), nullptr);  // the rename did not happen
   EXPECT_EQ(snapshot.Find("b"), nullptr);
   EXPECT_NE(snapshot.Find("c"), nullptr);
+}
+
+// Each line is canonical JSON as the general writer has it, whatever the names hold, and
+// replays to what it says.
+TEST(ChangeLog, ALineIsCanonicalAndReplaysWhateverItsNames) {
+  const std::vector<std::string> names = {"plain", "with \"quote\"", "tab\there", "caf\u00e9/r\u00e9sum\u00e9",
+                                          "back\\slash", "ctl\x01"};
+  for (const std::string& name : names) {
+    WorkspaceChange change;
+    change.del = {name + ".old", "z"};
+    change.set[name] = File(name);
+    SnapshotEntry folder;
+    folder.type = SnapshotEntry::Type::kDirectory;
+    folder.mode = 0750;
+    folder.uid = 1000;
+    change.set["d/" + name] = folder;
+    SnapshotEntry link;
+    link.type = SnapshotEntry::Type::kSymlink;
+    link.target = "../" + name;
+    change.set["l"] = link;
+    change.times[name] = {12, 345};
+    change.times["d/" + name] = {7, 0};
+    Result<std::string> line = ChangeToLine(change);
+    ASSERT_TRUE(line.ok()) << line.status().message();
+    ASSERT_EQ(line->back(), '\n');
+    std::string body = line->substr(0, line->size() - 1);
+    Result<Json> json = ParseJson(body, "line");
+    ASSERT_TRUE(json.ok()) << name << ": " << body;
+    EXPECT_EQ(*CanonicalJson(*json), body) << name;
+    EXPECT_EQ((*json)["del"], Json(change.del)) << name;
+
+    Snapshot snapshot;
+    snapshot.Set(name + ".old", File("old"));
+    snapshot.Set("z", File("z"));
+    WorkspaceTimes times;
+    ASSERT_EQ(*ReplayChanges(*line, &snapshot, nullptr, &times), 1u) << name;
+    EXPECT_EQ(snapshot.Find(name + ".old"), nullptr);
+    EXPECT_EQ(snapshot.Find("z"), nullptr);
+    ASSERT_NE(snapshot.Find(name), nullptr) << name;
+    EXPECT_EQ(snapshot.Find(name)->sha256, Sha256Hex(name));
+    ASSERT_NE(snapshot.Find("d/" + name), nullptr);
+    EXPECT_EQ(snapshot.Find("d/" + name)->mode, 0750u);
+    EXPECT_EQ(snapshot.Find("l")->target, "../" + name);
+    EXPECT_EQ(times[name].tv_sec, 12);
+    EXPECT_EQ(times[name].tv_nsec, 345);
+    EXPECT_EQ(times.size(), 2u);
+  }
+}
+
+// Writes are answered before they are hashed, on whichever threads: the digest still takes
+// them in file order.
+TEST(RunningHash, HashesQueuedWritesInFileOrderWhateverOrderTheyRunIn) {
+  std::string content;
+  for (int i = 0; i < 8; ++i) content += std::string(1000 + i * 37, static_cast<char>('a' + i));
+  auto hash = std::make_shared<RunningHash>();
+  std::vector<DeferredHash> owed;
+  uint64_t offset = 0;
+  for (int i = 0; i < 8; ++i) {
+    size_t length = 1000 + i * 37;
+    owed.push_back(RunningHash::Queue(hash, offset, std::string_view(content).substr(offset, length)));
+    offset += length;
+  }
+  EXPECT_EQ(hash->queued(), content.size());
+  std::vector<std::thread> threads;
+  for (int i = 7; i >= 0; --i) {  // the last write hashed first, each on its own thread
+    threads.emplace_back([&owed, i] { owed[i].Run(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(hash->FinishHex(), Sha256Hex(content));
+  for (std::thread& thread : threads) thread.join();
+}
+
+TEST(RunningHash, AWriteOwedIsHashedWhenItsRecordGoes) {
+  std::string content = "first part, second part";
+  auto hash = std::make_shared<RunningHash>();
+  auto first = std::make_unique<DeferredHash>(RunningHash::Queue(hash, 0, std::string_view(content).substr(0, 11)));
+  DeferredHash second = RunningHash::Queue(hash, 11, std::string_view(content).substr(11));
+  std::thread dropper([&first] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    first.reset();  // never Run: its destructor hashes it
+  });
+  second.Run();  // waits for the first write's turn
+  dropper.join();
+  EXPECT_EQ(hash->FinishHex(), Sha256Hex(content));
 }
 
 TEST(ErrnoMap, OneTable) {

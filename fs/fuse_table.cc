@@ -150,7 +150,10 @@ void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi
 void Write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
   auto written = Fs(req)->do_write(H(fi), buf, size, off);
   if (!written.ok()) return ReplyStatus(req, written.status());
-  fuse_reply_write(req, *written);
+  fuse_reply_write(req, written->size);
+  // Answered first, hashed after: the writer's next write travels while this one is hashed
+  // (`buf` lives until this handler returns).
+  written->hash.Run();
 }
 
 void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { ReplyStatus(req, Fs(req)->do_flush(H(fi))); }

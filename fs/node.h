@@ -10,6 +10,7 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <sys/stat.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "capsule/base/file_io.h"
@@ -41,6 +43,78 @@ enum class Document { kNone, kManifest, kSnapshot };
 struct Handle;
 struct Node;
 
+class RunningHash;
+
+// A write's bytes owed to its file's running digest: hashed by Run, or on destruction, so
+// that no queued write is ever left out (RunningHash::FinishHex waits for each). The bytes
+// must live until then (a FUSE request's buffer lives until its handler returns). Running
+// waits for every earlier write of the file to be hashed: one thread must not hold a later
+// write's record while it owes an earlier one (each FUSE request owes its own write only).
+class DeferredHash {
+ public:
+  DeferredHash() = default;
+  DeferredHash(std::shared_ptr<RunningHash> hash, uint64_t offset, std::string_view bytes)
+      : hash_(std::move(hash)), offset_(offset), bytes_(bytes) {}
+  DeferredHash(DeferredHash&& other) noexcept
+      : hash_(std::move(other.hash_)), offset_(other.offset_), bytes_(other.bytes_) {}
+  // No assignment: a record replaced would be hashed on the spot, perhaps before an earlier
+  // write it must wait for and that this same thread owes.
+  DeferredHash& operator=(DeferredHash&&) = delete;
+  ~DeferredHash() { Run(); }
+  void Run();
+
+ private:
+  std::shared_ptr<RunningHash> hash_;
+  uint64_t offset_ = 0;
+  std::string_view bytes_;
+};
+
+// The digest of a working copy written in order from its start, kept beside the writes. A
+// write is answered first and hashed after, so that hashing one write overlaps the transfer
+// of the next: writes are queued in file order under the node's wc_mu, and hashed in that
+// order whichever threads run them.
+class RunningHash {
+ public:
+  // Guarded by the node's wc_mu: bytes [0, queued()) are written, and each write among them
+  // is hashed or will be.
+  uint64_t queued() const { return queued_; }
+  // Under wc_mu: the `bytes` just written at `offset` == queued() join the digest; the caller
+  // hashes them, outside wc_mu, through what is returned.
+  static DeferredHash Queue(const std::shared_ptr<RunningHash>& hash, uint64_t offset, std::string_view bytes) {
+    hash->queued_ = offset + bytes.size();
+    return DeferredHash(hash, offset, bytes);
+  }
+  // Under wc_mu: waits until every queued write is hashed; the digest of bytes [0, queued()).
+  std::string FinishHex() {
+    std::unique_lock lock(mu_);
+    turn_.wait(lock, [&] { return hashed_ == queued_; });
+    return sha_.FinishHex();
+  }
+
+ private:
+  friend class DeferredHash;
+  // Adds `bytes`, once the bytes before `offset` are in.
+  void Hash(uint64_t offset, std::string_view bytes) {
+    std::unique_lock lock(mu_);
+    turn_.wait(lock, [&] { return hashed_ == offset; });
+    sha_.Update(bytes);
+    hashed_ += bytes.size();
+    turn_.notify_all();
+  }
+
+  uint64_t queued_ = 0;
+  std::mutex mu_;
+  std::condition_variable turn_;
+  Sha256 sha_;           // guarded by mu_
+  uint64_t hashed_ = 0;  // guarded by mu_: bytes [0, hashed_) are in sha_
+};
+
+inline void DeferredHash::Run() {
+  if (!hash_) return;
+  hash_->Hash(offset_, bytes_);
+  hash_.reset();
+}
+
 // The file as its writers have made it so far: one per file, shared by every open of it, so
 // that each open sees the writes at once (POSIX, as ext4 has it). It replaces the committed
 // content whole at a commit (a writer's close, fsync, freeze, unmount); a crash before that
@@ -50,11 +124,34 @@ struct WorkingCopy {
   UniqueFd fd;
   uint64_t size = 0;
   bool dirty = false;
-  // Digest of bytes [0, hashed) while the file was written in order from its start.
-  std::unique_ptr<Sha256> hash;
-  uint64_t hashed = 0;
+  // While the file has been written in order from its start: the digest of what is written.
+  std::shared_ptr<RunningHash> hash;
   // When the content last changed (or the time utimens set): the file's mtime once committed.
   struct timespec mtime {};
+};
+
+// A folder's entries by name, counting those that are folders: a folder's link count is two
+// plus that count, and a stat must not walk the entries to learn it.
+class Children {
+ public:
+  using Map = std::map<std::string, std::shared_ptr<Node>>;
+  using const_iterator = Map::const_iterator;
+
+  const_iterator begin() const { return map_.begin(); }
+  const_iterator end() const { return map_.end(); }
+  const_iterator find(const std::string& name) const { return map_.find(name); }
+  size_t count(const std::string& name) const { return map_.count(name); }
+  bool empty() const { return map_.empty(); }
+  size_t folders() const { return folders_; }
+
+  // Gives `name` to `node`, in place of whatever had it.
+  void Put(const std::string& name, std::shared_ptr<Node> node);
+  void Erase(const std::string& name);
+  const_iterator Erase(const_iterator it);
+
+ private:
+  Map map_;
+  size_t folders_ = 0;
 };
 
 // A name of a node beyond its first (hard links).
@@ -77,7 +174,7 @@ struct Node {
   std::string name;
   std::vector<NodeLink> other_links;
   uint64_t link_group = 0;  // the snapshot's `link`, while it has two names or more
-  std::map<std::string, std::shared_ptr<Node>> children;
+  Children children;
   uint64_t nlookup = 0;
   mode_t mode = 0;  // permission bits (workspace nodes)
   // Owner (workspace nodes); absent: whoever mounts the capsule (the driver's user).
@@ -101,6 +198,24 @@ struct Node {
 };
 
 bool IsDirKind(NodeKind kind);
+
+inline void Children::Put(const std::string& name, std::shared_ptr<Node> node) {
+  folders_ += IsDirKind(node->kind) ? 1 : 0;
+  auto [it, inserted] = map_.try_emplace(name, std::move(node));
+  if (inserted) return;
+  folders_ -= IsDirKind(it->second->kind) ? 1 : 0;
+  it->second = std::move(node);
+}
+
+inline Children::const_iterator Children::Erase(const_iterator it) {
+  folders_ -= IsDirKind(it->second->kind) ? 1 : 0;
+  return map_.erase(it);
+}
+
+inline void Children::Erase(const std::string& name) {
+  auto it = map_.find(name);
+  if (it != map_.end()) Erase(it);
+}
 
 // The later of two times.
 inline struct timespec Later(const struct timespec& a, const struct timespec& b) {

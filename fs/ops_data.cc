@@ -216,11 +216,11 @@ Result<ReadReply> CapsuleFs::do_read(Handle* h, size_t size, off_t off) {
   return reply;
 }
 
-Result<size_t> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, off_t off) {
+Result<WriteDone> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, off_t off) {
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
   if (h->journal) {
     CAPSULE_RETURN_IF_ERROR(h->journal->Write(static_cast<uint64_t>(off), std::string_view(buf, size)));
-    return size;
+    return WriteDone{size, {}};
   }
   if (!h->writer) return FsError(EBADF, h->node->name + ": not open for writing");
   Node* node = h->node.get();
@@ -236,18 +236,19 @@ Result<size_t> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, off_
     done += static_cast<size_t>(n);
   }
   uint64_t end = static_cast<uint64_t>(off) + size;
-  if (wc.hash && static_cast<uint64_t>(off) == wc.hashed && wc.hashed == wc.size) {
-    wc.hash->Update(std::string_view(buf, size));
-    wc.hashed = end;
-  } else if (wc.hash && static_cast<uint64_t>(off) < wc.hashed) {
-    wc.hash.reset();
-  }
+  // Written in order from the start so far: the digest goes on, after the answer. A write
+  // over bytes already hashed makes the commit hash the file instead.
+  bool in_order = wc.hash && static_cast<uint64_t>(off) == wc.hash->queued() && wc.hash->queued() == wc.size;
+  if (wc.hash && !in_order && static_cast<uint64_t>(off) < wc.hash->queued()) wc.hash.reset();
+  WriteDone done_write{size, in_order ? RunningHash::Queue(wc.hash, static_cast<uint64_t>(off),
+                                                           std::string_view(buf, size))
+                                      : DeferredHash()};
   if (end > wc.size) wc.size = end;
   wc.dirty = true;
   h->wrote = true;
   clock_gettime(CLOCK_REALTIME, &wc.mtime);
   CAPSULE_RETURN_IF_ERROR(CheckSpecAsWritten(node, wc));
-  return size;
+  return done_write;
 }
 
 Status CapsuleFs::do_fallocate(Handle* h, int mode, off_t offset, off_t length) {

@@ -65,14 +65,14 @@ Result<struct stat> CapsuleFs::do_getattr(fuse_ino_t ino) {
 }
 
 Status CapsuleFs::Detach(Node* node) {
-  if (node->parent != nullptr) node->parent->children.erase(node->name);
+  if (node->parent != nullptr) node->parent->children.Erase(node->name);
   node->parent = nullptr;
   if (node->nlookup == 0) nodes_.erase(node->ino);
   return Status::Ok();
 }
 
 void CapsuleFs::RemoveName(Node* dir, const std::string& name, Node* node) {
-  dir->children.erase(name);
+  dir->children.Erase(name);
   if (node->parent == dir && node->name == name) {
     if (node->other_links.empty()) {
       node->parent = nullptr;
@@ -102,7 +102,7 @@ Status CapsuleFs::TruncateNow(Node* node, uint64_t size) {
   CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, size == 0));
   WorkingCopy& wc = *node->wc;
   if (::ftruncate(wc.fd.get(), static_cast<off_t>(size)) != 0) return Status::IOError(wc.path, errno);
-  if (size < wc.hashed || size > wc.size) wc.hash.reset();
+  if (wc.hash && (size < wc.hash->queued() || size > wc.size)) wc.hash.reset();
   wc.size = size;
   wc.dirty = true;
   clock_gettime(CLOCK_REALTIME, &wc.mtime);  // a truncate changes the content: now is its mtime
@@ -113,9 +113,8 @@ Status CapsuleFs::TruncateNow(Node* node, uint64_t size) {
 
 Status CapsuleFs::ChangeOwner(Node* node, const std::string& rel, const struct stat& attr, int to_set,
                               const Caller& caller) {
-  const uint32_t driver_uid = ::getuid(), driver_gid = ::getgid();
   std::unique_lock lock(tree_mu_);
-  uint32_t uid = node->uid.value_or(driver_uid), gid = node->gid.value_or(driver_gid);
+  uint32_t uid = node->uid.value_or(driver_uid_), gid = node->gid.value_or(driver_gid_);
   uint32_t new_uid = (to_set & FUSE_SET_ATTR_UID) ? attr.st_uid : uid;
   uint32_t new_gid = (to_set & FUSE_SET_ATTR_GID) ? attr.st_gid : gid;
   if (!IsWs(node->kind)) {
@@ -129,8 +128,8 @@ Status CapsuleFs::ChangeOwner(Node* node, const std::string& rel, const struct s
       return FsError(EPERM, rel + ": not the owner, or not a member of that group");
     }
   }
-  node->uid = new_uid == driver_uid ? std::nullopt : std::optional<uint32_t>(new_uid);
-  node->gid = new_gid == driver_gid ? std::nullopt : std::optional<uint32_t>(new_gid);
+  node->uid = new_uid == driver_uid_ ? std::nullopt : std::optional<uint32_t>(new_uid);
+  node->gid = new_gid == driver_gid_ ? std::nullopt : std::optional<uint32_t>(new_gid);
   clock_gettime(CLOCK_REALTIME, &node->ctime);
   if (node->parent == nullptr) return Status::Ok();
   WorkspaceChange change;
@@ -164,7 +163,7 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
       CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node.get(), size == 0));
       WorkingCopy& wc = *node->wc;
       if (::ftruncate(wc.fd.get(), attr.st_size) != 0) return Status::IOError(wc.path, errno);
-      if (size < wc.hashed || size > wc.size) wc.hash.reset();
+      if (wc.hash && (size < wc.hash->queued() || size > wc.size)) wc.hash.reset();
       wc.size = size;
       wc.dirty = true;
       h->wrote = true;
@@ -309,7 +308,7 @@ Result<fuse_entry_param> CapsuleFs::do_link(fuse_ino_t ino, fuse_ino_t newparent
     if (node->parent == nullptr) return FsError(ENOENT, newname + ": the file has no name left");
     if (node->other_links.size() + 1 >= kMaxLinks) return FsError(EMLINK, newname);
     if (node->link_group == 0) node->link_group = next_link_group_++;
-    newparent->children[newname] = node;
+    newparent->children.Put(newname, node);
     node->other_links.push_back(NodeLink{newparent, newname});
     clock_gettime(CLOCK_REALTIME, &node->ctime);
     WorkspaceChange change;
@@ -420,10 +419,10 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
     }
     if (real) {
       if (target) CAPSULE_RETURN_IF_ERROR(Detach(target.get()));
-      parent->children.erase(node->name);
+      parent->children.Erase(node->name);
       node->name = newname;
       node->parent = newparent;
-      newparent->children[newname] = node;
+      newparent->children.Put(newname, node);
       ++generation_;
       return Status::Ok();
     }
@@ -433,7 +432,7 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
       RecordAllNames(target.get(), &change);  // a hard-linked target keeps its other names
     }
     // The name that moves is this one, whichever of the node's names it is.
-    parent->children.erase(name);
+    parent->children.Erase(name);
     if (node->parent == parent && node->name == name) {
       node->parent = newparent;
       node->name = newname;
@@ -442,7 +441,7 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
         if (link.dir == parent && link.name == name) link = NodeLink{newparent, newname};
       }
     }
-    newparent->children[newname] = node;
+    newparent->children.Put(newname, node);
     clock_gettime(CLOCK_REALTIME, &node->ctime);
     EntriesChanged(parent, &change);
     if (newparent != parent) EntriesChanged(newparent, &change);

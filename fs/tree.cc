@@ -48,7 +48,7 @@ std::shared_ptr<Node> CapsuleFs::NewNode(NodeKind kind, Node* parent, const std:
   node->mtime = Now();
   node->mode = IsDirKind(kind) ? 0755 : 0644;
   nodes_[node->ino] = node;
-  if (parent != nullptr) parent->children[name] = node;
+  if (parent != nullptr) parent->children.Put(name, node);
   return node;
 }
 
@@ -127,13 +127,13 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& time
       auto group = link_groups.find(entry.link);
       if (group != link_groups.end() && parent->children.count(leaf) == 0) {
         Node* node = group->second;
-        parent->children[leaf] = nodes_[node->ino];
+        parent->children.Put(leaf, nodes_[node->ino]);
         node->other_links.push_back(NodeLink{parent, leaf});
         continue;
       }
     }
     if (parent->children.count(leaf) != 0) {
-      Node* existing = parent->children[leaf].get();
+      Node* existing = parent->children.find(leaf)->second.get();
       if (entry.type == SnapshotEntry::Type::kDirectory) existing->mode = entry.mode;
       existing->uid = entry.uid;
       existing->gid = entry.gid;
@@ -213,11 +213,11 @@ bool Caller::InGroup(gid_t g) const {
 void CapsuleFs::SetNewOwner(Node* node, const Node* parent, const Caller& caller) const {
   uint32_t gid = caller.gid;
   if ((parent->mode & S_ISGID) != 0) {  // a setgid folder hands down its group (and, to a folder, the bit)
-    gid = parent->gid.value_or(static_cast<uint32_t>(::getgid()));
+    gid = parent->gid.value_or(driver_gid_);
     if (node->kind == NodeKind::kWsDir) node->mode |= S_ISGID;
   }
-  if (caller.uid != ::getuid()) node->uid = caller.uid;
-  if (gid != ::getgid()) node->gid = gid;
+  if (caller.uid != driver_uid_) node->uid = caller.uid;
+  if (gid != driver_gid_) node->gid = gid;
 }
 
 void CapsuleFs::EntriesChanged(Node* dir, WorkspaceChange* change) {
@@ -263,7 +263,7 @@ Result<std::shared_ptr<Node>> CapsuleFs::Child(Node* parent, const std::string& 
     if (it != parent->children.end()) {  // gone from the disk: forget it
       it->second->parent = nullptr;
       if (it->second->nlookup == 0) nodes_.erase(it->second->ino);
-      parent->children.erase(it);
+      parent->children.Erase(it);
     }
     return FsError(ENOENT, rel);
   }
@@ -287,8 +287,8 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
   std::optional<LiveAttr> live = WrittenAttr(node);
   struct stat st {};
   st.st_ino = node->ino;
-  st.st_uid = node->uid.value_or(static_cast<uint32_t>(::getuid()));
-  st.st_gid = node->gid.value_or(static_cast<uint32_t>(::getgid()));
+  st.st_uid = node->uid.value_or(driver_uid_);
+  st.st_gid = node->gid.value_or(driver_gid_);
   st.st_blksize = 4096;
   st.st_nlink = 1;
   bool read_only_mount = gate_.state() == MountState::kReadOnly || gate_.state() == MountState::kRetired;
@@ -298,8 +298,7 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
   if (node->atime) st.st_atim = *node->atime;
   // A folder's links: its entry, its '.', and each subfolder's '..'. A file unlinked while
   // still open has none.
-  nlink_t subfolders = 0;
-  for (const auto& [name, child] : node->children) subfolders += IsDirKind(child->kind) ? 1 : 0;
+  nlink_t subfolders = node->children.folders();
   bool unlinked = node->parent == nullptr && node != root_.get();
   switch (node->kind) {
     case NodeKind::kVirtualDir:

@@ -17,6 +17,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -292,6 +295,65 @@ TEST_F(CapsulefsTest, EveryOpenSeesTheWritesAtOnce) {
   EXPECT_EQ(::pread(early_reader, buffer, sizeof buffer, 0), 12);
   EXPECT_STREQ(buffer, "New content!") << "a reader that read an earlier commit";
   ::close(early_reader);
+}
+
+// A file written in order from its start is hashed beside its writes (each write is answered
+// before it is hashed, and the next may be hashed on another thread): the blob it commits to
+// is named by its content's digest, whoever wrote which part.
+TEST_F(CapsulefsTest, AFileWrittenInOrderIsCommittedUnderItsContentsDigest) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  std::mt19937_64 random(7);
+  std::string content(48u << 20, '\0');
+  for (size_t i = 0; i < content.size(); i += 8) {
+    uint64_t word = random();
+    std::memcpy(&content[i], &word, 8);
+  }
+  // One writer, 1 MiB at a time, and a last write of an odd size.
+  content.resize(content.size() - 12345);
+  int fd = ::open(F("big.bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  for (size_t off = 0; off < content.size(); off += 1u << 20) {
+    size_t n = std::min<size_t>(1u << 20, content.size() - off);
+    ASSERT_EQ(::write(fd, content.data() + off, n), static_cast<ssize_t>(n));
+  }
+  ASSERT_EQ(::close(fd), 0);
+  // Two threads taking turns on one descriptor, in file order.
+  std::string other = content.substr(0, 16u << 20);
+  std::reverse(other.begin(), other.end());
+  int shared = ::open(F("turns.bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(shared, 0);
+  std::mutex mu;
+  std::condition_variable turn;
+  size_t next = 0;
+  constexpr size_t kChunk = 256u << 10;
+  auto take_turns = [&](size_t parity) {
+    for (;;) {
+      std::unique_lock lock(mu);
+      turn.wait(lock, [&] { return next >= other.size() || (next / kChunk) % 2 == parity; });
+      if (next >= other.size()) return;
+      ssize_t n = ::pwrite(shared, other.data() + next, kChunk, static_cast<off_t>(next));
+      if (n != static_cast<ssize_t>(kChunk)) {
+        next = other.size();
+      } else {
+        next += kChunk;
+      }
+      turn.notify_all();
+    }
+  };
+  std::thread even(take_turns, 0), odd(take_turns, 1);
+  even.join();
+  odd.join();
+  ASSERT_EQ(::close(shared), 0);
+  for (const auto& [name, expected] : {std::pair<std::string, const std::string*>{"big.bin", &content},
+                                       std::pair<std::string, const std::string*>{"turns.bin", &other}}) {
+    std::string blob = dir_ + "/" + BlobPath(Sha256Hex(*expected));
+    ASSERT_TRUE(PathExists(blob)) << name << ": no blob named by its content's digest";
+    EXPECT_TRUE(Slurp(blob) == *expected) << name;
+    EXPECT_TRUE(Slurp(F(name)) == *expected) << name;
+  }
+  ASSERT_EQ(mount.Unmount(), 0);
+  ExpectVerifies();
 }
 
 // fallocate in the modes programs use, forwarded to the working copy and committed like any
