@@ -156,10 +156,12 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, bool durable) {
   }
   // Stored once by content: a blob already there has the same bytes.
   std::string blob = JoinPath(options_.dir, BlobPath(sha));
-  if (PathExists(blob)) {
-    ::unlink(wc.path.c_str());
-  } else if (::rename(wc.path.c_str(), blob.c_str()) != 0) {
-    return Status::IOError(blob, errno);
+  if (::renameat2(AT_FDCWD, wc.path.c_str(), AT_FDCWD, blob.c_str(), RENAME_NOREPLACE) != 0) {
+    if (errno == EEXIST || (errno == EINVAL && PathExists(blob))) {
+      ::unlink(wc.path.c_str());
+    } else if (errno != EINVAL || ::rename(wc.path.c_str(), blob.c_str()) != 0) {  // EINVAL: no NOREPLACE here
+      return Status::IOError(blob, errno);
+    }
   }
   struct timespec mtime = wc.mtime;
   node->wc.reset();  // its file is the blob now; a later write copies the blob again

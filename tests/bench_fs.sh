@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): the capsule mount against libfuse's own passthrough_ll (built from
-# Debian's examples) and the native folder, in the same run: sequential write and read MB/s,
+# Debian's examples) as it comes and with -o default_permissions (the kernel checks access
+# against each entry's owner and mode, as capsulefs always has it: after a create it asks for
+# the folder's attributes again before the next lookup, one more round trip), and the native
+# folder, in the same run: sequential write and read MB/s,
 # small-file create+write+close per second, stat and readdir per second, durable journal
 # appends, tar -x + git add + commit of a few thousand files (seconds: lower is better), and the
 # cost of committing one small file in a capsule of 10 and of 100,000 files.
@@ -33,14 +36,16 @@ trap cleanup EXIT
 wait_mount() { for _ in $(seq 200); do [ "$(stat -f -c %T "$1")" = fuseblk ] || [ "$(stat -f -c %t "$1")" = 65735546 ] && return 0; sleep 0.05; done; echo "no mount at $1" >&2; exit 1; }
 
 # The contenders: a capsule mount (its files/), passthrough_ll over a folder, the folder itself.
-rm -rf "$work/ws" "$work/cap" "$work/pt-src" "$work/native" "$work/mnt-cap" "$work/mnt-pt"
-mkdir -p "$work/ws" "$work/pt-src" "$work/native" "$work/mnt-cap" "$work/mnt-pt"
+rm -rf "$work/ws" "$work/cap" "$work/pt-src" "$work/dp-src" "$work/native" "$work/mnt-cap" "$work/mnt-pt" "$work/mnt-dp"
+mkdir -p "$work/ws" "$work/pt-src" "$work/dp-src" "$work/native" "$work/mnt-cap" "$work/mnt-pt" "$work/mnt-dp"
 echo seed > "$work/ws/seed"
 "$capsule" init "$work/cap" --id bench --name Bench --workspace "$work/ws" >/dev/null
 "$capsulefs" "$work/cap" "$work/mnt-cap" -f & pids+=($!); mounts+=("$work/mnt-cap")
 "$work/passthrough_ll" -f -o source="$work/pt-src" "$work/mnt-pt" & pids+=($!); mounts+=("$work/mnt-pt")
+"$work/passthrough_ll" -f -o source="$work/dp-src",default_permissions "$work/mnt-dp" & pids+=($!); mounts+=("$work/mnt-dp")
 wait_mount "$work/mnt-cap"
 wait_mount "$work/mnt-pt"
+wait_mount "$work/mnt-dp"
 
 measure() {  # prints: seq_write seq_read creates stats readdirs
   python3 - "$1" "$seq_mib" "$small" <<'PY'
@@ -87,15 +92,19 @@ PY
 echo "measuring: seq ${seq_mib} MiB (fsync at the end), $small small files of 1 KiB"
 read -r c_w c_r c_c c_s c_d < <(measure "$work/mnt-cap/files")
 read -r p_w p_r p_c p_s p_d < <(measure "$work/mnt-pt")
+read -r d_w d_r d_c d_s d_d < <(measure "$work/mnt-dp")
 read -r n_w n_r n_c n_s n_d < <(measure "$work/native")
 ratio() { python3 -c "print('%.2f' % ($1 / $2))"; }
-printf '%-34s %12s %14s %12s %10s %10s\n' "" capsulefs passthrough_ll native "cap/pt" "cap/native"
-row() { printf '%-34s %12s %14s %12s %10s %10s\n' "$1" "$2" "$3" "$4" "$(ratio "$2" "$3")" "$(ratio "$2" "$4")"; }
-row "sequential write MB/s" "$c_w" "$p_w" "$n_w"
-row "sequential read MB/s" "$c_r" "$p_r" "$n_r"
-row "small create+write+close /s" "$c_c" "$p_c" "$n_c"
-row "stat /s" "$c_s" "$p_s" "$n_s"
-row "readdir entries /s" "$c_d" "$p_d" "$n_d"
+printf '%-34s %10s %10s %10s %10s %8s %8s %10s\n' "" capsulefs "pt_ll" "pt_ll+dp" native "cap/pt" "cap/dp" "cap/native"
+row() {
+  printf '%-34s %10s %10s %10s %10s %8s %8s %10s\n' "$1" "$2" "$3" "$4" "$5" "$(ratio "$2" "$3")" "$(ratio "$2" "$4")" \
+    "$(ratio "$2" "$5")"
+}
+row "sequential write MB/s" "$c_w" "$p_w" "$d_w" "$n_w"
+row "sequential read MB/s" "$c_r" "$p_r" "$d_r" "$n_r"
+row "small create+write+close /s" "$c_c" "$p_c" "$d_c" "$n_c"
+row "stat /s" "$c_s" "$p_s" "$d_s" "$n_s"
+row "readdir entries /s" "$c_d" "$p_d" "$d_d" "$n_d"
 
 # Journal appends: one line per write(2) on an O_APPEND descriptor; each is chained, canonical
 # and fdatasync'ed by the driver before the write returns. The baselines append the same
@@ -133,13 +142,15 @@ git_commit() {  # $1 = folder to work in; prints seconds for copy + git init/add
 }
 g_c=$(git_commit "$work/mnt-cap/files")
 g_p=$(git_commit "$work/mnt-pt")
+g_d=$(git_commit "$work/mnt-dp")
 g_n=$(git_commit "$work/native")
-row "tar -x + git add+commit, s ($git_files)" "$g_c" "$g_p" "$g_n"
+row "tar -x + git add+commit, s ($git_files)" "$g_c" "$g_p" "$g_d" "$g_n"
 
 j_c=$(appends "$work/mnt-cap/memory/timeline_events.jsonl" 0)
 j_p=$(appends "$work/mnt-pt/journal.jsonl" 1)
+j_d=$(appends "$work/mnt-dp/journal.jsonl" 1)
 j_n=$(appends "$work/native/journal.jsonl" 1)
-row "journal appends /s (durable each)" "$j_c" "$j_p" "$j_n"
+row "journal appends /s (durable each)" "$j_c" "$j_p" "$j_d" "$j_n"
 cleanup
 mounts=()
 pids=()
