@@ -1,8 +1,10 @@
 #include "fs/journal_append.h"
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/format/layout.h"
@@ -13,12 +15,59 @@ namespace capsule::fs {
 
 namespace {
 
+// Keeps the owned-state database following the journal, off the appends' path: each durable
+// append wakes it, and the appends that come while it works are taken in one catch-up. The
+// journal is the truth and every reader catches the database up itself, so a projection
+// that lags (or fails) never holds up or fails an append. Its thread starts with the first
+// append, after the driver has become a daemon (a fork keeps no threads); it catches up one
+// last time before it goes.
+class BackgroundFollower {
+ public:
+  explicit BackgroundFollower(std::string capsule_dir) : follower_(std::move(capsule_dir)) {}
+  ~BackgroundFollower() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void Wake() {
+    {
+      std::lock_guard lock(mu_);
+      pending_ = true;
+      if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      wake_.wait(lock, [&] { return pending_ || stop_; });
+      if (!pending_) return;  // stopping, and nothing left to follow
+      pending_ = false;
+      lock.unlock();
+      (void)follower_.Follow();  // best effort: see above
+      lock.lock();
+    }
+  }
+
+  owned::JournalFollower follower_;  // used by the thread only
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool pending_ = false;  // guarded by mu_
+  bool stop_ = false;     // guarded by mu_
+  std::thread thread_;    // guarded by mu_
+};
+
 struct Appender {
-  explicit Appender(journal::Journal j) : journal(std::move(j)) {}
+  explicit Appender(journal::Journal j) : journal(std::move(j)), owned(journal.capsule_dir()) {}
   std::mutex mu;
   journal::Journal journal;  // guarded by mu
-  // The owned-state database, following each durable append.
-  owned::JournalFollower owned{journal.capsule_dir()};  // guarded by mu
+  BackgroundFollower owned;
 };
 
 Status Refuse(const std::string& why) { return Status::InvalidArgument(kJournalPath, why + "; nothing was kept"); }
@@ -54,9 +103,7 @@ Result<JournalSink> MakeJournalAppender(const std::string& capsule_dir) {
       if (appended.status().code() == Code::kInvalidArgument) return Refuse(appended.status().message());
       return appended.status();
     }
-    // Best effort: the journal is the truth, so a projection failure never fails the append;
-    // the next reader catches the database up (or rebuilds it) anyway.
-    (void)appender->owned.Follow();
+    appender->owned.Wake();
     return Status::Ok();
   });
 }

@@ -235,13 +235,20 @@ TEST_F(OwnedCliTest, TheMountFollowsEveryLineItAppends) {
   };
   EXPECT_EQ(write_line(R"({"type":"user_message","data":{"text":"through the mount"}})"), 0);
   EXPECT_EQ(write_line(R"({"type":"run_opened","data":{"run_id":"m1","framework":"fw","thread_key":"t"}})"), 0);
-  // Read the database directly, without the catch-up every capsule command does first.
-  {
+  // Read the database directly, without the catch-up every capsule command does first: the
+  // mount follows in the background, so within moments of the appends.
+  int64_t messages = 0, runs = 0;
+  for (int i = 0; i < 200 && (messages != 1 || runs != 1); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
     Result<owned::Database> db = owned::Database::Open(owned::OwnedDbPath(cap_), owned::Database::Mode::kReadOnly);
     ASSERT_TRUE(db.ok()) << db.status().message();
-    EXPECT_EQ(*db->QueryInt("SELECT count(*) FROM messages WHERE content = 'through the mount'"), 1);
-    EXPECT_EQ(*db->QueryInt("SELECT count(*) FROM agent_runs WHERE run_id = 'm1'"), 1);
+    Result<int64_t> m = db->QueryInt("SELECT count(*) FROM messages WHERE content = 'through the mount'");
+    Result<int64_t> r = db->QueryInt("SELECT count(*) FROM agent_runs WHERE run_id = 'm1'");
+    if (m.ok()) messages = *m;
+    if (r.ok()) runs = *r;
   }
+  EXPECT_EQ(messages, 1);
+  EXPECT_EQ(runs, 1);
   mount.Unmount();
   EXPECT_EQ(RunCapsule({"verify", cap_}).exit_code, 0);
   EXPECT_EQ(Trim(Sql(cap_, "SELECT count(*) FROM journal_events")), "3");
