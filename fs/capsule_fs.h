@@ -161,7 +161,9 @@ class CapsuleFs {
 
   const std::string& dir() const { return options_.dir; }
   fuse_session* session() const { return session_; }
-  double attr_timeout() const { return 1.0; }
+  // How long the kernel may keep what it learned of `ino` (its attributes, its names): see
+  // CacheTimeout in tree.cc.
+  double attr_timeout(fuse_ino_t ino);
 
  private:
   explicit CapsuleFs(MountOptions options, MountState state);
@@ -189,6 +191,7 @@ class CapsuleFs {
   // Size and mtime of `node`'s working copy, when it has one. Takes wc_mu.
   std::optional<LiveAttr> WrittenAttr(Node* node);
   Result<struct stat> Attr(Node* node);          // takes wc_mu then tree_mu_
+  static double CacheTimeout(NodeKind kind);
   Result<fuse_entry_param> Entry(const std::shared_ptr<Node>& node);  // counts a lookup
   Result<std::shared_ptr<Node>> Child(Node* parent, const std::string& name);  // needs tree_mu_
   Result<std::string> Render(Document document);

@@ -50,7 +50,7 @@ void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   auto st = Fs(req)->do_getattr(ino);
   if (!st.ok()) return ReplyStatus(req, st.status());
-  fuse_reply_attr(req, &*st, Fs(req)->attr_timeout());
+  fuse_reply_attr(req, &*st, Fs(req)->attr_timeout(ino));
 }
 
 // The request's caller; with its supplementary groups when `with_groups` (a chown needs them).
@@ -73,7 +73,7 @@ void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse
   bool chown = (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) != 0;
   auto st = Fs(req)->do_setattr(ino, *attr, to_set, fi ? H(fi) : nullptr, CallerOf(req, chown));
   if (!st.ok()) return ReplyStatus(req, st.status());
-  fuse_reply_attr(req, &*st, Fs(req)->attr_timeout());
+  fuse_reply_attr(req, &*st, Fs(req)->attr_timeout(ino));
 }
 
 void Readlink(fuse_req_t req, fuse_ino_t ino) {

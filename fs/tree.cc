@@ -368,10 +368,41 @@ Result<fuse_entry_param> CapsuleFs::Entry(const std::shared_ptr<Node>& node) {
   CAPSULE_ASSIGN_OR_RETURN(e.attr, Attr(node.get()));
   e.ino = node->ino;
   e.generation = 1;
-  double timeout = node->kind == NodeKind::kRendered ? 0.0 : attr_timeout();
+  double timeout = CacheTimeout(node->kind);
   e.attr_timeout = timeout;
   e.entry_timeout = timeout;
   return e;
+}
+
+// The workspace (and the fixed folders above it) changes only through this mount, and the
+// kernel drops what it cached of each entry it changes through it (a write, a setattr, a link, an unlink, a rename, an entry added
+// to a folder), so it keeps what it learned of workspace entries for long: a stat or a path
+// walk of an unchanged file does not come to the driver (git, make and tar stat every file
+// again and again). The capsule's own files also change beside the mount (capsule log append
+// writes the journal directly), so the kernel asks for them again after a second; rendered
+// documents change with every commit, so it asks each time.
+double CapsuleFs::CacheTimeout(NodeKind kind) {
+  constexpr double kWorkspaceSeconds = 3600;
+  switch (kind) {
+    case NodeKind::kVirtualDir:  // the root and artifacts/: fixed entries (every path walk checks the root)
+    case NodeKind::kWsDir:
+    case NodeKind::kWsFile:
+    case NodeKind::kWsLink:
+    case NodeKind::kWsSpecial:
+      return kWorkspaceSeconds;
+    case NodeKind::kRendered:
+      return 0;
+    case NodeKind::kControl:
+    case NodeKind::kRealDir:
+    case NodeKind::kRealFile:
+      return 1;
+  }
+  return 0;
+}
+
+double CapsuleFs::attr_timeout(fuse_ino_t ino) {
+  std::shared_ptr<Node> node = Get(ino);
+  return node ? CacheTimeout(node->kind) : 0;
 }
 
 Result<std::string> CapsuleFs::Render(Document document) {

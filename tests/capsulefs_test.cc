@@ -297,6 +297,43 @@ TEST_F(CapsulefsTest, EveryOpenSeesTheWritesAtOnce) {
   ::close(early_reader);
 }
 
+// The workspace changes only through the mount, so the kernel keeps what it learned of its
+// entries (and drops it for each change it passes on, which the tests above check): a stat of
+// an unchanged file, long after it was looked up, is answered with the driver stopped. The
+// capsule's own files change beside the mount too and are asked for again after a second.
+TEST_F(CapsulefsTest, TheKernelKeepsWorkspaceEntriesAndAsksAgainForTheCapsulesOwn) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  ASSERT_EQ(Put(F("kept.txt"), "kept"), 0);
+  struct stat st;
+  ASSERT_EQ(::stat(F("kept.txt").c_str(), &st), 0);
+  ASSERT_EQ(::stat((mnt_ + "/memory/working_memory.md").c_str(), &st), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Each stat in a child of its own, given a second while the driver is stopped.
+  auto stat_while_stopped = [&](const std::string& path) {
+    pid_t child = ::fork();
+    if (child == 0) {
+      struct stat child_st;
+      ::_exit(::stat(path.c_str(), &child_st) == 0 && child_st.st_size > 0 ? 0 : 1);
+    }
+    bool answered = false;
+    int status = 0;
+    for (int i = 0; i < 100 && !answered; ++i) {
+      answered = ::waitpid(child, &status, WNOHANG) == child;
+      if (!answered) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(mount.pid(), SIGCONT);
+    if (!answered) ::waitpid(child, &status, 0);
+    return answered && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  };
+  ASSERT_EQ(::kill(mount.pid(), SIGSTOP), 0);
+  EXPECT_TRUE(stat_while_stopped(F("kept.txt"))) << "a workspace file's attributes were asked for again";
+  ASSERT_EQ(::kill(mount.pid(), SIGSTOP), 0);
+  EXPECT_FALSE(stat_while_stopped(mnt_ + "/memory/working_memory.md")) << "a capsule file's were kept";
+  ASSERT_EQ(mount.Unmount(), 0);
+  ExpectVerifies();
+}
+
 // A file written in order from its start is hashed beside its writes (each write is answered
 // before it is hashed, and the next may be hashed on another thread): the blob it commits to
 // is named by its content's digest, whoever wrote which part.
