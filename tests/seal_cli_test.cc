@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "capsule/base/file_io.h"
 #include "tests/cli_runner.h"
 
 namespace capsule::testing {
@@ -67,6 +68,20 @@ TEST_F(SealCliTest, RoundTrip) {
   ASSERT_EQ(opened.exit_code, 0) << opened.err;
   EXPECT_TRUE(opened.out == plaintext_);
   EXPECT_EQ(opened.err, "");
+}
+
+// A file on standard input is read ahead on a thread of its own; a pipe is read as it comes.
+// Both give the same bytes.
+TEST_F(SealCliTest, PipesRoundTripLikeFiles) {
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/plain", plaintext_).ok());
+  ASSERT_EQ(testing::Shell("cat " + dir_ + "/plain | ./capsule seal --to " + public_key_ + " | cat > " + dir_ +
+                           "/sealed && cat " + dir_ + "/sealed | ./capsule open --key " + dir_ + "/key.pem > " +
+                           dir_ + "/opened"),
+            0);
+  EXPECT_TRUE(*ReadFile(dir_ + "/opened") == plaintext_);
+  RunResult from_file = Open(*ReadFile(dir_ + "/sealed"));
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  EXPECT_TRUE(from_file.out == plaintext_);
 }
 
 TEST_F(SealCliTest, TamperedByteIsRefused) {

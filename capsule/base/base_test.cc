@@ -4,13 +4,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
 #include <cstdlib>
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/parallel.h"
+#include "capsule/base/read_ahead.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/status.h"
 
@@ -287,6 +292,80 @@ TEST(ParseJsonTest, RefusesHostileNumbersAndNestingWithoutThrowing) {
   EXPECT_EQ(refused(std::string(256, '[') + std::string(256, ']')), "accepted");
   EXPECT_EQ(refused("0.1e-999"), "accepted");  // underflows to 0: a double all the same
   EXPECT_NE(refused("{\"a\":}").find("not valid JSON"), std::string::npos);
+}
+
+// A source that gives its bytes in pieces of uneven size, then an error or its end.
+class PieceSource : public ByteSource {
+ public:
+  PieceSource(std::string bytes, bool fail_at_end) : bytes_(std::move(bytes)), fail_at_end_(fail_at_end) {}
+  Result<size_t> Read(char* buffer, size_t size) override {
+    if (offset_ == bytes_.size()) {
+      if (fail_at_end_) return Status::IOError("piece source", EIO);
+      return size_t{0};
+    }
+    size_t n = std::min({size, bytes_.size() - offset_, 1 + (offset_ * 7919) % 5000});
+    std::memcpy(buffer, bytes_.data() + offset_, n);
+    offset_ += n;
+    return n;
+  }
+
+ private:
+  std::string bytes_;
+  bool fail_at_end_;
+  size_t offset_ = 0;
+};
+
+std::string Pattern(size_t size) {
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 131) ^ (i >> 9));
+  return bytes;
+}
+
+TEST(ReadAheadTest, GivesEveryByteInOrderThenTheEnd) {
+  std::string bytes = Pattern(300000);
+  PieceSource source(bytes, false);
+  ReadAhead ahead(&source, 4096, 3);
+  std::string got;
+  for (;;) {
+    Result<std::string_view> block = ahead.Next();
+    ASSERT_TRUE(block.ok()) << block.status().message();
+    if (block->empty()) break;
+    EXPECT_LE(block->size(), 4096u);
+    got.append(*block);
+  }
+  EXPECT_TRUE(got == bytes);
+  EXPECT_TRUE(ahead.Next().ok() && ahead.Next()->empty()) << "the end stays the end";
+}
+
+TEST(ReadAheadTest, ReadCopiesAcrossBlocksAndTheErrorComesAfterTheBytes) {
+  std::string bytes = Pattern(100000);
+  PieceSource source(bytes, true);
+  ReadAhead ahead(&source, 1000, 2);
+  std::string got;
+  char buffer[777];
+  Status error;
+  for (;;) {
+    Result<size_t> n = ahead.Read(buffer, sizeof buffer);
+    if (!n.ok()) {
+      error = n.status();
+      break;
+    }
+    ASSERT_GT(*n, 0u) << "a source that fails does not end";
+    got.append(buffer, *n);
+  }
+  EXPECT_TRUE(got == bytes);
+  EXPECT_EQ(error.code(), Code::kIOError);
+  EXPECT_NE(error.message().find("piece source"), std::string::npos) << error.message();
+}
+
+TEST(ReadAheadTest, StopsWhenDroppedHalfWay) {
+  std::string bytes = Pattern(1 << 20);
+  PieceSource source(bytes, false);
+  {
+    ReadAhead ahead(&source, 512, 2);
+    ASSERT_TRUE(ahead.Next().ok());
+  }  // the reading thread stops and is joined here
+  SUCCEED();
 }
 
 }  // namespace

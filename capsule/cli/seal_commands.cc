@@ -1,13 +1,16 @@
 // capsule seal --to PUBHEX, capsule open --key KEYFILE.
 #include "capsule/cli/cli.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "capsule/base/byte_stream.h"
+#include "capsule/base/read_ahead.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/keys.h"
 #include "move/seal/envelope.h"
@@ -30,6 +33,24 @@ Status Copy(ByteSource* in, ByteSink* out, uint64_t* copied) {
   }
 }
 
+// Standard input is read ahead on a thread of its own when it is a file (a read of one never
+// waits for long, so the reading can always be stopped), so that reading it overlaps sealing
+// or opening; anything else (a pipe, a socket) is read as it comes.
+bool ReadsAhead(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Copies from a source read ahead, without copying each block again.
+Status CopyAhead(ReadAhead* in, ByteSink* out, uint64_t* copied) {
+  for (;;) {
+    CAPSULE_ASSIGN_OR_RETURN(std::string_view block, in->Next());
+    if (block.empty()) return Status::Ok();
+    CAPSULE_RETURN_IF_ERROR(out->Write(block));
+    *copied += block.size();
+  }
+}
+
 struct SealArgs {
   std::string to;
 };
@@ -44,7 +65,13 @@ int RunSeal(const SealArgs& args) {
   Result<std::unique_ptr<EnvelopeWriter>> writer = EnvelopeWriter::Create(&out, *public_key);
   if (!writer.ok()) return Fail(writer.status());
   uint64_t copied = 0;
-  Status status = Copy(&in, writer->get(), &copied);
+  Status status;
+  if (ReadsAhead(STDIN_FILENO)) {
+    ReadAhead ahead(&in);
+    status = CopyAhead(&ahead, writer->get(), &copied);
+  } else {
+    status = Copy(&in, writer->get(), &copied);
+  }
   if (status.ok()) status = (*writer)->Close();
   if (!status.ok()) return Fail(status.WithContext("seal"));
   return kExitOk;
@@ -57,9 +84,12 @@ struct OpenArgs {
 int RunOpen(const OpenArgs& args) {
   Result<EvpPkeyPtr> key = LoadPrivateKey(args.key, KeyType::kX25519);
   if (!key.ok()) return Fail(key.status());
-  FdSource in(STDIN_FILENO, "standard input");
+  FdSource stdin_source(STDIN_FILENO, "standard input");
+  std::optional<ReadAhead> ahead;
+  if (ReadsAhead(STDIN_FILENO)) ahead.emplace(&stdin_source);
+  ByteSource* in = ahead ? static_cast<ByteSource*>(&*ahead) : &stdin_source;
   FdSink out(STDOUT_FILENO, "standard output");
-  Result<std::unique_ptr<EnvelopeReader>> reader = EnvelopeReader::Open(&in, key->get());
+  Result<std::unique_ptr<EnvelopeReader>> reader = EnvelopeReader::Open(in, key->get());
   if (!reader.ok()) return Fail(reader.status().WithContext("open"));
   uint64_t copied = 0;
   Status status = Copy(reader->get(), &out, &copied);
