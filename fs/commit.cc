@@ -256,7 +256,7 @@ Status CapsuleFs::Checkpoint() {
     if (entry.type != TreeEntry::Type::kFile) continue;
     if (IsTempDebris(entry.path)) {
       ::unlink(JoinPath(dir, entry.path).c_str());
-    } else if (entry.path != kManifestPath) {
+    } else if (BelongsInManifest(entry.path)) {
       paths.insert(entry.path);
     }
   }
@@ -264,8 +264,9 @@ Status CapsuleFs::Checkpoint() {
   {
     std::unique_lock lock(tree_mu_);
     for (const auto& [path, digest] : manifest_.files) {
-      if (!IsBlobPath(path)) paths.insert(path);
+      if (!IsBlobPath(path) && BelongsInManifest(path)) paths.insert(path);
     }
+    manifest_.files.erase(kSignaturePath);  // named by a manifest an earlier checkpoint wrote
     for (const std::string& blob : unreferenced) manifest_.files.erase(blob);
     CAPSULE_RETURN_IF_ERROR(
         RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &manifest_));

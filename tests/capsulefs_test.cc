@@ -1506,6 +1506,25 @@ TEST_F(CapsulefsTest, AMountpointThatIsNotAnEmptyUnmountedDirectoryIsRefused) {
   EXPECT_NE(RunCapsule({"status", mnt_}).out.find("agent-1"), std::string::npos);  // still the first agent
 }
 
+// A signature.json beside the manifest (what tar -x of a signed export leaves) attests that
+// export, not the state at rest: a checkpoint never names it, so the capsule still exports
+// signed.
+TEST_F(CapsulefsTest, ACheckpointLeavesAnExportsSignatureOutOfTheManifest) {
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/signature.json", R"({"signature":"00"})").ok());
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    ASSERT_EQ(Put(F("after.txt"), "written through the mount"), 0);
+    ASSERT_EQ(mount.Unmount(), 0);
+  }
+  EXPECT_EQ(Slurp(dir_ + "/manifest.json").find("signature.json"), std::string::npos);
+  ExpectVerifies();
+  auto key = RunCapsule({"keygen", "--type", "ed25519", "-o", root_ + "/sign.key"});
+  ASSERT_EQ(key.exit_code, 0) << key.err;
+  auto exported = RunCapsule({"export", dir_, "-o", root_ + "/signed.tar", "--sign", root_ + "/sign.key"});
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+}
+
 TEST_F(CapsulefsTest, TermCommitsWhatIsStillOpen) {
   Mount mount(dir_, mnt_);
   ASSERT_TRUE(mount.up());

@@ -165,7 +165,7 @@ Result<Manifest> BuildManifest(const std::string& capsule_dir, const AgentInfo& 
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(capsule_dir, {kLocalDir}));
   std::vector<std::string> paths;
   for (const TreeEntry& entry : entries) {
-    if (entry.type != TreeEntry::Type::kFile || entry.path == kManifestPath || IsTempDebris(entry.path)) continue;
+    if (entry.type != TreeEntry::Type::kFile || !BelongsInManifest(entry.path)) continue;
     paths.push_back(entry.path);
   }
   CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(capsule_dir, paths, &manifest));

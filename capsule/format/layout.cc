@@ -39,6 +39,10 @@ bool IsTempDebris(std::string_view path) {
   return base.substr(0, sizeof(kTempPrefix) - 1) == kTempPrefix;
 }
 
+bool BelongsInManifest(std::string_view path) {
+  return path != kManifestPath && path != kSignaturePath && !IsTempDebris(path);
+}
+
 Status CheckAgentId(const std::string& id) {
   if (id.empty() || id.size() > 128) return Status::InvalidArgument("agent id", "must be 1 to 128 characters");
   if (id.front() == '.') return Status::InvalidArgument("agent id '" + id + "'", "must not start with '.'");

@@ -40,6 +40,12 @@ bool IsBlobPath(std::string_view path);
 // True when the last component of `path` starts with kTempPrefix.
 bool IsTempDebris(std::string_view path);
 
+// Whether a file found in a capsule folder belongs in the manifest a checkpoint or a rebuild
+// writes: not manifest.json itself, not the signature.json an export's extraction leaves
+// beside it (it attests that export, not the state at rest: a manifest naming it could never
+// be exported signed), not the temporary of a write a crash cut short.
+bool BelongsInManifest(std::string_view path);
+
 // Agent ids name folders and holder records: 1 to 128 of [A-Za-z0-9._-], not starting with '.'.
 Status CheckAgentId(const std::string& id);
 
