@@ -137,7 +137,7 @@ double BareBulkInsert(const std::string& from, const std::string& to, uint64_t* 
   auto start = Clock::now();
   {
     Database target = *Database::Open(to, Database::Mode::kCreate);
-    Check(target.Execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -65536"), "pragmas");
+    Check(target.Execute(kBulkLoadPragmas), "pragmas");
     Check(MigrateToCurrent(target), "schema");
     Check(target.Execute("BEGIN"), "begin");
     uint64_t rows = 0;
@@ -177,7 +177,7 @@ double InsertSelect(const std::string& from, const std::string& to) {
   auto start = Clock::now();
   {
     Database target = *Database::Open(to, Database::Mode::kCreate);
-    Check(target.Execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -65536"), "pragmas");
+    Check(target.Execute(kBulkLoadPragmas), "pragmas");
     Check(MigrateToCurrent(target), "schema");
     Check(target.Execute("ATTACH DATABASE '" + from + "' AS old; BEGIN"), "attach");
     for (const std::string& table : Tables(target)) {

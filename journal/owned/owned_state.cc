@@ -253,7 +253,7 @@ Result<ProjectionStats> RebuildLocked(const std::string& dir, const Settings& se
     CAPSULE_ASSIGN_OR_RETURN(Database db, Database::Open("/proc/self/fd/" + std::to_string(file.fd()),
                                                          Database::Mode::kReadWrite, db_path));
     CAPSULE_RETURN_IF_ERROR(
-        db.Execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -65536"));
+        db.Execute(kBulkLoadPragmas));
     CAPSULE_RETURN_IF_ERROR(MigrateToCurrent(db));
     CAPSULE_RETURN_IF_ERROR(db.Execute("BEGIN"));
     CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<Projector> projector, Projector::Create(db, settings));
