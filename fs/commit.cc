@@ -49,6 +49,24 @@ Status CopyFd(int from, int to, uint64_t* copied, const std::string& what) {
   }
 }
 
+// Renames the finished file `from` to `blob`, its content's name. Stored once by content: a
+// blob already there has the same bytes, and `from` goes instead. One renameat2 where the file
+// system has RENAME_NOREPLACE; a look first where it has not.
+Status StoreAsBlob(const std::string& from, const std::string& blob) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, blob.c_str(), RENAME_NOREPLACE) == 0) return Status::Ok();
+  int err = errno;
+  if (err == EINVAL) {
+    if (!PathExists(blob)) {
+      if (::rename(from.c_str(), blob.c_str()) != 0) return Status::IOError(blob, errno);
+      return Status::Ok();
+    }
+    err = EEXIST;
+  }
+  if (err != EEXIST) return Status::IOError(blob, err);
+  ::unlink(from.c_str());
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
@@ -154,15 +172,7 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, bool durable) {
   } else {
     CAPSULE_ASSIGN_OR_RETURN(sha, Sha256File(wc.path, &size));
   }
-  // Stored once by content: a blob already there has the same bytes.
-  std::string blob = JoinPath(options_.dir, BlobPath(sha));
-  if (::renameat2(AT_FDCWD, wc.path.c_str(), AT_FDCWD, blob.c_str(), RENAME_NOREPLACE) != 0) {
-    if (errno == EEXIST || (errno == EINVAL && PathExists(blob))) {
-      ::unlink(wc.path.c_str());
-    } else if (errno != EINVAL || ::rename(wc.path.c_str(), blob.c_str()) != 0) {  // EINVAL: no NOREPLACE here
-      return Status::IOError(blob, errno);
-    }
-  }
+  CAPSULE_RETURN_IF_ERROR(StoreAsBlob(wc.path, JoinPath(options_.dir, BlobPath(sha))));
   struct timespec mtime = wc.mtime;
   node->wc.reset();  // its file is the blob now; a later write copies the blob again
   ++node->commits;
