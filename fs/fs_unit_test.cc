@@ -11,7 +11,7 @@
 #include "fs/change_log.h"
 #include "fs/errno_map.h"
 #include "fs/journal_sink.h"
-#include "fs/node.h"
+#include "fs/running_hash.h"
 #include "fs/state_gate.h"
 
 namespace capsule::fs {
