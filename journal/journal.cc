@@ -9,6 +9,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "capsule/base/background_sha256.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
@@ -288,18 +289,16 @@ Status Journal::Reopen() {
 }
 
 struct OtherJournalText {
+  std::string dir;
   FileBytes text;
-  MergeSide side;  // views into text
 };
 
 Result<OtherJournal> OtherJournal::Load(const std::string& capsule_dir) {
   auto loaded = std::make_shared<OtherJournalText>();
+  loaded->dir = capsule_dir;
   CAPSULE_ASSIGN_OR_RETURN(loaded->text, FileBytes::Read(JournalFile(capsule_dir)));
-  CAPSULE_ASSIGN_OR_RETURN(loaded->side, CheckMergeSide(loaded->text.view()));
   return OtherJournal(std::move(loaded));
 }
-
-size_t OtherJournal::events() const { return text_->side.lines.size(); }
 
 Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
   CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
@@ -308,42 +307,40 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
   CAPSULE_RETURN_IF_ERROR(CutTornTail(fd.get(), path).status());
   CAPSULE_ASSIGN_OR_RETURN(FileBytes text, FileBytes::Read(fd.get(), path));  // no writer meanwhile: we hold the lock
-  Result<MergeSide> ours = CheckMergeSide(text.view());
-  if (!ours.ok()) return ours.status().WithContext("merge: this journal");
+  CAPSULE_ASSIGN_OR_RETURN(MergeInput input, CheckMergeSides(text.view(), other.text_->text.view(), "merge: this journal",
+                                                             "merge: the journal of " + other.text_->dir));
 
-  // The merged journal goes through the durable-write path in large writes, hashed on the way
-  // for its manifest entry.
+  // The merged journal goes through the durable-write path, its pieces (runs of lines that lie
+  // together in one side's text, which stays in memory) gathered many to a writev(2). The
+  // digest for its manifest entry is taken meanwhile on a thread of its own.
   std::optional<AtomicFile> out;
-  std::string buffer;
-  Sha256 digest;
+  std::vector<std::string_view> pieces;
+  size_t pieces_bytes = 0;
+  BackgroundSha256 digest;
   uint64_t written = 0;
-  // Each piece written is handed to the disk at once (sync_file_range starts its writeback
-  // without waiting), so the fsync of the commit finds little left to do.
-  auto put = [&](std::string_view piece) -> Status {
-    digest.Update(piece);
-    CAPSULE_RETURN_IF_ERROR(out->Append(piece));
-    (void)::sync_file_range(out->fd(), static_cast<off_t>(written), static_cast<off_t>(piece.size()),
-                            SYNC_FILE_RANGE_WRITE);
-    written += piece.size();
-    return Status::Ok();
-  };
   auto flush = [&]() -> Status {
-    Status status = put(buffer);
-    buffer.clear();
-    return status;
+    if (pieces.empty()) return Status::Ok();
+    for (std::string_view piece : pieces) digest.Update(piece);
+    CAPSULE_RETURN_IF_ERROR(out->Append(pieces));
+    // Handed to the disk at once (sync_file_range starts its writeback without waiting), so
+    // the fsync of the commit finds little left to do.
+    (void)::sync_file_range(out->fd(), static_cast<off_t>(written), static_cast<off_t>(pieces_bytes),
+                            SYNC_FILE_RANGE_WRITE);
+    written += pieces_bytes;
+    pieces.clear();
+    pieces_bytes = 0;
+    return Status::Ok();
   };
   auto write = [&](std::string_view piece) -> Status {
     if (!out) {
       CAPSULE_ASSIGN_OR_RETURN(AtomicFile created, AtomicFile::Create(path, 0644));
       out.emplace(std::move(created));
-      buffer.reserve(4 << 20);
     }
-    if (buffer.size() + piece.size() > (4 << 20)) CAPSULE_RETURN_IF_ERROR(flush());
-    if (piece.size() >= (4 << 20)) return put(piece);  // a long run of one side's lines goes as it is
-    buffer.append(piece);
-    return Status::Ok();
+    pieces.push_back(piece);
+    pieces_bytes += piece.size();
+    return pieces_bytes >= (4 << 20) ? flush() : Status::Ok();
   };
-  CAPSULE_ASSIGN_OR_RETURN(MergeCounts counts, MergeSides(*ours, other.text_->side, write));
+  CAPSULE_ASSIGN_OR_RETURN(MergeCounts counts, MergeSides(input.ours, input.theirs, write));
   MergeResult result{counts.added, counts.total};
   if (counts.added == 0) {
     CAPSULE_RETURN_IF_ERROR(RepairManifestEntry(dir_, path));

@@ -55,13 +55,12 @@ struct JournalOptions {
   std::function<std::string()> now = UtcNowRfc3339;
 };
 
-// Another copy's journal, read and checked whole (Journal::Read's checks, the same faults),
-// ready to be merged in by Journal::MergeFrom. Holds the text, not its events.
+// Another copy's journal, read whole, to be merged in by Journal::MergeFrom (which checks it
+// as Journal::Read does, with the same faults). Holds the text, not its events.
 struct OtherJournalText;
 class OtherJournal {
  public:
   static Result<OtherJournal> Load(const std::string& capsule_dir);
-  size_t events() const;
 
  private:
   friend class Journal;
@@ -108,8 +107,9 @@ class Journal {
   // (Corruption naming both ids). Idempotent, commutative and associative.
   Result<MergeResult> MergeFrom(std::vector<Event> events);
   // The same for another copy's journal file, in one pass over each journal (like sort -m):
-  // this journal is read and checked once, lines are copied byte for byte, and the merged
-  // journal's digest for the manifest is taken as it is written.
+  // each journal is read and checked once (the lines both begin with byte for byte, once for
+  // both), lines are copied byte for byte, and the merged journal's digest for the manifest
+  // is taken as it is written. A fault of the other journal is named after its folder.
   Result<MergeResult> MergeFrom(const OtherJournal& other);
 
   Journal(Journal&&) = default;

@@ -1,5 +1,7 @@
 #include "journal/merge_stream.h"
 
+#include <algorithm>
+#include <cstring>
 #include <limits>
 #include <thread>
 #include <unordered_map>
@@ -8,11 +10,11 @@ namespace capsule::journal {
 
 namespace {
 
-// Walks the lines of one side in order.
+// Walks the lines of one side in order: the common lines, then its own.
 class Cursor {
  public:
-  explicit Cursor(const ScannedLines& lines) : lines_(lines) { Settle(); }
-  const EventLine* head() const { return part_ < lines_.parts.size() ? &lines_.parts[part_].lines[index_] : nullptr; }
+  explicit Cursor(const MergeSide& side) : lists_{side.common.get(), &side.own} { Settle(); }
+  const EventLine* head() const { return list_ < 2 ? &lists_[list_]->parts[part_].lines[index_] : nullptr; }
   size_t position() const { return position_; }
   void Advance() {
     ++index_;
@@ -22,13 +24,20 @@ class Cursor {
 
  private:
   void Settle() {
-    while (part_ < lines_.parts.size() && index_ >= lines_.parts[part_].lines.size()) {
-      ++part_;
+    while (list_ < 2) {
+      const ScannedLines& lines = *lists_[list_];
+      if (part_ < lines.parts.size() && index_ < lines.parts[part_].lines.size()) return;
+      if (part_ < lines.parts.size()) {
+        ++part_;
+      } else {
+        ++list_;
+        part_ = 0;
+      }
       index_ = 0;
     }
   }
-  const ScannedLines& lines_;
-  size_t part_ = 0, index_ = 0, position_ = 0;
+  const ScannedLines* lists_[2];
+  size_t list_ = 0, part_ = 0, index_ = 0, position_ = 0;
 };
 
 // The merged text as runs of lines that lie next to each other in one side's text: a run is
@@ -80,17 +89,64 @@ Status Conflict(std::string_view machine, uint64_t seq, std::string_view ours, s
 
 }  // namespace
 
-Result<MergeSide> CheckMergeSide(std::string_view text) {
-  MergeSide side;
-  side.text = text.substr(0, CompleteLength(text));
-  CAPSULE_ASSIGN_OR_RETURN(side.lines, ScanLines(side.text, 1, ScanThreads(side.text.size())));
-  CAPSULE_RETURN_IF_ERROR(CheckChains(side.lines, &side.tail, std::nullopt));
-  return side;
+size_t CommonLinesLength(std::string_view a, std::string_view b) {
+  size_t n = std::min(a.size(), b.size());
+  // Whole blocks first (memcmp at memory speed), then the first block that differs byte by byte.
+  constexpr size_t kBlock = 64 << 10;
+  size_t same = 0;
+  while (same + kBlock <= n && std::memcmp(a.data() + same, b.data() + same, kBlock) == 0) same += kBlock;
+  same = static_cast<size_t>(std::mismatch(a.begin() + same, a.begin() + n, b.begin() + same).first - a.begin());
+  size_t newline = a.substr(0, same).rfind('\n');
+  return newline == std::string_view::npos ? 0 : newline + 1;
+}
+
+Result<MergeInput> CheckMergeSides(std::string_view ours_text, std::string_view theirs_text,
+                                   const std::string& ours_name, const std::string& theirs_name) {
+  MergeInput input;
+  MergeSide& ours = input.ours;
+  MergeSide& theirs = input.theirs;
+  ours.text = ours_text.substr(0, CompleteLength(ours_text));
+  theirs.text = theirs_text.substr(0, CompleteLength(theirs_text));
+  size_t common_length = CommonLinesLength(ours.text, theirs.text);
+  std::string_view common_text = ours.text.substr(0, common_length);
+  std::string_view ours_rest = ours.text.substr(common_length);
+  std::string_view theirs_rest = theirs.text.substr(common_length);
+
+  // Ours as ReadJournalText checks it: every line read, then the chains.
+  auto ours_fault = [&](const Status& status) { return status.WithContext(ours_name); };
+  Result<ScannedLines> common = ScanLines(common_text, 1, ScanThreads(common_text.size()));
+  if (!common.ok()) return ours_fault(common.status());
+  uint64_t common_lines = common->size();
+  Result<ScannedLines> own = ScanLines(ours_rest, common_lines + 1, ScanThreads(ours_rest.size()));
+  if (!own.ok()) return ours_fault(own.status());
+  JournalTail common_tail;
+  Status status = CheckChains(*common, &common_tail, std::nullopt);
+  if (!status.ok()) return ours_fault(status);
+  std::optional<EventLine> common_last;
+  for (auto part = common->parts.rbegin(); part != common->parts.rend() && !common_last; ++part) {
+    if (!part->lines.empty()) common_last = part->lines.back();
+  }
+  ours.tail = common_tail;
+  status = CheckChainsAfter(*common, *own, &ours.tail, common_last);
+  if (!status.ok()) return ours_fault(status);
+  ours.own = std::move(own).value();
+  ours.common = std::make_shared<const ScannedLines>(std::move(common).value());
+
+  // Theirs after the lines both begin with, which are checked.
+  auto theirs_fault = [&](const Status& status) { return status.WithContext(theirs_name); };
+  Result<ScannedLines> their_own = ScanLines(theirs_rest, common_lines + 1, ScanThreads(theirs_rest.size()));
+  if (!their_own.ok()) return theirs_fault(their_own.status());
+  theirs.tail = std::move(common_tail);
+  status = CheckChainsAfter(*ours.common, *their_own, &theirs.tail, common_last);
+  if (!status.ok()) return theirs_fault(status);
+  theirs.own = std::move(their_own).value();
+  theirs.common = ours.common;
+  return input;
 }
 
 Result<MergeCounts> MergeSides(const MergeSide& ours, const MergeSide& theirs,
                                const std::function<Status(std::string_view)>& write) {
-  Cursor a(ours.lines), b(theirs.lines);
+  Cursor a(ours), b(theirs);
   RunWriter out(write);
   std::unordered_map<std::string_view, MachineState> machines;
   MergeCounts counts;
@@ -150,7 +206,7 @@ Result<MergeCounts> MergeSides(const MergeSide& ours, const MergeSide& theirs,
   }
   if (!conflict.ok()) return conflict;
   CAPSULE_RETURN_IF_ERROR(out.Flush());
-  counts.total = ours.lines.size() + counts.added;
+  counts.total = ours.size() + counts.added;
   counts.tail = ours.tail;
   for (const auto& [machine, tail] : theirs.tail.machines) {
     MachineTail& merged = counts.tail.machines[machine];

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <string>
 #include <string_view>
 
 #include "capsule/base/status.h"
@@ -21,13 +23,27 @@
 namespace capsule::journal {
 
 // One side of a merge: a journal's complete lines, read and checked as ReadJournalText
-// checks them (the same faults), and how its machines end.
+// checks them (the same faults), and how its machines end. The lines it begins with byte for
+// byte as the other side does are read and checked once for both sides, and shared.
 struct MergeSide {
-  std::string_view text;  // complete lines only
-  ScannedLines lines;
+  std::string_view text;                        // complete lines only
+  std::shared_ptr<const ScannedLines> common;   // the lines both sides begin with (views into ours)
+  ScannedLines own;                             // the lines after them
   JournalTail tail;
+  size_t size() const { return common->size() + own.size(); }
 };
-Result<MergeSide> CheckMergeSide(std::string_view text);
+struct MergeInput {
+  MergeSide ours, theirs;
+};
+// Reads and checks both sides. A fault is named as ReadJournalText names the first fault of
+// `ours`, else of `theirs`, with `ours_name` or `theirs_name` before it ("merge: this
+// journal: journal: line 12: ..."); a fault in the lines both begin with is ours.
+Result<MergeInput> CheckMergeSides(std::string_view ours, std::string_view theirs, const std::string& ours_name,
+                                   const std::string& theirs_name);
+
+// The length of the longest run of whole lines (each with its newline) that `a` and `b` both
+// begin with.
+size_t CommonLinesLength(std::string_view a, std::string_view b);
 
 struct MergeCounts {
   size_t added = 0;          // events of theirs that ours lacked

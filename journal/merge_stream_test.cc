@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "journal/check.h"
+#include "journal/merge_stream.h"
 #include "journal/merge_text.h"
 
 namespace capsule::journal {
@@ -78,7 +79,7 @@ std::string Damaged(const std::string& text, std::mt19937& rng) {
 
 TEST(MergeStreamTest, SameBytesOrSameRefusalAsTheMergeItReplaced) {
   std::mt19937 rng(4242);
-  size_t merged = 0, refused = 0;
+  size_t merged = 0, refused = 0, damaged_in_common = 0;
   for (int round = 0; round < 150; ++round) {
     std::vector<Copy> copies;
     size_t count = 2 + rng() % 3;
@@ -101,6 +102,14 @@ TEST(MergeStreamTest, SameBytesOrSameRefusalAsTheMergeItReplaced) {
       for (size_t b = 0; b < copies.size(); ++b) {
         std::string held = copies[a].text, arriving = copies[b].text;
         if (rng() % 5 == 0) (rng() % 2 ? held : arriving) = Damaged(rng() % 2 ? held : arriving, rng);
+        if (rng() % 7 == 0) {
+          // Damage to the history both hold, which is read and checked once for both.
+          size_t common = CommonLinesLength(held, arriving);
+          std::string damaged = Damaged(held.substr(0, common), rng);
+          held = damaged + held.substr(common);
+          arriving = damaged + arriving.substr(common);
+          ++damaged_in_common;
+        }
         if (rng() % 6 == 0) arriving += arriving.substr(0, arriving.size() / 3);  // a torn last line
         Result<std::string> expected = ReferenceMerge(held, arriving);
         Result<std::string> got = MergeJournalTexts(held, arriving);
@@ -117,7 +126,23 @@ TEST(MergeStreamTest, SameBytesOrSameRefusalAsTheMergeItReplaced) {
   }
   EXPECT_GT(merged, 300u);
   EXPECT_GT(refused, 100u);
-  std::printf("merged %zu, refused %zu\n", merged, refused);
+  EXPECT_GT(damaged_in_common, 100u);
+  std::printf("merged %zu, refused %zu, damaged in the common lines %zu\n", merged, refused, damaged_in_common);
+}
+
+TEST(CommonLinesLengthTest, WholeLinesBothTextsBeginWith) {
+  EXPECT_EQ(CommonLinesLength("", ""), 0u);
+  EXPECT_EQ(CommonLinesLength("a\nb\n", "a\nb\n"), 4u);
+  EXPECT_EQ(CommonLinesLength("a\nb\n", "a\nbc\n"), 2u);  // b's line goes on in the other
+  EXPECT_EQ(CommonLinesLength("a\nb", "a\nb"), 2u);        // a line without its newline is not whole
+  EXPECT_EQ(CommonLinesLength("ab\n", "ac\n"), 0u);
+  std::string long_text;
+  for (int i = 0; i < 20000; ++i) long_text += "line " + std::to_string(i) + "\n";
+  std::string other = long_text;
+  size_t at = long_text.find("line 15000\n");
+  other[at + 7] = 'X';
+  EXPECT_EQ(CommonLinesLength(long_text, other), at);
+  EXPECT_EQ(CommonLinesLength(long_text, long_text.substr(0, at + 3)), at);
 }
 
 // A receiver's check before it appends: every chain held must be a prefix of the stream's, or

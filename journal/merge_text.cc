@@ -66,17 +66,15 @@ Status CheckSharedPrefix(std::string_view held, std::string_view arriving) {
 }
 
 Result<std::string> MergeJournalTexts(std::string_view held, std::string_view arriving) {
-  Result<MergeSide> ours = CheckMergeSide(held);
-  if (!ours.ok()) return ours.status().WithContext("merge: the journal held here");
-  Result<MergeSide> theirs = CheckMergeSide(arriving);
-  if (!theirs.ok()) return theirs.status().WithContext("merge: the arriving journal");
+  CAPSULE_ASSIGN_OR_RETURN(MergeInput input, CheckMergeSides(held, arriving, "merge: the journal held here",
+                                                             "merge: the arriving journal"));
   std::string out;
   out.reserve(held.size() + arriving.size() / 2);
-  CAPSULE_ASSIGN_OR_RETURN(MergeCounts counts, MergeSides(*ours, *theirs, [&](std::string_view piece) {
+  CAPSULE_ASSIGN_OR_RETURN(MergeCounts counts, MergeSides(input.ours, input.theirs, [&](std::string_view piece) {
                              out.append(piece);
                              return Status::Ok();
                            }));
-  if (counts.added == 0) return std::string(ours->text);
+  if (counts.added == 0) return std::string(input.ours.text);
   return out;
 }
 

@@ -87,31 +87,32 @@ Result<ScannedLines> ScanLines(std::string_view text, uint64_t first_line, unsig
   return scanned;
 }
 
-// Checks the chains of `lines` as continuing `tail` after `last`.
 Status CheckChains(const ScannedLines& lines, JournalTail* tail, std::optional<EventLine> last) {
-  ChainCheck chain(tail, last);
-  size_t index = 0;
-  Status status;
-  for (const ScannedPart& part : lines.parts) {
-    for (const EventLine& line : part.lines) {
-      status = chain.Next(line, lines, index++);
-      if (!status.ok()) return status;
-    }
-  }
-  return status;
+  return CheckChainsAfter(ScannedLines{}, lines, tail, last);
 }
 
-Status ChainCheck::Next(const EventLine& event, const ScannedLines& lines, size_t index) {
-  Status status = Next(event);
-  if (status.ok()) return status;
-  // A line seen before fails the chain too (same machine and seq): it is named a duplicate.
-  size_t i = 0;
-  bool repeated = false;
-  lines.ForEach([&](const EventLine& earlier) {
-    if (i++ < index && !repeated && earlier.id == event.id) repeated = true;
-  });
-  if (repeated) return Status::Corruption("journal: " + DescribeLine(event), "duplicate: the same event appears twice");
-  return status;
+Status CheckChainsAfter(const ScannedLines& earlier, const ScannedLines& lines, JournalTail* tail,
+                        std::optional<EventLine> last) {
+  ChainCheck chain(tail, last);
+  size_t index = 0;
+  for (const ScannedPart& part : lines.parts) {
+    for (const EventLine& line : part.lines) {
+      Status status = chain.Next(line);
+      if (!status.ok()) {
+        // A line seen before fails the chain too (same machine and seq): it is named a duplicate.
+        bool repeated = false;
+        earlier.ForEach([&](const EventLine& seen) { repeated = repeated || seen.id == line.id; });
+        size_t i = 0;
+        lines.ForEach([&](const EventLine& seen) { repeated = repeated || (i++ < index && seen.id == line.id); });
+        if (repeated) {
+          return Status::Corruption("journal: " + DescribeLine(line), "duplicate: the same event appears twice");
+        }
+        return status;
+      }
+      ++index;
+    }
+  }
+  return Status::Ok();
 }
 
 Status ChainCheck::Next(const EventLine& event) {

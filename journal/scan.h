@@ -45,18 +45,15 @@ Result<ScannedLines> ScanLines(std::string_view text, uint64_t first_line, unsig
 unsigned ScanThreads(size_t bytes);
 
 // Checks events one after another as lines of one journal, as CheckEvents does, with the same
-// messages: each machine's chain (seq, prev), its clocks, the order, no event twice.
+// messages: each machine's chain (seq, prev), its clocks, the order. A repeated event fails
+// the order or the chain; CheckChains names it a duplicate, as CheckEvents does.
 class ChainCheck {
  public:
   // Continues a journal whose machines end as `tail` says and whose last event is `last`
   // (none for an empty journal). `tail` is updated as events pass.
   ChainCheck(JournalTail* tail, std::optional<EventLine> last) : tail_(tail), previous_(last) {}
 
-  // Ok when `event`, line `index` of `lines` (whose earlier lines this ChainCheck was given,
-  // in order), may follow them. A fault on an event that repeats one of them is reported as
-  // a duplicate, as CheckEvents does.
-  Status Next(const EventLine& event, const ScannedLines& lines, size_t index);
-  // The same, for a caller that finds repeats itself.
+  // Ok when `event` may follow the events this ChainCheck was given.
   Status Next(const EventLine& event);
 
   const std::optional<EventLine>& last() const { return previous_; }
@@ -69,5 +66,9 @@ class ChainCheck {
 // Checks every line of `lines` in order as continuing a journal whose machines end as `tail`
 // says, after `last`: the first fault as CheckEvents names it.
 Status CheckChains(const ScannedLines& lines, JournalTail* tail, std::optional<EventLine> last);
+// The same when `lines` follow `earlier`, lines of the same journal already checked (whose
+// chains left `tail` and `last`): a line that repeats one of `earlier` is named a duplicate.
+Status CheckChainsAfter(const ScannedLines& earlier, const ScannedLines& lines, JournalTail* tail,
+                        std::optional<EventLine> last);
 
 }  // namespace capsule::journal

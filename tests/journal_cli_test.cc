@@ -208,4 +208,33 @@ TEST_F(JournalCliTest, MergeRefusesAForgedConflictingEvent) {
   EXPECT_EQ(Slurp(cap_ + "/memory/timeline_events.jsonl"), before);
 }
 
+// A damaged line is refused wherever it lies: in what only the other copy holds (named after
+// that copy's folder), or in the history both copies hold (named as this journal's, the
+// first one checked). Nothing is written either way.
+TEST_F(JournalCliTest, MergeRefusesADamagedLineNamingTheJournalThatHoldsIt) {
+  ASSERT_EQ(Append(cap_, "user_message", R"({"text":"shared"})").code, 0);
+  std::string other = dir_ + "/other";
+  ASSERT_EQ(Sh("cp -a " + cap_ + " " + other + " && ./capsule adopt " + other).code, 0);
+  ASSERT_EQ(Append(cap_, "user_message", R"({"text":"here"})").code, 0);
+  ASSERT_EQ(Append(other, "user_message", R"({"text":"there"})").code, 0);
+  std::string journal = cap_ + "/memory/timeline_events.jsonl";
+  std::string before = Slurp(journal);
+
+  ASSERT_EQ(Sh("sed -i 's/\"there\"/\"THERE\"/' " + other + "/memory/timeline_events.jsonl").code, 0);
+  Outcome theirs = Sh("./capsule merge " + cap_ + " " + other);
+  EXPECT_EQ(theirs.code, 1);
+  EXPECT_NE(theirs.err.find("the journal of " + other + ": journal: line 2"), std::string::npos) << theirs.err;
+  EXPECT_NE(theirs.err.find("id does not match"), std::string::npos) << theirs.err;
+  EXPECT_EQ(Slurp(journal), before);
+
+  ASSERT_EQ(Sh("sed -i 's/\"THERE\"/\"there\"/; s/\"shared\"/\"SHARED\"/' " + other +
+               "/memory/timeline_events.jsonl && sed -i 's/\"shared\"/\"SHARED\"/' " + journal).code,
+            0);
+  std::string damaged = Slurp(journal);
+  Outcome both = Sh("./capsule merge " + cap_ + " " + other);
+  EXPECT_EQ(both.code, 1);
+  EXPECT_NE(both.err.find("merge: this journal: journal: line 1"), std::string::npos) << both.err;
+  EXPECT_EQ(Slurp(journal), damaged);
+}
+
 }  // namespace

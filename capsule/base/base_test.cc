@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "capsule/base/background_sha256.h"
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/parallel.h"
@@ -198,6 +199,33 @@ TEST(Sha256Test, StreamingEqualsOneShot) {
   Sha256 hasher;
   for (size_t i = 0; i < data.size(); i += 777) hasher.Update(std::string_view(data).substr(i, 777));
   EXPECT_EQ(hasher.FinishHex(), Sha256Hex(data));
+}
+
+TEST(Sha256Test, BackgroundEqualsInlineOverManyBatches) {
+  std::string data(5 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + (i >> 13));
+  BackgroundSha256 background;
+  for (size_t i = 0; i < data.size(); i += 3001) background.Update(std::string_view(data).substr(i, 3001));
+  EXPECT_EQ(background.FinishHex(), Sha256Hex(data));
+  BackgroundSha256 nothing;
+  EXPECT_EQ(nothing.FinishHex(), Sha256Hex(""));
+  BackgroundSha256 dropped;  // destroyed unfinished, with a batch handed over
+  dropped.Update(std::string_view(data).substr(0, 2 << 20));
+}
+
+TEST(FileIoTest, AppendOfPiecesWritesThemInOrderBeyondOneWritev) {
+  std::string dir = TempDir();
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += std::to_string(i) + (i % 3 == 0 ? "" : ",");
+  std::vector<std::string_view> pieces;  // more than IOV_MAX, some of them empty
+  for (size_t i = 0; i < text.size(); i += 1 + i % 5) pieces.push_back(std::string_view(text).substr(i, 1 + i % 5));
+  pieces.insert(pieces.begin() + 7, std::string_view());
+  ASSERT_GT(pieces.size(), 2048u);
+  auto file = AtomicFile::Create(dir + "/f");
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE(file->Append(pieces).ok());
+  ASSERT_TRUE(file->Commit().ok());
+  EXPECT_EQ(*ReadFile(dir + "/f"), text);
 }
 
 TEST(Sha256Test, FileWithPrefix) {

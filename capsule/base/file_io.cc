@@ -6,9 +6,11 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +60,33 @@ Status WriteAll(int fd, std::string_view data, const std::string& name) {
       return Status::IOError(name, errno);
     }
     data.remove_prefix(static_cast<size_t>(n));
+  }
+  return Status::Ok();
+}
+
+Status WriteAll(int fd, std::span<const std::string_view> pieces, const std::string& name) {
+  std::vector<iovec> vectors;
+  size_t next = 0;  // the first piece not yet in `vectors`
+  while (next < pieces.size() || !vectors.empty()) {
+    while (next < pieces.size() && vectors.size() < IOV_MAX) {
+      std::string_view piece = pieces[next++];
+      if (!piece.empty()) vectors.push_back(iovec{const_cast<char*>(piece.data()), piece.size()});
+    }
+    if (vectors.empty()) break;
+    ssize_t n = ::writev(fd, vectors.data(), static_cast<int>(vectors.size()));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError(name, errno);
+    }
+    // Drops what was written: whole vectors, then part of the first left.
+    auto done = static_cast<size_t>(n);
+    size_t whole = 0;
+    while (whole < vectors.size() && done >= vectors[whole].iov_len) done -= vectors[whole++].iov_len;
+    vectors.erase(vectors.begin(), vectors.begin() + static_cast<std::ptrdiff_t>(whole));
+    if (done > 0) {
+      vectors.front().iov_base = static_cast<char*>(vectors.front().iov_base) + done;
+      vectors.front().iov_len -= done;
+    }
   }
   return Status::Ok();
 }
@@ -259,6 +288,11 @@ AtomicFile::~AtomicFile() {
 Status AtomicFile::Append(std::string_view data) {
   if (temp_path_.empty()) return Status::FailedPrecondition(path_, "file already committed");
   return WriteAll(fd_.get(), data, path_);
+}
+
+Status AtomicFile::Append(std::span<const std::string_view> pieces) {
+  if (temp_path_.empty()) return Status::FailedPrecondition(path_, "file already committed");
+  return WriteAll(fd_.get(), pieces, path_);
 }
 
 Status AtomicFile::Commit() {

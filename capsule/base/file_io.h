@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -59,6 +60,8 @@ Result<UniqueFd> OpenBeneath(const std::string& root, const std::string& rel, in
 
 // Writes all of `data` to `fd`, retrying short writes and EINTR.
 Status WriteAll(int fd, std::string_view data, const std::string& name);
+// The same for `pieces` one after another, many to a writev(2).
+Status WriteAll(int fd, std::span<const std::string_view> pieces, const std::string& name);
 // Reads up to `size` bytes at `offset`; fewer only at end of file.
 Result<size_t> ReadAt(int fd, char* buffer, size_t size, off_t offset, const std::string& name);
 
@@ -121,6 +124,7 @@ class AtomicFile {
   ~AtomicFile();
 
   Status Append(std::string_view data);
+  Status Append(std::span<const std::string_view> pieces);
   // fsync, rename over the target, fsync the folder. The object is spent afterwards.
   Status Commit();
   // Like Commit, but refuses (AlreadyExists) when the target exists: link(2), not rename(2).
