@@ -66,7 +66,7 @@ for cap in sys.argv[1:]:
 PY
 cp "$work/a/memory/timeline_events.jsonl" "$work/a.jsonl"
 cp "$work/b/memory/timeline_events.jsonl" "$work/b.jsonl"
-cp -a "$work/a" "$work/a0"  # the merge rewrites a; each round starts from this copy
+cp "$work/a/manifest.json" "$work/a-manifest.json"  # the merge rewrites a: each round puts these back
 bytes=$(stat -c %s "$work/a.jsonl")
 echo "$events events, $bytes bytes each ($((bytes / events)) bytes an event)"
 cat "$work/a.jsonl" "$work/b.jsonl" > /dev/null
@@ -81,13 +81,28 @@ printf 'capsule verify   %6.2fs   (the whole capsule: manifest digests and the j
   "$cverify_s" "$(ratio "$cverify_s" "$sha_s")"
 
 echo "== merge"
-t=$(now); LC_ALL=C sort -m -u "$work/a.jsonl" "$work/b.jsonl" > "$work/sorted.jsonl"; sort_s=$(elapsed "$t")
-read -r _ merge_s added total < <("$journal_bench" merge "$work/a" "$work/b")
+# Two rounds, sort and merge taking turns; the better time of each is the figure (on a VM the
+# first to touch memory another program freed pays for it). Each starts with nothing left to
+# write back: sort leaves its output unsynced, and the disk writing it back would slow the
+# merge's own writes and fsync.
+sort_s= merge_s=
+for round in 1 2; do
+  sync
+  t=$(now); LC_ALL=C sort -m -u "$work/a.jsonl" "$work/b.jsonl" > "$work/sorted.jsonl"; s=$(elapsed "$t")
+  sort_lines=$(wc -l < "$work/sorted.jsonl")
+  rm -f "$work/sorted.jsonl"
+  cp "$work/a.jsonl" "$work/a/memory/timeline_events.jsonl"
+  cp "$work/a-manifest.json" "$work/a/manifest.json"
+  rm -f "$work/a/.capsule/journal.tail"
+  sync
+  read -r _ m added total < <("$journal_bench" merge "$work/a" "$work/b")
+  "$journal_bench" verify "$work/a" > /dev/null || { echo "the merged journal does not verify"; exit 1; }
+  if [ -z "$sort_s" ] || awk -v a="$s" -v b="$sort_s" 'BEGIN { exit !(a < b) }'; then sort_s=$s; fi
+  if [ -z "$merge_s" ] || awk -v a="$m" -v b="$merge_s" 'BEGIN { exit !(a < b) }'; then merge_s=$m; fi
+  printf '  round %d: merge %6.2fs   sort -m -u %6.2fs\n' "$round" "$m" "$s"
+done
 printf 'journal merge    %6.2fs   sort -m -u %6.2fs   ratio %sx   (%s added, %s in all; sort gave %s lines)\n' \
-  "$merge_s" "$sort_s" "$(ratio "$merge_s" "$sort_s")" "$added" "$total" "$(wc -l < "$work/sorted.jsonl")"
-rm -f "$work/sorted.jsonl"
-"$journal_bench" verify "$work/a" > /dev/null || { echo "the merged journal does not verify"; exit 1; }
-rm -rf "$work/a" && mv "$work/a0" "$work/a"
+  "$merge_s" "$sort_s" "$(ratio "$merge_s" "$sort_s")" "$added" "$total" "$sort_lines"
 
 echo "== durable appends, $appends each"
 cat > "$work/append_loop.c" <<'C'
