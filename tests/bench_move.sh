@@ -71,6 +71,7 @@ echo "== 1. the whole capsule: capsule move against tar | openssl s_client -> op
 mkdir -p "$work/tls-x" "$work/end"
 echo 1 > "$work/end/zz-end"  # archived last: once it is extracted, everything is
 port=$((40000 + RANDOM % 20000))
+sync  # each side starts with nothing left to write back: both end by syncing the target's file system
 t=$(now)
 { sleep 3600 | openssl s_server -accept "127.0.0.1:$port" -naccept 1 -cert "$pki/server.pem" -key "$pki/server.key" \
     -CAfile "$pki/ca.pem" -Verify 1 -verify_return_error -tls1_3 -quiet 2>/dev/null | tar x -C "$work/tls-x"; } 2>/dev/null &
@@ -84,6 +85,7 @@ sync -f "$work/tls-x"
 tls_s=$(echo "$(elapsed "$t") - 0.3" | bc -l)
 { pkill -P "$client_group"; pkill -P "$server_group"; wait "$client_group" "$server_group"; } 2>/dev/null || true
 
+sync
 t=$(now); out=$(move "$work/a/bench" "$addr_b"); move_s=$(elapsed "$t")
 printf 'capsule move (copy+switch+activate)  %6.2fs  %7.1f MB/s  copy %s bytes, frozen %.3fs\n' "$move_s" \
   "$(mbps "$ws_bytes" "$move_s")" "$(field "$out" copy_bytes)" "$(field "$out" frozen_seconds)"

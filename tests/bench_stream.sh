@@ -41,10 +41,16 @@ echo "workspace: $ws_files files, $((ws_bytes / 1024 / 1024)) MiB"
 find "$ws" "$work/src" -type f -print0 | xargs -0 cat > /dev/null
 
 echo "== pack and unpack (copy) against GNU tar create and extract of the same files"
+# Each step starts with nothing left to write back (unpack and tar -x + sync end with a
+# syncfs, which would otherwise also write back what the steps before them left).
+sync
 t=$(now); "$capsule" stream pack "$work/src" --phase copy --move 00000000000000000000000000000001 -o "$work/copy.stream" >/dev/null; pack_s=$(elapsed "$t")
+sync
 t=$(now); tar -cf "$work/gnu.tar" -C "$ws" .; tar_c_s=$(elapsed "$t")
+sync
 t=$(now); "$capsule" stream unpack "$work/copy.stream" "$work/dst" >/dev/null; unpack_s=$(elapsed "$t")
 mkdir -p "$work/gnu-x"
+sync
 t=$(now); tar -xf "$work/gnu.tar" -C "$work/gnu-x" && sync -f "$work/gnu-x"; tar_x_s=$(elapsed "$t")
 printf 'capsule stream pack    %6.2fs  %7.1f MB/s  (hashes every file as it sends it, fsyncs the stream)\n' "$pack_s" "$(mbps "$ws_bytes" "$pack_s")"
 printf 'GNU tar -c             %6.2fs  %7.1f MB/s   pack speed = %sx GNU tar\n' "$tar_c_s" "$(mbps "$ws_bytes" "$tar_c_s")" "$(ratio "$tar_c_s" "$pack_s")"

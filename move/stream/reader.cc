@@ -10,6 +10,7 @@
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
+#include "move/stream/digest_check.h"
 
 namespace capsule::move {
 
@@ -62,11 +63,12 @@ Status CheckedSmallFile(TarReader* reader, const TarEntry& entry, std::string* d
 }
 
 // Where received files are written: the folders made so far (most files share their
-// parent with the one before), and the buffer data passes through.
+// parent with the one before), and the buffers data passes through.
 struct Landing {
   std::string into;
   std::string last_folder;
   std::vector<char> buffer = std::vector<char>(1 << 20);
+  DigestCheck digests;  // for files written in place in a staging folder
 };
 
 Status ReceiveFile(TarReader* reader, const TarEntry& entry, Landing* landing, ReceivedEntry* out) {
@@ -77,31 +79,43 @@ Status ReceiveFile(TarReader* reader, const TarEntry& entry, Landing* landing, R
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(folder));
     landing->last_folder = std::move(folder);
   }
-  // Inside a staging folder (the receivers' case) the folder is the temporary: a file is
-  // written where it belongs, and a refused stream takes the whole folder with it. Elsewhere
-  // each file is written whole or not at all.
-  std::optional<AtomicFile> atomic;
-  UniqueFd direct;
-  if (StagingSync::Covers(target)) {
-    CAPSULE_ASSIGN_OR_RETURN(direct, OpenFile(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  } else {
-    Result<AtomicFile> made = AtomicFile::Create(target, 0644);
-    if (!made.ok()) return made.status();
-    atomic.emplace(std::move(*made));
-  }
-  Sha256 hasher;
   uint64_t size = 0;
+  out->sha256 = expected;
+  if (StagingSync::Covers(target)) {
+    // Inside a staging folder (the receivers' case) the folder is the temporary: a file is
+    // written where it belongs, its digest checked on another thread meanwhile, and a refused
+    // stream takes the whole folder with it.
+    CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    for (;;) {
+      DigestCheck::Buffer* buffer = landing->digests.Take();
+      Result<size_t> n = reader->ReadData(buffer->bytes.data(), buffer->bytes.size());
+      if (!n.ok() || *n == 0) {
+        landing->digests.Give(buffer);
+        if (!n.ok()) return n.status();
+        break;
+      }
+      Status written = WriteAll(fd.get(), std::string_view(buffer->bytes.data(), *n), target);
+      landing->digests.Hash(buffer, *n);
+      CAPSULE_RETURN_IF_ERROR(written);
+      size += *n;
+    }
+    landing->digests.EndFile(entry.path, expected);
+    out->size = size;
+    return Status::Ok();
+  }
+  // Elsewhere each file is written whole or not at all.
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile atomic, AtomicFile::Create(target, 0644));
+  Sha256 hasher;
   for (;;) {
     CAPSULE_ASSIGN_OR_RETURN(size_t n, reader->ReadData(landing->buffer.data(), landing->buffer.size()));
     if (n == 0) break;
     std::string_view chunk(landing->buffer.data(), n);
     hasher.Update(chunk);
-    CAPSULE_RETURN_IF_ERROR(atomic ? atomic->Append(chunk) : WriteAll(direct.get(), chunk, target));
+    CAPSULE_RETURN_IF_ERROR(atomic.Append(chunk));
     size += n;
   }
   if (hasher.FinishHex() != expected) return Refuse(entry.path, "digest differs from its LNK.sha256");
-  if (atomic) CAPSULE_RETURN_IF_ERROR(atomic->Commit());
-  out->sha256 = expected;
+  CAPSULE_RETURN_IF_ERROR(atomic.Commit());
   out->size = size;
   return Status::Ok();
 }
@@ -125,9 +139,7 @@ Status CheckNotBeneath(const std::map<std::string, ReceivedEntry>& entries, cons
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
+Result<ReceivedStream> ReadEntries(ByteSource* source, Landing* landing) {
   TarReader reader(source);
   ReceivedStream stream;
   TarEntry entry;
@@ -139,8 +151,6 @@ Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
   CAPSULE_ASSIGN_OR_RETURN(stream.manifest, StreamManifest::Parse(manifest_text));
   Phase phase = stream.manifest.phase;
 
-  Landing landing;
-  landing.into = into;
   bool ended = false;
   for (;;) {
     Result<bool> more = reader.Next(&entry);
@@ -172,7 +182,7 @@ Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
         received.link_target = entry.link_target;
         break;
       case TarEntry::Type::kFile:
-        CAPSULE_RETURN_IF_ERROR(ReceiveFile(&reader, entry, &landing, &received));
+        CAPSULE_RETURN_IF_ERROR(ReceiveFile(&reader, entry, landing, &received));
         stream.file_bytes += received.size;
         break;
       case TarEntry::Type::kHardLink: {
@@ -209,6 +219,19 @@ Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
   if (!ended) return Refuse(kStreamEndName, "missing: the stream was cut short");
   Status trailer = reader.ExpectOnlyZerosAfterEnd();
   if (!trailer.ok()) return Refuse(kStreamEndName, "bytes follow the end of the stream");
+  return stream;
+}
+
+}  // namespace
+
+Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
+  Landing landing;
+  landing.into = into;
+  Result<ReceivedStream> stream = ReadEntries(source, &landing);
+  // Every file before the one the stream ended at, or failed at, has been handed over for
+  // its digest: a file that differs came first, and is the fault to name.
+  std::optional<std::string> differed = landing.digests.Finish();
+  if (differed) return Refuse(*differed, "digest differs from its LNK.sha256");
   return stream;
 }
 

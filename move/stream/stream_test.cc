@@ -537,6 +537,35 @@ TEST_F(StreamTest, RefusesFileWhoseDigestDiffers) {
   ExpectRefused(stream, root_ + "/new", "digest differs");
 }
 
+// Digests are checked on another thread, behind the writing: a refusal still names the
+// first fault in the stream's order, and a file larger than every buffer the check holds is
+// still checked whole.
+TEST_F(StreamTest, ADigestThatDiffersIsNamedBeforeAFaultThatComesAfterIt) {
+  std::string dst = ReceivedCopy();
+  ExpectRefused(Forge(ManifestText(Phase::kCopy))
+                    .Raw([](TarWriter& w) {
+                      ASSERT_TRUE(w.AddFile("files/a", "tampered", 0644, {{kDigestRecord, Sha256Hex("original")}}).ok());
+                    })
+                    .File("files/b", "fine")
+                    .File("files/../../x", "escapes")
+                    .End()
+                    .Finish(),
+                dst, "'files/a': digest differs from its LNK.sha256");
+  std::string large(40 << 20, 'x');
+  std::string tampered = large;
+  tampered.back() = 'y';  // the last byte, hashed long after the first were written
+  std::string stream = Forge(ManifestText(Phase::kCopy))
+                           .File("files/first", "fine")
+                           .Raw([&](TarWriter& w) {
+                             ASSERT_TRUE(w.AddFile("files/large", tampered, 0644, {{kDigestRecord, Sha256Hex(large)}}).ok());
+                           })
+                           .File("files/after", "fine")
+                           .End()
+                           .Finish();
+  ExpectRefused(stream, dst, "'files/large': digest differs from its LNK.sha256");
+  ExpectRefused(stream, root_ + "/new", "'files/large': digest differs");
+}
+
 TEST_F(StreamTest, RefusesFileWithoutDigest) {
   std::string stream = Forge(ManifestText(Phase::kCopy))
                            .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddFile("files/a", "a").ok()); })

@@ -1,0 +1,69 @@
+// Checking received files against their digests on a thread of its own, while the receiver
+// writes them: the receiver reads each piece of a file into a buffer taken from here, writes
+// it, and hands it back to be hashed; when the file ends, it hands over the digest the file
+// must have. Hashing then costs the receiver no time of its own (on two cores or more).
+//
+// A file whose digest differs is known only once its pieces are hashed: the receiver must
+// call Finish before it uses what it wrote (a staging folder is refused whole).
+//
+// Thread-safety: one receiver thread calls everything; the hashing thread is internal.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "capsule/base/sha256.h"
+
+namespace capsule::move {
+
+class DigestCheck {
+ public:
+  struct Buffer {
+    std::vector<char> bytes;
+  };
+
+  // `buffers` buffers of `buffer_size` bytes: the hashing thread lags at most that far.
+  explicit DigestCheck(size_t buffers = 16, size_t buffer_size = 1 << 20);
+  ~DigestCheck();  // stops the hashing thread, whatever is left
+  DigestCheck(const DigestCheck&) = delete;
+  DigestCheck& operator=(const DigestCheck&) = delete;
+
+  // A buffer to read the next piece into; waits while every buffer is queued to be hashed.
+  Buffer* Take();
+  // The first `size` bytes of `buffer` are the next piece of the current file.
+  void Hash(Buffer* buffer, size_t size);
+  // Gives back a buffer taken but not handed to Hash.
+  void Give(Buffer* buffer);
+  // The current file ended: its pieces must have the digest `sha256` (lowercase hex). The next
+  // piece begins the next file.
+  void EndFile(std::string name, std::string sha256);
+  // Waits until every piece is hashed. The name of the first file whose digest differed, if
+  // one did.
+  std::optional<std::string> Finish();
+
+ private:
+  struct Item {
+    Buffer* buffer = nullptr;  // a piece, or (null) the end of a file
+    size_t size = 0;
+    std::string name, sha256;
+  };
+  void Run();
+
+  std::vector<Buffer> buffers_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<Buffer*> free_;           // guarded by mu_
+  std::deque<Item> queued_;             // guarded by mu_
+  bool busy_ = false;                   // guarded by mu_: the hashing thread holds an item
+  bool stopping_ = false;               // guarded by mu_
+  std::optional<std::string> differed_; // guarded by mu_: the first file whose digest differed
+};
+
+}  // namespace capsule::move
