@@ -1,10 +1,17 @@
 #include "capsule/base/read_ahead.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
 namespace capsule {
+
+bool CanReadAhead(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
 
 ReadAhead::ReadAhead(ByteSource* source, size_t block_size, size_t blocks)
     : source_(source), block_size_(std::max<size_t>(block_size, 1)), blocks_(std::max<size_t>(blocks, 1)) {}

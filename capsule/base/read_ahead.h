@@ -19,6 +19,10 @@
 
 namespace capsule {
 
+// True when `fd` may be read ahead: a regular file, whose reads always end, so the reading
+// thread can always be stopped (a thread blocked reading a pipe or a socket could not).
+bool CanReadAhead(int fd);
+
 class ReadAhead : public ByteSource {
  public:
   // Up to `blocks` blocks of up to `block_size` bytes are read before the consumer takes them.

@@ -33,13 +33,9 @@ Status Copy(ByteSource* in, ByteSink* out, uint64_t* copied) {
   }
 }
 
-// Standard input is read ahead on a thread of its own when it is a file (a read of one never
-// waits for long, so the reading can always be stopped), so that reading it overlaps sealing
-// or opening; anything else (a pipe, a socket) is read as it comes.
-bool ReadsAhead(int fd) {
-  struct stat st;
-  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-}
+// Standard input is read ahead on a thread of its own when it is a file (CanReadAhead), so
+// that reading it overlaps sealing or opening; anything else (a pipe, a socket) is read as it
+// comes.
 
 // Copies from a source read ahead, without copying each block again.
 Status CopyAhead(ReadAhead* in, ByteSink* out, uint64_t* copied) {
@@ -66,7 +62,7 @@ int RunSeal(const SealArgs& args) {
   if (!writer.ok()) return Fail(writer.status());
   uint64_t copied = 0;
   Status status;
-  if (ReadsAhead(STDIN_FILENO)) {
+  if (CanReadAhead(STDIN_FILENO)) {
     ReadAhead ahead(&in);
     status = CopyAhead(&ahead, writer->get(), &copied);
   } else {
@@ -86,7 +82,7 @@ int RunOpen(const OpenArgs& args) {
   if (!key.ok()) return Fail(key.status());
   FdSource stdin_source(STDIN_FILENO, "standard input");
   std::optional<ReadAhead> ahead;
-  if (ReadsAhead(STDIN_FILENO)) ahead.emplace(&stdin_source);
+  if (CanReadAhead(STDIN_FILENO)) ahead.emplace(&stdin_source);
   ByteSource* in = ahead ? static_cast<ByteSource*>(&*ahead) : &stdin_source;
   FdSink out(STDOUT_FILENO, "standard output");
   Result<std::unique_ptr<EnvelopeReader>> reader = EnvelopeReader::Open(in, key->get());

@@ -8,9 +8,11 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "capsule/base/file_io.h"
 #include "capsule/base/output_file.h"
+#include "capsule/base/read_ahead.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/keys.h"
 #include "move/seal/envelope.h"
@@ -92,7 +94,10 @@ Status Unpack(const UnpackArgs& args, move::UnpackStats* stats, Progress* progre
   CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), magic, sizeof magic, 0, args.file));
   bool sealed = std::string_view(magic, n) == envelope::kMagic;
   FdSource raw_source(fd.get(), args.file);
-  CountingSource file_source(&raw_source, progress);
+  // A file is read ahead on a thread of its own, overlapping the writing of what it holds.
+  std::optional<ReadAhead> ahead;
+  if (CanReadAhead(fd.get())) ahead.emplace(&raw_source);
+  CountingSource file_source(ahead ? static_cast<ByteSource*>(&*ahead) : &raw_source, progress);
   ByteSource* source = &file_source;
   std::unique_ptr<EnvelopeReader> envelope;
   EvpPkeyPtr key;
