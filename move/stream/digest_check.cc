@@ -15,70 +15,90 @@ DigestCheck::~DigestCheck() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  work_.notify_one();
   thread_.join();
 }
 
 DigestCheck::Buffer* DigestCheck::Take() {
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [this] { return !free_.empty(); });
+  if (free_.empty() && hasher_waiting_) work_.notify_one();
+  receiver_waiting_ = true;
+  done_.wait(lock, [this] { return !free_.empty(); });
+  receiver_waiting_ = false;
   Buffer* buffer = free_.back();
   free_.pop_back();
   return buffer;
 }
 
 void DigestCheck::Give(Buffer* buffer) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(buffer);
-  }
-  changed_.notify_all();
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(buffer);
 }
 
-void DigestCheck::Hash(Buffer* buffer, size_t size) {
+void DigestCheck::Queue(Item item) {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queued_.push_back(Item{buffer, size, {}, {}});
+    queued_bytes_ += item.size;
+    queued_.push_back(std::move(item));
+    // Woken for a batch, not for each piece: when a megabyte waits, or half the buffers do.
+    wake = hasher_waiting_ && (queued_bytes_ >= kWakeBytes || 2 * free_.size() < buffers_.size());
+    if (wake) queued_bytes_ = 0;
   }
-  changed_.notify_all();
+  if (wake) work_.notify_one();
 }
+
+void DigestCheck::Hash(Buffer* buffer, size_t size) { Queue(Item{buffer, size, {}, {}}); }
 
 void DigestCheck::EndFile(std::string name, std::string sha256) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queued_.push_back(Item{nullptr, 0, std::move(name), std::move(sha256)});
-  }
-  changed_.notify_all();
+  Queue(Item{nullptr, 0, std::move(name), std::move(sha256)});
 }
 
 std::optional<std::string> DigestCheck::Finish() {
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [this] { return queued_.empty() && !busy_; });
+  if (hasher_waiting_) work_.notify_one();
+  receiver_waiting_ = true;
+  done_.wait(lock, [this] { return queued_.empty() && !busy_; });
+  receiver_waiting_ = false;
   return differed_;
 }
 
 void DigestCheck::Run() {
   Sha256 file;
+  std::vector<Item> items;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    changed_.wait(lock, [this] { return !queued_.empty() || stopping_; });
+    hasher_waiting_ = true;
+    work_.wait(lock, [this] { return !queued_.empty() || stopping_; });
+    hasher_waiting_ = false;
     if (stopping_) return;
-    Item item = std::move(queued_.front());
-    queued_.pop_front();
+    items.swap(queued_);
+    queued_bytes_ = 0;
     busy_ = true;
     lock.unlock();
     std::optional<std::string> differed;
-    if (item.buffer != nullptr) {
-      file.Update(std::string_view(item.buffer->bytes.data(), item.size));
-    } else {
-      if (file.FinishHex() != item.sha256) differed = std::move(item.name);
-      file.Reset();
+    for (size_t i = 0; i < items.size(); ++i) {
+      Item& item = items[i];
+      if (item.buffer != nullptr) {
+        file.Update(std::string_view(item.buffer->bytes.data(), item.size));
+      } else {
+        if (file.FinishHex() != item.sha256 && !differed) differed = std::move(item.name);
+        file.Reset();
+      }
+      bool last = i + 1 == items.size();
+      if (item.buffer != nullptr || last) {
+        // Each buffer goes back as soon as it is hashed: the receiver may be waiting for one.
+        std::lock_guard<std::mutex> relock(mu_);
+        if (item.buffer != nullptr) free_.push_back(item.buffer);
+        if (last) {
+          busy_ = false;
+          if (differed && !differed_) differed_ = std::move(differed);
+        }
+        if (receiver_waiting_) done_.notify_one();
+      }
     }
+    items.clear();
     lock.lock();
-    busy_ = false;
-    if (item.buffer != nullptr) free_.push_back(item.buffer);
-    if (differed && !differed_) differed_ = std::move(differed);
-    changed_.notify_all();
   }
 }
 

@@ -11,7 +11,6 @@
 
 #include <condition_variable>
 #include <cstddef>
-#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -55,15 +54,23 @@ class DigestCheck {
   };
   void Run();
 
+  void Queue(Item item);
+
   std::vector<Buffer> buffers_;
   std::thread thread_;
   std::mutex mu_;
-  std::condition_variable changed_;
-  std::vector<Buffer*> free_;           // guarded by mu_
-  std::deque<Item> queued_;             // guarded by mu_
-  bool busy_ = false;                   // guarded by mu_: the hashing thread holds an item
-  bool stopping_ = false;               // guarded by mu_
-  std::optional<std::string> differed_; // guarded by mu_: the first file whose digest differed
+  // Each side is woken only when it waits: on this VM a wake-up costs a context switch.
+  std::condition_variable work_;           // the hashing thread waits here for items
+  std::condition_variable done_;           // the receiver waits here for a buffer, or the end
+  bool hasher_waiting_ = false;            // guarded by mu_
+  bool receiver_waiting_ = false;          // guarded by mu_
+  std::vector<Buffer*> free_;              // guarded by mu_
+  std::vector<Item> queued_;               // guarded by mu_: the hashing thread takes them all at once
+  size_t queued_bytes_ = 0;                // guarded by mu_: queued since the hashing thread was woken
+  static constexpr size_t kWakeBytes = 1 << 20;
+  bool busy_ = false;                      // guarded by mu_: the hashing thread holds items
+  bool stopping_ = false;                  // guarded by mu_
+  std::optional<std::string> differed_;    // guarded by mu_: the first file whose digest differed
 };
 
 }  // namespace capsule::move
