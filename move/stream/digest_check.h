@@ -1,12 +1,15 @@
-// Checking received files against their digests on a thread of its own, while the receiver
-// writes them: the receiver reads each piece of a file into a buffer taken from here, writes
+// Checking files against their digests on a thread of its own, while they are written or
+// sent: the caller reads each piece of a file into a buffer taken from here, writes or sends
 // it, and hands it back to be hashed; when the file ends, it hands over the digest the file
-// must have. Hashing then costs the receiver no time of its own (on two cores or more).
+// must have. Hashing then costs the caller no time of its own (on two cores or more). The
+// receiver checks what it writes; the sender checks that what it sends is still what the
+// snapshot says.
 //
-// A file whose digest differs is known only once its pieces are hashed: the receiver must
-// call Finish before it uses what it wrote (a staging folder is refused whole).
+// A file whose digest differs is known only once its pieces are hashed: the caller must call
+// Finish before it uses what it wrote (a staging folder is refused whole) or ends what it
+// sends (a stream without its end is refused whole).
 //
-// Thread-safety: one receiver thread calls everything; the hashing thread is internal.
+// Thread-safety: one caller thread calls everything; the hashing thread is internal.
 #pragma once
 
 #include <condition_variable>

@@ -566,6 +566,29 @@ TEST_F(StreamTest, ADigestThatDiffersIsNamedBeforeAFaultThatComesAfterIt) {
   ExpectRefused(stream, root_ + "/new", "'files/large': digest differs");
 }
 
+// The sender checks that each file it sends is what the snapshot says, on another thread:
+// a blob changed in place (same size) fails the pack naming it, and the stream written so far
+// has no end, so a receiver refuses it whole.
+TEST_F(StreamTest, APackOfABlobChangedInPlaceFailsAndLeavesAStreamWithoutItsEnd) {
+  PutSourceFile("big.bin", std::string(3 << 20, 'b'));  // over a buffer: hashed in pieces
+  Snapshot snapshot = *Snapshot::Load(src_);
+  const SnapshotEntry* entry = snapshot.Find("big.bin");
+  ASSERT_NE(entry, nullptr);
+  std::string blob = JoinPath(src_, BlobPath(entry->sha256));
+  ASSERT_TRUE(PathExists(blob)) << blob;
+  std::string changed(3 << 20, 'b');
+  changed[2 << 20] = 'c';
+  ASSERT_TRUE(WriteFileAtomic(blob, changed).ok());
+  StringSink sink;
+  PackOptions options;
+  options.move_id = std::string(32, 'a');
+  Status status = PackCapsule(src_, options, &sink, nullptr);
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(Contains(status.ToString(), blob + ": changed while being sent")) << status.ToString();
+  EXPECT_EQ(sink.data().find(kStreamEndName), std::string::npos);
+  ExpectRefused(sink.data(), root_ + "/new", "stream");
+}
+
 TEST_F(StreamTest, RefusesFileWithoutDigest) {
   std::string stream = Forge(ManifestText(Phase::kCopy))
                            .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddFile("files/a", "a").ok()); })

@@ -19,6 +19,7 @@
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
 #include "capsule/format/workspace.h"
+#include "move/stream/digest_check.h"
 
 namespace capsule::move {
 
@@ -178,7 +179,9 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
   return plan;
 }
 
-Status WriteFileEntry(const Planned& file, TarWriter* tar, std::vector<char>* buffer, Progress* progress) {
+// Sends one file. Its digest is checked on another thread, behind the sending: the caller
+// asks `digests` before it ends the stream.
+Status WriteFileEntry(const Planned& file, TarWriter* tar, DigestCheck* digests, Progress* progress) {
   std::map<std::string, std::string> pax = OwnerRecords(file);
   pax[kDigestRecord] = file.sha256;
   CAPSULE_RETURN_IF_ERROR(tar->BeginFile(file.stream_path, file.size, file.mode, pax));
@@ -188,19 +191,24 @@ Status WriteFileEntry(const Planned& file, TarWriter* tar, std::vector<char>* bu
     return tar->EndFile();
   }
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(file.source, O_RDONLY));
-  Sha256 hasher;
   uint64_t done = 0;
   while (done < file.size) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(buffer->size(), file.size - done));
-    CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), buffer->data(), want, static_cast<off_t>(done), file.source));
-    if (n == 0) return Status::Corruption(file.source, "shrank while being sent");
-    hasher.Update(std::string_view(buffer->data(), n));
-    CAPSULE_RETURN_IF_ERROR(tar->WriteFileData(std::string_view(buffer->data(), n)));
-    done += n;
-    if (progress != nullptr) progress->Add(n, 0);
+    DigestCheck::Buffer* buffer = digests->Take();
+    size_t want = static_cast<size_t>(std::min<uint64_t>(buffer->bytes.size(), file.size - done));
+    Result<size_t> n = ReadAt(fd.get(), buffer->bytes.data(), want, static_cast<off_t>(done), file.source);
+    if (!n.ok() || *n == 0) {
+      digests->Give(buffer);
+      if (!n.ok()) return n.status();
+      return Status::Corruption(file.source, "shrank while being sent");
+    }
+    Status sent = tar->WriteFileData(std::string_view(buffer->bytes.data(), *n));
+    digests->Hash(buffer, *n);
+    CAPSULE_RETURN_IF_ERROR(sent);
+    done += *n;
+    if (progress != nullptr) progress->Add(*n, 0);
   }
   // What is sent must be what the digest says, even if the file changed under us.
-  if (hasher.FinishHex() != file.sha256) return Status::Corruption(file.source, "changed while being sent");
+  digests->EndFile(file.source, file.sha256);
   if (progress != nullptr) progress->Add(0, 1);
   return tar->EndFile();
 }
@@ -260,7 +268,7 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
   }
   TarWriter tar(sink);
   CAPSULE_RETURN_IF_ERROR(tar.AddFile(kStreamManifestName, manifest_text, 0644, {{kDigestRecord, Sha256Hex(manifest_text)}}));
-  std::vector<char> buffer(1 << 20);
+  DigestCheck digests;
   for (const auto& [path, item] : plan) {
     switch (item.kind) {
       case Planned::Kind::kFolder:
@@ -283,12 +291,17 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
           ++local.files_skipped;
           break;
         }
-        CAPSULE_RETURN_IF_ERROR(WriteFileEntry(item, &tar, &buffer, options.progress));
+        CAPSULE_RETURN_IF_ERROR(WriteFileEntry(item, &tar, &digests, options.progress));
         ++local.files_sent;
         local.file_bytes_sent += item.size;
         break;
       }
     }
+  }
+  // The end goes only after every file sent was found to be what its digest says: a stream
+  // without it is refused whole.
+  if (std::optional<std::string> changed = digests.Finish()) {
+    return Status::Corruption(*changed, "changed while being sent");
   }
   CAPSULE_RETURN_IF_ERROR(tar.AddFile(kStreamEndName, "", 0644, {{kDigestRecord, Sha256Hex("")}}));
   CAPSULE_RETURN_IF_ERROR(tar.Finish());
