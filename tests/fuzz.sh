@@ -36,8 +36,8 @@ case "$target" in
              move/seal/hkdf.cc "${base[@]}")
     max_len=140000 ;;
   stream)
-    sources=(move/stream/stream_fuzz.cc move/stream/format.cc move/stream/reader.cc
-             move/stream/writer.cc capsule/base/parallel.cc capsule/base/tar.cc
+    sources=(move/stream/stream_fuzz.cc move/stream/digest_check.cc move/stream/format.cc
+             move/stream/reader.cc move/stream/writer.cc capsule/base/parallel.cc capsule/base/tar.cc
              capsule/format/create.cc capsule/format/digest_cache.cc
              capsule/format/environment_spec.cc capsule/format/holder.cc capsule/format/keys.cc
              capsule/format/layout.cc capsule/format/manifest.cc capsule/format/verify.cc

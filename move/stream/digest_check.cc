@@ -1,16 +1,14 @@
 #include "move/stream/digest_check.h"
 
+#include <algorithm>
+
 namespace capsule::move {
 
-DigestCheck::DigestCheck(size_t buffers, size_t buffer_size) : buffers_(buffers) {
-  for (Buffer& buffer : buffers_) {
-    buffer.bytes.resize(buffer_size);
-    free_.push_back(&buffer);
-  }
-  thread_ = std::thread(&DigestCheck::Run, this);
-}
+DigestCheck::DigestCheck(size_t buffers, size_t buffer_size)
+    : max_buffers_(std::max<size_t>(buffers, 1)), buffer_size_(buffer_size) {}
 
 DigestCheck::~DigestCheck() {
+  if (!thread_.joinable()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -21,6 +19,10 @@ DigestCheck::~DigestCheck() {
 
 DigestCheck::Buffer* DigestCheck::Take() {
   std::unique_lock<std::mutex> lock(mu_);
+  if (free_.empty() && buffers_.size() < max_buffers_) {
+    buffers_.push_back(std::make_unique<Buffer>(buffer_size_));
+    return buffers_.back().get();
+  }
   if (free_.empty() && hasher_waiting_) work_.notify_one();
   receiver_waiting_ = true;
   done_.wait(lock, [this] { return !free_.empty(); });
@@ -36,13 +38,17 @@ void DigestCheck::Give(Buffer* buffer) {
 }
 
 void DigestCheck::Queue(Item item) {
+  // The thread starts with the first item: a stream refused before its first file never
+  // starts it.
+  if (!thread_.joinable()) thread_ = std::thread(&DigestCheck::Run, this);
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queued_bytes_ += item.size;
     queued_.push_back(std::move(item));
     // Woken for a batch, not for each piece: when a megabyte waits, or half the buffers do.
-    wake = hasher_waiting_ && (queued_bytes_ >= kWakeBytes || 2 * free_.size() < buffers_.size());
+    size_t available = free_.size() + (max_buffers_ - buffers_.size());
+    wake = hasher_waiting_ && (queued_bytes_ >= kWakeBytes || 2 * available < max_buffers_);
     if (wake) queued_bytes_ = 0;
   }
   if (wake) work_.notify_one();
@@ -80,7 +86,7 @@ void DigestCheck::Run() {
     for (size_t i = 0; i < items.size(); ++i) {
       Item& item = items[i];
       if (item.buffer != nullptr) {
-        file.Update(std::string_view(item.buffer->bytes.data(), item.size));
+        file.Update(std::string_view(item.buffer->data(), item.size));
       } else {
         if (file.FinishHex() != item.sha256 && !differed) differed = std::move(item.name);
         file.Reset();

@@ -9,10 +9,12 @@
 // Finish before it uses what it wrote (a staging folder is refused whole) or ends what it
 // sends (a stream without its end is refused whole).
 //
-// Thread-safety: one caller thread calls everything; the hashing thread is internal.
+// Thread-safety: one caller thread calls everything; the hashing thread is internal, and
+// starts with the first piece or file handed over.
 #pragma once
 
 #include <condition_variable>
+#include <memory>
 #include <cstddef>
 #include <mutex>
 #include <optional>
@@ -26,11 +28,19 @@ namespace capsule::move {
 
 class DigestCheck {
  public:
-  struct Buffer {
-    std::vector<char> bytes;
+  class Buffer {
+   public:
+    explicit Buffer(size_t size) : bytes_(new char[size]), size_(size) {}  // not zeroed
+    char* data() { return bytes_.get(); }
+    size_t size() const { return size_; }
+
+   private:
+    std::unique_ptr<char[]> bytes_;
+    size_t size_;
   };
 
-  // `buffers` buffers of `buffer_size` bytes: the hashing thread lags at most that far.
+  // Up to `buffers` buffers of `buffer_size` bytes, made as they are first needed (a small
+  // stream touches little memory): the hashing thread lags at most that far.
   explicit DigestCheck(size_t buffers = 16, size_t buffer_size = 1 << 20);
   ~DigestCheck();  // stops the hashing thread, whatever is left
   DigestCheck(const DigestCheck&) = delete;
@@ -59,7 +69,8 @@ class DigestCheck {
 
   void Queue(Item item);
 
-  std::vector<Buffer> buffers_;
+  const size_t max_buffers_, buffer_size_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;  // guarded by mu_: every buffer made
   std::thread thread_;
   std::mutex mu_;
   // Each side is woken only when it waits: on this VM a wake-up costs a context switch.

@@ -88,13 +88,13 @@ Status ReceiveFile(TarReader* reader, const TarEntry& entry, Landing* landing, R
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     for (;;) {
       DigestCheck::Buffer* buffer = landing->digests.Take();
-      Result<size_t> n = reader->ReadData(buffer->bytes.data(), buffer->bytes.size());
+      Result<size_t> n = reader->ReadData(buffer->data(), buffer->size());
       if (!n.ok() || *n == 0) {
         landing->digests.Give(buffer);
         if (!n.ok()) return n.status();
         break;
       }
-      Status written = WriteAll(fd.get(), std::string_view(buffer->bytes.data(), *n), target);
+      Status written = WriteAll(fd.get(), std::string_view(buffer->data(), *n), target);
       landing->digests.Hash(buffer, *n);
       CAPSULE_RETURN_IF_ERROR(written);
       size += *n;

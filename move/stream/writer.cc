@@ -194,14 +194,14 @@ Status WriteFileEntry(const Planned& file, TarWriter* tar, DigestCheck* digests,
   uint64_t done = 0;
   while (done < file.size) {
     DigestCheck::Buffer* buffer = digests->Take();
-    size_t want = static_cast<size_t>(std::min<uint64_t>(buffer->bytes.size(), file.size - done));
-    Result<size_t> n = ReadAt(fd.get(), buffer->bytes.data(), want, static_cast<off_t>(done), file.source);
+    size_t want = static_cast<size_t>(std::min<uint64_t>(buffer->size(), file.size - done));
+    Result<size_t> n = ReadAt(fd.get(), buffer->data(), want, static_cast<off_t>(done), file.source);
     if (!n.ok() || *n == 0) {
       digests->Give(buffer);
       if (!n.ok()) return n.status();
       return Status::Corruption(file.source, "shrank while being sent");
     }
-    Status sent = tar->WriteFileData(std::string_view(buffer->bytes.data(), *n));
+    Status sent = tar->WriteFileData(std::string_view(buffer->data(), *n));
     digests->Hash(buffer, *n);
     CAPSULE_RETURN_IF_ERROR(sent);
     done += *n;
