@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "capsule/base/sha256.h"
+#include "journal/block_check.h"
 #include "journal/scan.h"
 
 namespace capsule::journal {
@@ -131,38 +132,12 @@ Status VerifyJournalText(std::string_view text) {
 }
 
 Result<JournalPosition> ContinueJournalAt(const ReadAtFunction& read, JournalPosition from, size_t block) {
-  // Each pass reads after the incomplete line the last one left at the buffer's start, checks
-  // the complete lines as continuing what came before, and keeps the new incomplete line.
-  std::string buffer(std::max<size_t>(block, 1), '\0');
-  size_t carried = 0;
-  uint64_t offset = from.offset;
+  BlockCheck check(read, std::move(from), block);
+  CheckedBlock buffer;  // one block, filled again and again
   for (;;) {
-    if (carried == buffer.size()) buffer.resize(2 * buffer.size());  // a line longer than a block
-    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(offset, buffer.data() + carried, buffer.size() - carried));
-    if (n == 0) break;  // what is carried is a torn last line, never an event
-    offset += n;
-    std::string_view held(buffer.data(), carried + n);
-    size_t complete = CompleteLength(held);
-    if (complete > 0) {
-      CAPSULE_ASSIGN_OR_RETURN(ScannedLines lines,
-                               ScanLines(held.substr(0, complete), from.next_line, ScanThreads(complete)));
-      std::optional<EventLine> previous;
-      if (from.last) previous = FieldsOf(*from.last, "");
-      CAPSULE_RETURN_IF_ERROR(CheckChains(lines, &from.tail, previous));
-      from.next_line += lines.size();
-      from.offset = offset - (held.size() - complete);
-      for (auto part = lines.parts.rbegin(); part != lines.parts.rend(); ++part) {
-        if (part->lines.empty()) continue;
-        // Owned: the buffer's lines are gone by the next pass.
-        CAPSULE_ASSIGN_OR_RETURN(Event event, ToEvent(part->lines.back(), "journal"));
-        from.last = std::move(event);
-        break;
-      }
-    }
-    std::memmove(buffer.data(), buffer.data() + complete, held.size() - complete);
-    carried = held.size() - complete;
+    CAPSULE_ASSIGN_OR_RETURN(bool more, check.Next(&buffer));
+    if (!more) return check.position();
   }
-  return from;
 }
 
 Status VerifyJournalAt(const ReadAtFunction& read, size_t block) {

@@ -16,6 +16,7 @@
 #include "capsule/format/local_files.h"
 #include "capsule/format/manifest.h"
 #include "journal/journal_file.h"
+#include "journal/merge_pipe.h"
 #include "journal/merge_stream.h"
 #include "journal/scan.h"
 #include "journal/merge_text.h"
@@ -97,6 +98,84 @@ Status RepairManifestEntry(const std::string& dir, const std::string& path) {
   }
   return Status::Ok();
 }
+
+// The merged journal, written through the durable-write path: pieces gathered many to a
+// writev(2), handed to the disk as they go, and digested for the manifest on a thread of
+// its own.
+class MergedJournalWriter {
+ public:
+  explicit MergedJournalWriter(std::string path) : path_(std::move(path)) {}
+
+  // Pieces are views, kept until the next Settle (or Commit).
+  Status Write(std::string_view piece) {
+    if (!out_) {
+      CAPSULE_ASSIGN_OR_RETURN(AtomicFile created, AtomicFile::Create(path_, 0644));
+      out_.emplace(std::move(created));
+    }
+    pieces_.push_back(piece);
+    pieces_bytes_ += piece.size();
+    return pieces_bytes_ >= (4 << 20) ? Flush() : Status::Ok();
+  }
+
+  // Done with every piece given so far: written and digested.
+  Status Settle() {
+    CAPSULE_RETURN_IF_ERROR(Flush());
+    digest_.Wait();
+    return Status::Ok();
+  }
+
+  // Writes the first `bytes` of the journal open at `fd`, read a chunk at a time into two
+  // buffers in turn (one is digested while the other is read).
+  Status CopyFrom(int fd, uint64_t bytes) {
+    std::string chunks[2];
+    uint64_t at = 0;
+    for (size_t k = 0; at < bytes; ++k) {
+      std::string& chunk = chunks[k % 2];
+      chunk.resize(std::min<uint64_t>(4 << 20, bytes - at));
+      CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd, chunk.data(), chunk.size(), static_cast<off_t>(at), path_));
+      if (got != chunk.size()) return Status::IOError(path_ + ": the journal grew shorter while being merged", EIO);
+      digest_.Wait();  // the chunk before is digested: its buffer is the next one read into
+      CAPSULE_RETURN_IF_ERROR(Write(chunk));
+      CAPSULE_RETURN_IF_ERROR(Flush());
+      at += got;
+    }
+    return Settle();
+  }
+
+  // Makes the merged text the journal; its manifest entry.
+  Result<FileDigest> Commit() {
+    CAPSULE_RETURN_IF_ERROR(Flush());
+    if (!out_) CAPSULE_RETURN_IF_ERROR(Write(""));
+    CAPSULE_RETURN_IF_ERROR(out_->Commit());
+    return FileDigest{digest_.FinishHex(), written_};
+  }
+
+ private:
+  Status Flush() {
+    if (pieces_.empty()) return Status::Ok();
+    for (std::string_view piece : pieces_) digest_.Update(piece);
+    CAPSULE_RETURN_IF_ERROR(out_->Append(pieces_));
+    // Handed to the disk at once (sync_file_range starts its writeback without waiting), so
+    // the fsync of the commit finds little left to do.
+    (void)::sync_file_range(out_->fd(), static_cast<off_t>(written_), static_cast<off_t>(pieces_bytes_),
+                            SYNC_FILE_RANGE_WRITE);
+    written_ += pieces_bytes_;
+    pieces_.clear();
+    pieces_bytes_ = 0;
+    return Status::Ok();
+  }
+
+  std::string path_;
+  std::optional<AtomicFile> out_;
+  std::vector<std::string_view> pieces_;
+  size_t pieces_bytes_ = 0;
+  uint64_t written_ = 0;
+  BackgroundSha256 digest_;
+};
+
+// Blocks a streaming merge reads each journal in, and how many it reads ahead.
+constexpr size_t kMergeBlockBytes = 4 << 20;
+constexpr size_t kMergeBlocksAhead = 3;
 
 }  // namespace
 
@@ -290,13 +369,15 @@ Status Journal::Reopen() {
 
 struct OtherJournalText {
   std::string dir;
-  FileBytes text;
+  std::string path;
+  UniqueFd fd;
 };
 
 Result<OtherJournal> OtherJournal::Load(const std::string& capsule_dir) {
   auto loaded = std::make_shared<OtherJournalText>();
   loaded->dir = capsule_dir;
-  CAPSULE_ASSIGN_OR_RETURN(loaded->text, FileBytes::Read(JournalFile(capsule_dir)));
+  loaded->path = JournalFile(capsule_dir);
+  CAPSULE_ASSIGN_OR_RETURN(loaded->fd, OpenFile(loaded->path, O_RDONLY | O_CLOEXEC));
   return OtherJournal(std::move(loaded));
 }
 
@@ -304,58 +385,52 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
   CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd held, HoldForWrite(dir_));
   std::string path = JournalFile(dir_);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));  // no writer meanwhile: we hold the lock
   CAPSULE_RETURN_IF_ERROR(CutTornTail(fd.get(), path).status());
-  CAPSULE_ASSIGN_OR_RETURN(FileBytes text, FileBytes::Read(fd.get(), path));  // no writer meanwhile: we hold the lock
-  CAPSULE_ASSIGN_OR_RETURN(MergeInput input, CheckMergeSides(text.view(), other.text_->text.view(), "merge: this journal",
-                                                             "merge: the journal of " + other.text_->dir));
-
-  // The merged journal goes through the durable-write path, its pieces (runs of lines that lie
-  // together in one side's text, which stays in memory) gathered many to a writev(2). The
-  // digest for its manifest entry is taken meanwhile on a thread of its own.
-  std::optional<AtomicFile> out;
-  std::vector<std::string_view> pieces;
-  size_t pieces_bytes = 0;
-  BackgroundSha256 digest;
-  uint64_t written = 0;
-  auto flush = [&]() -> Status {
-    if (pieces.empty()) return Status::Ok();
-    for (std::string_view piece : pieces) digest.Update(piece);
-    CAPSULE_RETURN_IF_ERROR(out->Append(pieces));
-    // Handed to the disk at once (sync_file_range starts its writeback without waiting), so
-    // the fsync of the commit finds little left to do.
-    (void)::sync_file_range(out->fd(), static_cast<off_t>(written), static_cast<off_t>(pieces_bytes),
-                            SYNC_FILE_RANGE_WRITE);
-    written += pieces_bytes;
-    pieces.clear();
-    pieces_bytes = 0;
-    return Status::Ok();
-  };
-  auto write = [&](std::string_view piece) -> Status {
-    if (!out) {
-      CAPSULE_ASSIGN_OR_RETURN(AtomicFile created, AtomicFile::Create(path, 0644));
-      out.emplace(std::move(created));
+  const std::string ours_name = "merge: this journal";
+  const std::string theirs_name = "merge: the journal of " + other.text_->dir;
+  auto finish = [&](const MergeCounts& counts, MergedJournalWriter* writer) -> Result<MergeResult> {
+    MergeResult result{counts.added, counts.total};
+    if (counts.added == 0) {
+      CAPSULE_RETURN_IF_ERROR(RepairManifestEntry(dir_, path));
+      return result;
     }
-    pieces.push_back(piece);
-    pieces_bytes += piece.size();
-    return pieces_bytes >= (4 << 20) ? flush() : Status::Ok();
-  };
-  CAPSULE_ASSIGN_OR_RETURN(MergeCounts counts, MergeSides(input.ours, input.theirs, write));
-  MergeResult result{counts.added, counts.total};
-  if (counts.added == 0) {
-    CAPSULE_RETURN_IF_ERROR(RepairManifestEntry(dir_, path));
+    CAPSULE_ASSIGN_OR_RETURN(FileDigest digest, writer->Commit());
+    // The journal was rewritten, not appended to: its manifest entry covers the new bytes.
+    CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
+    manifest.files[kJournalPath] = std::move(digest);
+    CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
+    journal_fd_.Reset();  // replaced: the next append opens the merged journal
+    CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(dir_));
+    (void)SaveJournalTail(dir_, merged.get(), counts.last_line + "\n", counts.tail);
     return result;
+  };
+
+  // Streamed: both journals read and checked a block at a time, each on a thread of its own,
+  // and merged as they come. Our lines before the first added event are copied from our file.
+  {
+    MergedJournalWriter writer(path);
+    StreamedSide ours(FileReadAt(fd.get(), path), kMergeBlockBytes, kMergeBlocksAhead);
+    StreamedSide theirs(FileReadAt(other.text_->fd.get(), other.text_->path), kMergeBlockBytes, kMergeBlocksAhead);
+    MergeOutput output{[&](uint64_t bytes) { return writer.CopyFrom(fd.get(), bytes); },
+                       [&](std::string_view piece) { return writer.Write(piece); }, [&] { return writer.Settle(); }};
+    Status opened = ours.Open();
+    if (opened.ok()) opened = theirs.Open();
+    Result<MergeCounts> counts = opened.ok() ? MergeSides(ours, theirs, output) : Result<MergeCounts>(opened);
+    if (counts.ok()) return finish(*counts, &writer);
+    if (!ours.failed() && !theirs.failed()) return counts.status();  // a conflict, or the writing failed
   }
-  CAPSULE_RETURN_IF_ERROR(flush());
-  CAPSULE_RETURN_IF_ERROR(out->Commit());
-  // The journal was rewritten, not appended to: its manifest entry covers the new bytes.
-  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
-  manifest.files[kJournalPath] = FileDigest{digest.FinishHex(), written};
-  CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
-  journal_fd_.Reset();  // replaced: the next append opens the merged journal
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(dir_));
-  (void)SaveJournalTail(dir_, merged.get(), std::string(counts.last_line) + "\n", counts.tail);
-  return result;
+
+  // A side is not a sound journal: read whole and checked as Journal::Read checks it, its
+  // fault is named with its line (for ours first). Should both pass now (the other copy was
+  // being written), they are merged from the texts read.
+  CAPSULE_ASSIGN_OR_RETURN(FileBytes text, FileBytes::Read(fd.get(), path));
+  CAPSULE_ASSIGN_OR_RETURN(FileBytes their_text, FileBytes::Read(other.text_->fd.get(), other.text_->path));
+  CAPSULE_ASSIGN_OR_RETURN(MergeInput input, CheckMergeSides(text.view(), their_text.view(), ours_name, theirs_name));
+  MergedJournalWriter writer(path);
+  CAPSULE_ASSIGN_OR_RETURN(MergeCounts counts, MergeSides(input.ours, input.theirs,
+                                                          [&](std::string_view piece) { return writer.Write(piece); }));
+  return finish(counts, &writer);
 }
 
 Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {

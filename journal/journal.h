@@ -55,8 +55,8 @@ struct JournalOptions {
   std::function<std::string()> now = UtcNowRfc3339;
 };
 
-// Another copy's journal, read whole, to be merged in by Journal::MergeFrom (which checks it
-// as Journal::Read does, with the same faults). Holds the text, not its events.
+// Another copy's journal, open for reading, to be merged in by Journal::MergeFrom (which
+// checks it as Journal::Read does, with the same faults).
 struct OtherJournalText;
 class OtherJournal {
  public:
@@ -107,9 +107,11 @@ class Journal {
   // (Corruption naming both ids). Idempotent, commutative and associative.
   Result<MergeResult> MergeFrom(std::vector<Event> events);
   // The same for another copy's journal file, in one pass over each journal (like sort -m):
-  // each journal is read and checked once (the lines both begin with byte for byte, once for
-  // both), lines are copied byte for byte, and the merged journal's digest for the manifest
-  // is taken as it is written. A fault of the other journal is named after its folder.
+  // both are read a block at a time and checked, each on a thread of its own, as the merge
+  // goes (merge_pipe.h), so memory stays a few blocks whatever their size; lines are copied
+  // byte for byte, and the merged journal's digest for the manifest is taken as it is
+  // written. A fault is named as Journal::Read names it, ours first, a fault of the other
+  // journal after its folder (the journals are then read whole to name it).
   Result<MergeResult> MergeFrom(const OtherJournal& other);
 
   Journal(Journal&&) = default;

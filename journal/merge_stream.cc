@@ -3,24 +3,31 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <thread>
-#include <unordered_map>
 
 namespace capsule::journal {
 
 namespace {
 
-// Walks the lines of one side in order: the common lines, then its own.
-class Cursor {
+// Walks the lines of a side read whole: the common lines, then its own.
+class WholeCursor final : public MergeCursor {
  public:
-  explicit Cursor(const MergeSide& side) : lists_{side.common.get(), &side.own} { Settle(); }
-  const EventLine* head() const { return list_ < 2 ? &lists_[list_]->parts[part_].lines[index_] : nullptr; }
-  size_t position() const { return position_; }
-  void Advance() {
+  explicit WholeCursor(const MergeSide& side) : side_(side), lists_{side.common.get(), &side.own} { Settle(); }
+  const EventLine* head() const override {
+    return list_ < 2 ? &lists_[list_]->parts[part_].lines[index_] : nullptr;
+  }
+  Status Advance(const std::function<Status()>&) override {  // the text stays whole throughout
     ++index_;
     ++position_;
     Settle();
+    return Status::Ok();
   }
+  uint64_t offset() const override {
+    const EventLine* line = head();
+    return line ? static_cast<uint64_t>(line->line.data() - side_.text.data()) : side_.text.size();
+  }
+  const JournalTail& tail() const override { return side_.tail; }
 
  private:
   void Settle() {
@@ -36,8 +43,9 @@ class Cursor {
       index_ = 0;
     }
   }
+  const MergeSide& side_;
   const ScannedLines* lists_[2];
-  size_t list_ = 0, part_ = 0, index_ = 0, position_ = 0;
+  size_t list_ = 0, part_ = 0, index_ = 0;
 };
 
 // The merged text as runs of lines that lie next to each other in one side's text: a run is
@@ -45,8 +53,9 @@ class Cursor {
 class RunWriter {
  public:
   explicit RunWriter(const std::function<Status(std::string_view)>& write) : write_(write) {}
-  // Adds `line` (and its newline) to the merged text; nothing is written before Start.
+  // Adds `line` (and its newline) to the merged text, once started.
   Status Add(std::string_view line) {
+    if (!started_) return Status::Ok();
     const char* begin = line.data();
     if (end_ != begin) {
       CAPSULE_RETURN_IF_ERROR(Flush());
@@ -56,10 +65,11 @@ class RunWriter {
     return Status::Ok();
   }
   void Start() { started_ = true; }
+  bool started() const { return started_; }
   Status Flush() {
     Status status;
-    if (started_ && end_ != begin_) status = write_(std::string_view(begin_, static_cast<size_t>(end_ - begin_)));
-    begin_ = end_;
+    if (end_ != begin_) status = write_(std::string_view(begin_, static_cast<size_t>(end_ - begin_)));
+    begin_ = end_ = nullptr;
     return status;
   }
 
@@ -75,7 +85,7 @@ struct MachineState {
   uint64_t ours = 0, theirs = 0;  // the last seq taken from each side
   // The first event taken from one side alone since the two were level: the other side's
   // event of the same seq must be this one, or the chains conflict.
-  std::string_view ahead_id;
+  std::string ahead_id;
   size_t ahead_their_position = 0;  // when it is theirs: its position in their journal
   bool conflicted = false;
 };
@@ -144,12 +154,24 @@ Result<MergeInput> CheckMergeSides(std::string_view ours_text, std::string_view 
   return input;
 }
 
-Result<MergeCounts> MergeSides(const MergeSide& ours, const MergeSide& theirs,
-                               const std::function<Status(std::string_view)>& write) {
-  Cursor a(ours), b(theirs);
-  RunWriter out(write);
-  std::unordered_map<std::string_view, MachineState> machines;
+Result<MergeCounts> MergeSides(MergeCursor& a, MergeCursor& b, const MergeOutput& output) {
+  RunWriter out(output.write);
+  // Keyed by owned names: a streamed side's lines do not outlive their block.
+  std::map<std::string, MachineState, std::less<>> machines;
+  auto machine_state = [&](std::string_view machine) -> MachineState& {
+    auto it = machines.find(machine);
+    if (it == machines.end()) it = machines.emplace(std::string(machine), MachineState{}).first;
+    return it->second;
+  };
   MergeCounts counts;
+  std::string_view last_line;  // a view until a block is released, then a copy
+  std::string last_line_copy;
+  auto before_release = [&]() -> Status {
+    last_line_copy.assign(last_line);
+    last_line = last_line_copy;
+    CAPSULE_RETURN_IF_ERROR(out.Flush());
+    return out.started() ? output.settle() : Status::Ok();
+  };
   Status conflict;
   size_t conflict_position = std::numeric_limits<size_t>::max();
   auto note_conflict = [&](size_t their_position, Status status) {
@@ -164,21 +186,21 @@ Result<MergeCounts> MergeSides(const MergeSide& ours, const MergeSide& theirs,
     bool same_key = x && y && x->clock == y->clock && x->seq == y->seq && x->machine == y->machine;
     if (same_key) {
       // Both sides hold this machine's event of this seq: the same one, or a conflict.
-      MachineState& state = machines[x->machine];
+      MachineState& state = machine_state(x->machine);
       if (x->id != y->id && !state.conflicted) {
         note_conflict(b.position(), Conflict(x->machine, x->seq, x->id, y->id));
         state.conflicted = true;
       }
       state.ours = state.theirs = x->seq;
-      counts.last_line = x->line;
+      last_line = x->line;
       if (conflict.ok()) CAPSULE_RETURN_IF_ERROR(out.Add(x->line));
-      a.Advance();
-      b.Advance();
+      CAPSULE_RETURN_IF_ERROR(a.Advance(before_release));
+      CAPSULE_RETURN_IF_ERROR(b.Advance(before_release));
       continue;
     }
     bool take_ours = y == nullptr || (x != nullptr && LineOrderLess(*x, *y));
     const EventLine& event = take_ours ? *x : *y;
-    MachineState& state = machines[event.machine];
+    MachineState& state = machine_state(event.machine);
     uint64_t& mine = take_ours ? state.ours : state.theirs;
     uint64_t other = take_ours ? state.theirs : state.ours;
     if (!state.conflicted) {
@@ -191,29 +213,42 @@ Result<MergeCounts> MergeSides(const MergeSide& ours, const MergeSide& theirs,
         }
         state.conflicted = true;
       } else if (mine == other) {
-        state.ahead_id = event.id;
+        state.ahead_id.assign(event.id);
         state.ahead_their_position = b.position();
       }
     }
     mine = event.seq;
-    counts.last_line = event.line;
+    last_line = event.line;
     if (!take_ours) {
       ++counts.added;
-      out.Start();
+      if (!out.started() && conflict.ok()) {
+        // Everything before this line came from ours, in its order: its text up to here.
+        CAPSULE_RETURN_IF_ERROR(output.begin(a.offset()));
+        out.Start();
+      }
     }
     if (conflict.ok()) CAPSULE_RETURN_IF_ERROR(out.Add(event.line));  // after a conflict, only looking
-    (take_ours ? a : b).Advance();
+    CAPSULE_RETURN_IF_ERROR((take_ours ? a : b).Advance(before_release));
   }
   if (!conflict.ok()) return conflict;
   CAPSULE_RETURN_IF_ERROR(out.Flush());
-  counts.total = ours.size() + counts.added;
-  counts.tail = ours.tail;
-  for (const auto& [machine, tail] : theirs.tail.machines) {
+  counts.total = a.position() + counts.added;
+  counts.tail = a.tail();
+  for (const auto& [machine, tail] : b.tail().machines) {
     MachineTail& merged = counts.tail.machines[machine];
     if (tail.seq > merged.seq) merged = tail;
   }
-  counts.tail.max_clock = std::max(ours.tail.max_clock, theirs.tail.max_clock);
+  counts.tail.max_clock = std::max(a.tail().max_clock, b.tail().max_clock);
+  counts.last_line.assign(last_line);
   return counts;
+}
+
+Result<MergeCounts> MergeSides(const MergeSide& ours, const MergeSide& theirs,
+                               const std::function<Status(std::string_view)>& write) {
+  WholeCursor a(ours), b(theirs);
+  MergeOutput output{[&](uint64_t bytes) { return write(ours.text.substr(0, bytes)); }, write,
+                     [] { return Status::Ok(); }};
+  return MergeSides(a, b, output);
 }
 
 }  // namespace capsule::journal

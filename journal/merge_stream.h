@@ -11,6 +11,7 @@
 // Thread-safety: pure functions over texts the caller keeps alive; internal to journal/.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -49,12 +50,49 @@ struct MergeCounts {
   size_t added = 0;          // events of theirs that ours lacked
   size_t total = 0;          // events in the merged journal
   JournalTail tail;          // each machine's last event in the merged journal
-  std::string_view last_line;  // the merged journal's last line, without its newline
+  std::string last_line;     // the merged journal's last line, without its newline
 };
 
-// Merges `theirs` into `ours`. `write` receives the merged text in order, in pieces; it is
-// called only when at least one event is added (otherwise the merge changes nothing). A
-// conflict is Corruption as EventsToAdd names it: the first of theirs, in their order.
+// One side's lines in order, as MergeSides walks them: a text read whole (MergeSide), or a
+// journal read a block at a time (StreamedSide, merge_pipe.h).
+class MergeCursor {
+ public:
+  virtual ~MergeCursor() = default;
+  // The line at the head; nullptr once none is left.
+  virtual const EventLine* head() const = 0;
+  // Moves past the head. `before_release` runs first when the lines passed so far are about
+  // to stop being valid (a block is reused); its error, or one in reading on, is returned.
+  virtual Status Advance(const std::function<Status()>& before_release) = 0;
+  // Where the head starts in the side's text; the length of its complete lines at the end.
+  virtual uint64_t offset() const = 0;
+  // Each machine's last event in the side; whole once none is left.
+  virtual const JournalTail& tail() const = 0;
+  // Lines passed so far.
+  size_t position() const { return position_; }
+
+ protected:
+  size_t position_ = 0;
+};
+
+// Where the merged text goes.
+struct MergeOutput {
+  // Called once, when the first event of theirs is added (never when none is): the merged
+  // text begins with the first `bytes` of ours, which the merge passed before it knew.
+  std::function<Status(uint64_t bytes)> begin;
+  // The rest of the merged text, in order, in pieces: views into the sides' text, valid
+  // until `settle` is next called or the merge returns.
+  std::function<Status(std::string_view)> write;
+  // Called before the pieces given so far stop being valid: be done with them.
+  std::function<Status()> settle;
+};
+
+// Merges `theirs` into `ours`. A conflict (the same machine and seq with different ids) is
+// Corruption as EventsToAdd names it: the first of theirs, in their order; nothing is
+// written after it. A cursor's error stops the merge and is returned.
+Result<MergeCounts> MergeSides(MergeCursor& ours, MergeCursor& theirs, const MergeOutput& output);
+
+// The same for sides read whole: `write` receives the whole merged text in pieces, and is
+// called only when at least one event is added.
 Result<MergeCounts> MergeSides(const MergeSide& ours, const MergeSide& theirs,
                                const std::function<Status(std::string_view)>& write);
 

@@ -26,6 +26,7 @@ void BackgroundSha256::HandOver() {
     std::lock_guard<std::mutex> lock(mu_);
     queued_.insert(queued_.end(), batch_.begin(), batch_.end());
   }
+  handed_ += batch_.size();
   changed_.notify_one();
   batch_.clear();
   batch_bytes_ = 0;
@@ -41,8 +42,19 @@ void BackgroundSha256::Run() {
       pieces.swap(queued_);
     }
     for (std::string_view piece : pieces) sha_.Update(piece);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hashed_ += pieces.size();
+    }
+    hashed_changed_.notify_all();
     pieces.clear();
   }
+}
+
+void BackgroundSha256::Wait() {
+  HandOver();
+  std::unique_lock<std::mutex> lock(mu_);
+  hashed_changed_.wait(lock, [this] { return hashed_ == handed_; });
 }
 
 std::string BackgroundSha256::FinishHex() {

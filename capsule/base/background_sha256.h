@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -28,6 +29,8 @@ class BackgroundSha256 {
   BackgroundSha256& operator=(const BackgroundSha256&) = delete;
 
   void Update(std::string_view piece);
+  // Returns once every piece handed over so far is hashed: their bytes may then change.
+  void Wait();
   // The digest of every piece, in lowercase hex, once all are hashed. Call once.
   std::string FinishHex();
 
@@ -43,8 +46,11 @@ class BackgroundSha256 {
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable changed_;
+  std::condition_variable hashed_changed_;
+  uint64_t handed_ = 0;                  // the caller's: pieces handed to the thread
   std::vector<std::string_view> queued_;  // guarded by mu_
   bool finished_ = false;                 // guarded by mu_: no more pieces come
+  uint64_t hashed_ = 0;                   // guarded by mu_: pieces hashed
 };
 
 }  // namespace capsule

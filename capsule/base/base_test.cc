@@ -213,6 +213,22 @@ TEST(Sha256Test, BackgroundEqualsInlineOverManyBatches) {
   dropped.Update(std::string_view(data).substr(0, 2 << 20));
 }
 
+TEST(Sha256Test, BackgroundWaitLetsTheCallerReuseItsBuffer) {
+  // One buffer filled again and again, as a reader reuses its blocks: each fill is hashed
+  // before the next overwrites it, whether it went over as one piece, many, or a part batch.
+  std::string expected_input;
+  std::string buffer(1536 << 10, '\0');
+  BackgroundSha256 background;
+  for (int fill = 0; fill < 6; ++fill) {
+    for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<char>(i * 7 + fill * 13 + (i >> 11));
+    size_t used = buffer.size() - static_cast<size_t>(fill) * 200000;
+    for (size_t i = 0; i < used; i += 70000) background.Update(std::string_view(buffer).substr(i, std::min<size_t>(70000, used - i)));
+    expected_input.append(buffer, 0, used);
+    background.Wait();
+  }
+  EXPECT_EQ(background.FinishHex(), Sha256Hex(expected_input));
+}
+
 TEST(FileIoTest, AppendOfPiecesWritesThemInOrderBeyondOneWritev) {
   std::string dir = TempDir();
   std::string text;

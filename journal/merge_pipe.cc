@@ -1,0 +1,112 @@
+#include "journal/merge_pipe.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace capsule::journal {
+
+StreamedSide::StreamedSide(ReadAtFunction read, size_t block, size_t blocks)
+    : check_(std::move(read), JournalPosition{}, block, 1) {
+  for (size_t i = 0; i < std::max<size_t>(blocks, 2); ++i) {
+    blocks_.push_back(std::make_unique<CheckedBlock>());
+    free_.push_back(blocks_.back().get());
+  }
+  thread_ = std::thread(&StreamedSide::Read, this);
+}
+
+StreamedSide::~StreamedSide() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void StreamedSide::Read() {
+  for (;;) {
+    CheckedBlock* block = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait(lock, [this] { return stop_ || !free_.empty(); });
+      if (stop_) return;
+      block = free_.front();
+      free_.pop_front();
+    }
+    Result<bool> more = check_.Next(block);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!more.ok()) {
+        fault_ = more.status();
+        done_ = true;
+      } else if (!*more) {
+        end_ = check_.position();
+        done_ = true;
+      } else {
+        ready_.push_back(block);
+      }
+    }
+    changed_.notify_all();
+    if (!more.ok() || !*more) return;
+  }
+}
+
+Result<CheckedBlock*> StreamedSide::Take() {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [this] { return !ready_.empty() || done_; });
+  if (!ready_.empty()) {
+    CheckedBlock* block = ready_.front();
+    ready_.pop_front();
+    return block;
+  }
+  if (!fault_.ok()) {
+    failed_ = true;
+    return fault_;
+  }
+  return nullptr;
+}
+
+Status StreamedSide::Open() { return NextBlock(); }
+
+Status StreamedSide::NextBlock() {
+  if (current_ != nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      free_.push_back(current_);
+    }
+    changed_.notify_all();
+    current_ = nullptr;
+  }
+  CAPSULE_ASSIGN_OR_RETURN(current_, Take());
+  part_ = index_ = 0;
+  Settle();
+  return Status::Ok();  // a block holds at least one line: head_ is set unless at the end
+}
+
+void StreamedSide::Settle() {
+  head_ = nullptr;
+  if (current_ == nullptr) return;
+  const std::vector<ScannedPart>& parts = current_->lines.parts;
+  while (part_ < parts.size() && index_ >= parts[part_].lines.size()) {
+    ++part_;
+    index_ = 0;
+  }
+  if (part_ < parts.size()) head_ = &parts[part_].lines[index_];
+}
+
+Status StreamedSide::Advance(const std::function<Status()>& before_release) {
+  ++index_;
+  ++position_;
+  Settle();
+  if (head_ != nullptr || current_ == nullptr) return Status::Ok();
+  // Past the block's last line: the merge is done with the block before it is filled again.
+  CAPSULE_RETURN_IF_ERROR(before_release());
+  return NextBlock();
+}
+
+uint64_t StreamedSide::offset() const {
+  if (head_ == nullptr) return end_.offset;
+  return current_->offset + static_cast<uint64_t>(head_->line.data() - current_->text.data());
+}
+
+}  // namespace capsule::journal
