@@ -124,22 +124,48 @@ class MergedJournalWriter {
     return Status::Ok();
   }
 
-  // Writes the first `bytes` of the journal open at `fd`, read a chunk at a time into two
-  // buffers in turn (one is digested while the other is read).
+  // Digests `piece` as the merged text's next bytes, written by CopyFrom: a view, kept until
+  // the next Settle.
+  void Hash(std::string_view piece) {
+    digest_.Update(piece);
+    hashed_ahead_ += piece.size();
+  }
+
+  // Writes the first `bytes` of the journal open at `fd`, the bytes given to Hash, copied by
+  // the kernel (copy_file_range(2); read and written where it cannot).
   Status CopyFrom(int fd, uint64_t bytes) {
-    std::string chunks[2];
-    uint64_t at = 0;
-    for (size_t k = 0; at < bytes; ++k) {
-      std::string& chunk = chunks[k % 2];
-      chunk.resize(std::min<uint64_t>(4 << 20, bytes - at));
-      CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd, chunk.data(), chunk.size(), static_cast<off_t>(at), path_));
-      if (got != chunk.size()) return Status::IOError(path_ + ": the journal grew shorter while being merged", EIO);
-      digest_.Wait();  // the chunk before is digested: its buffer is the next one read into
-      CAPSULE_RETURN_IF_ERROR(Write(chunk));
-      CAPSULE_RETURN_IF_ERROR(Flush());
-      at += got;
+    if (bytes != hashed_ahead_ || written_ != 0 || pieces_bytes_ != 0) {
+      return Status::IOError(path_, "merge: the merged journal's first bytes are not the ones digested");
     }
-    return Settle();
+    if (!out_) {
+      CAPSULE_ASSIGN_OR_RETURN(AtomicFile created, AtomicFile::Create(path_, 0644));
+      out_.emplace(std::move(created));
+    }
+    loff_t from = 0;
+    bool by_kernel = true;
+    std::string chunk;
+    while (static_cast<uint64_t>(from) < bytes) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(64 << 20, bytes - static_cast<uint64_t>(from)));
+      ssize_t copied = -1;
+      if (by_kernel) {
+        copied = ::copy_file_range(fd, &from, out_->fd(), nullptr, want, 0);
+        if (copied < 0 && errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+          return Status::IOError(path_ + ": copying into the merged journal", errno);
+        }
+        by_kernel = copied >= 0;
+      }
+      if (!by_kernel) {  // not between these files: through a buffer
+        chunk.resize(4 << 20);
+        CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd, chunk.data(), std::min(want, chunk.size()), from, path_));
+        CAPSULE_RETURN_IF_ERROR(out_->Append(std::string_view(chunk.data(), got)));
+        copied = static_cast<ssize_t>(got);
+        from += copied;
+      }
+      if (copied == 0) return Status::IOError(path_, "the journal grew shorter while being merged");
+    }
+    (void)::sync_file_range(out_->fd(), 0, static_cast<off_t>(bytes), SYNC_FILE_RANGE_WRITE);
+    written_ = bytes;
+    return Status::Ok();
   }
 
   // Makes the merged text the journal; its manifest entry.
@@ -170,11 +196,11 @@ class MergedJournalWriter {
   std::vector<std::string_view> pieces_;
   size_t pieces_bytes_ = 0;
   uint64_t written_ = 0;
+  uint64_t hashed_ahead_ = 0;  // bytes given to Hash, to be written by CopyFrom
   BackgroundSha256 digest_;
 };
 
-// Blocks a streaming merge reads each journal in, and how many it reads ahead.
-constexpr size_t kMergeBlockBytes = 4 << 20;
+// How many blocks a streaming merge reads of each journal ahead of the merging.
 constexpr size_t kMergeBlocksAhead = 3;
 
 }  // namespace
@@ -410,9 +436,13 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
   // and merged as they come. Our lines before the first added event are copied from our file.
   {
     MergedJournalWriter writer(path);
-    StreamedSide ours(FileReadAt(fd.get(), path), kMergeBlockBytes, kMergeBlocksAhead);
-    StreamedSide theirs(FileReadAt(other.text_->fd.get(), other.text_->path), kMergeBlockBytes, kMergeBlocksAhead);
-    MergeOutput output{[&](uint64_t bytes) { return writer.CopyFrom(fd.get(), bytes); },
+    StreamedSide ours(FileReadAt(fd.get(), path), options_.merge_block_bytes, kMergeBlocksAhead);
+    StreamedSide theirs(FileReadAt(other.text_->fd.get(), other.text_->path), options_.merge_block_bytes, kMergeBlocksAhead);
+    MergeOutput output{[&](std::string_view text) {
+                         writer.Hash(text);
+                         return Status::Ok();
+                       },
+                       [&](uint64_t bytes) { return writer.CopyFrom(fd.get(), bytes); },
                        [&](std::string_view piece) { return writer.Write(piece); }, [&] { return writer.Settle(); }};
     Status opened = ours.Open();
     if (opened.ok()) opened = theirs.Open();

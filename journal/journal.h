@@ -53,6 +53,8 @@ struct JournalOptions {
   bool sync = true;
   // The time written into `ts` (UTC RFC 3339); injectable for tests.
   std::function<std::string()> now = UtcNowRfc3339;
+  // How much of each journal MergeFrom(const OtherJournal&) reads at a time (3 blocks ahead).
+  size_t merge_block_bytes = 4 << 20;
 };
 
 // Another copy's journal, open for reading, to be merged in by Journal::MergeFrom (which

@@ -13,6 +13,7 @@
 #include "capsule/format/manifest.h"
 #include "capsule/format/verify.h"
 #include "journal/check.h"
+#include "journal/merge_text.h"
 #include "journal/test_util.h"
 
 namespace capsule::journal {
@@ -223,6 +224,54 @@ TEST_F(JournalTest, RepeatedMergeFinishesOneCutShortBeforeItsManifestUpdate) {
   Result<VerifyReport> report = VerifyFolder(dir_, options);
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok()) << (report->problems.empty() ? "" : report->problems[0]);
+}
+
+TEST_F(JournalTest, MergeOfFilesThroughSmallBlocksEqualsTheMergeOfTheTexts) {
+  // A shared history, then each copy its own events, clocks interleaved; merged through
+  // blocks of about two lines, so that every line is near a block's edge once.
+  std::string other = DirName(dir_) + "/other";
+  {
+    Journal first = Open(dir_);
+    for (int i = 0; i < 60; ++i) ASSERT_TRUE(first.Append("user_message", Text("before " + std::to_string(i))).ok());
+  }
+  ASSERT_TRUE(CopyCapsuleAs(dir_, other, MachineName(2)).ok());
+  JournalOptions options = FixedTimeOptions(false);
+  options.merge_block_bytes = 700;
+  Journal here = std::move(Journal::OpenForWrite(dir_, options)).value();
+  Journal there = std::move(Journal::OpenForWrite(other, options)).value();
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(here.Append("user_message", Text("here " + std::to_string(i))).ok());
+    ASSERT_TRUE(there.Append("user_message", Text(std::string(static_cast<size_t>(i) * 37, 'x'))).ok());
+  }
+  std::string here_text = JournalText(dir_), there_text = JournalText(other);
+  Result<std::string> expected = MergeJournalTexts(here_text, there_text);
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+
+  Result<MergeResult> merged = here.MergeFrom(*OtherJournal::Load(other));
+  ASSERT_TRUE(merged.ok()) << merged.status().message();
+  EXPECT_EQ(merged->added, 40u);
+  EXPECT_EQ(merged->total, 140u);
+  EXPECT_EQ(JournalText(dir_), *expected);
+  VerifyOptions verify;
+  verify.check_journal = CheckJournalAt;
+  Result<VerifyReport> report = VerifyFolder(dir_, verify);  // the manifest's digest is the merged text's
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << (report->problems.empty() ? "" : report->problems[0]);
+
+  // Nothing more to add: the journal is left as it is, and no temporary file stays behind.
+  merged = here.MergeFrom(*OtherJournal::Load(other));
+  ASSERT_TRUE(merged.ok());
+  EXPECT_EQ(merged->added, 0u);
+  EXPECT_EQ(JournalText(dir_), *expected);
+  Result<std::vector<std::string>> names = ListFileNames(DirName(JoinPath(dir_, kJournalPath)));
+  ASSERT_TRUE(names.ok());
+  for (const std::string& name : *names) EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+
+  // The other way round gives the same bytes, and appends go on after it.
+  ASSERT_EQ(there.MergeFrom(*OtherJournal::Load(dir_))->added, 40u);
+  EXPECT_EQ(JournalText(other), *expected);
+  ASSERT_TRUE(there.Append("user_message", Text("after")).ok());
+  EXPECT_TRUE(Journal::Verify(other).ok());
 }
 
 // Tampering with one event of a journal of three machines: verify names it.

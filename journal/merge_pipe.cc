@@ -78,7 +78,7 @@ Status StreamedSide::NextBlock() {
     current_ = nullptr;
   }
   CAPSULE_ASSIGN_OR_RETURN(current_, Take());
-  part_ = index_ = 0;
+  part_ = index_ = mark_ = 0;
   Settle();
   return Status::Ok();  // a block holds at least one line: head_ is set unless at the end
 }
@@ -102,6 +102,14 @@ Status StreamedSide::Advance(const std::function<Status()>& before_release) {
   // Past the block's last line: the merge is done with the block before it is filled again.
   CAPSULE_RETURN_IF_ERROR(before_release());
   return NextBlock();
+}
+
+std::string_view StreamedSide::TakePassed() {
+  if (current_ == nullptr) return {};
+  size_t end = head_ ? static_cast<size_t>(head_->line.data() - current_->text.data()) : current_->text.size();
+  std::string_view passed = current_->text.substr(mark_, end - mark_);
+  mark_ = end;
+  return passed;
 }
 
 uint64_t StreamedSide::offset() const {

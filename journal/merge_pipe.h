@@ -40,6 +40,7 @@ class StreamedSide final : public MergeCursor {
   Status Advance(const std::function<Status()>& before_release) override;
   uint64_t offset() const override;
   const JournalTail& tail() const override { return end_.tail; }
+  std::string_view TakePassed() override;
 
   // True when reading stopped at a fault or an error of the side (its status returned by
   // Open or Advance).
@@ -69,6 +70,7 @@ class StreamedSide final : public MergeCursor {
   CheckedBlock* current_ = nullptr;
   size_t part_ = 0, index_ = 0;
   const EventLine* head_ = nullptr;
+  size_t mark_ = 0;  // where in the block's text the last TakePassed ended
   bool failed_ = false;
 };
 

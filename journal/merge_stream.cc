@@ -28,6 +28,12 @@ class WholeCursor final : public MergeCursor {
     return line ? static_cast<uint64_t>(line->line.data() - side_.text.data()) : side_.text.size();
   }
   const JournalTail& tail() const override { return side_.tail; }
+  std::string_view TakePassed() override {
+    uint64_t end = offset();
+    std::string_view passed = side_.text.substr(mark_, end - mark_);
+    mark_ = end;
+    return passed;
+  }
 
  private:
   void Settle() {
@@ -46,6 +52,7 @@ class WholeCursor final : public MergeCursor {
   const MergeSide& side_;
   const ScannedLines* lists_[2];
   size_t list_ = 0, part_ = 0, index_ = 0;
+  uint64_t mark_ = 0;
 };
 
 // The merged text as runs of lines that lie next to each other in one side's text: a run is
@@ -166,13 +173,16 @@ Result<MergeCounts> MergeSides(MergeCursor& a, MergeCursor& b, const MergeOutput
   MergeCounts counts;
   std::string_view last_line;  // a view until a block is released, then a copy
   std::string last_line_copy;
-  auto before_release = [&]() -> Status {
+  Status conflict;
+  auto release = [&](bool ours) -> Status {
     last_line_copy.assign(last_line);
     last_line = last_line_copy;
+    if (ours && !out.started() && conflict.ok()) CAPSULE_RETURN_IF_ERROR(output.passed(a.TakePassed()));
     CAPSULE_RETURN_IF_ERROR(out.Flush());
-    return out.started() ? output.settle() : Status::Ok();
+    return output.settle();
   };
-  Status conflict;
+  std::function<Status()> release_ours = [&] { return release(true); };
+  std::function<Status()> release_theirs = [&] { return release(false); };
   size_t conflict_position = std::numeric_limits<size_t>::max();
   auto note_conflict = [&](size_t their_position, Status status) {
     if (their_position < conflict_position) {
@@ -194,8 +204,8 @@ Result<MergeCounts> MergeSides(MergeCursor& a, MergeCursor& b, const MergeOutput
       state.ours = state.theirs = x->seq;
       last_line = x->line;
       if (conflict.ok()) CAPSULE_RETURN_IF_ERROR(out.Add(x->line));
-      CAPSULE_RETURN_IF_ERROR(a.Advance(before_release));
-      CAPSULE_RETURN_IF_ERROR(b.Advance(before_release));
+      CAPSULE_RETURN_IF_ERROR(a.Advance(release_ours));
+      CAPSULE_RETURN_IF_ERROR(b.Advance(release_theirs));
       continue;
     }
     bool take_ours = y == nullptr || (x != nullptr && LineOrderLess(*x, *y));
@@ -223,12 +233,13 @@ Result<MergeCounts> MergeSides(MergeCursor& a, MergeCursor& b, const MergeOutput
       ++counts.added;
       if (!out.started() && conflict.ok()) {
         // Everything before this line came from ours, in its order: its text up to here.
+        CAPSULE_RETURN_IF_ERROR(output.passed(a.TakePassed()));
         CAPSULE_RETURN_IF_ERROR(output.begin(a.offset()));
         out.Start();
       }
     }
     if (conflict.ok()) CAPSULE_RETURN_IF_ERROR(out.Add(event.line));  // after a conflict, only looking
-    CAPSULE_RETURN_IF_ERROR((take_ours ? a : b).Advance(before_release));
+    CAPSULE_RETURN_IF_ERROR(take_ours ? a.Advance(release_ours) : b.Advance(release_theirs));
   }
   if (!conflict.ok()) return conflict;
   CAPSULE_RETURN_IF_ERROR(out.Flush());
@@ -246,7 +257,8 @@ Result<MergeCounts> MergeSides(MergeCursor& a, MergeCursor& b, const MergeOutput
 Result<MergeCounts> MergeSides(const MergeSide& ours, const MergeSide& theirs,
                                const std::function<Status(std::string_view)>& write) {
   WholeCursor a(ours), b(theirs);
-  MergeOutput output{[&](uint64_t bytes) { return write(ours.text.substr(0, bytes)); }, write,
+  MergeOutput output{[](std::string_view) { return Status::Ok(); },
+                     [&](uint64_t bytes) { return write(ours.text.substr(0, bytes)); }, write,
                      [] { return Status::Ok(); }};
   return MergeSides(a, b, output);
 }

@@ -67,6 +67,9 @@ class MergeCursor {
   virtual uint64_t offset() const = 0;
   // Each machine's last event in the side; whole once none is left.
   virtual const JournalTail& tail() const = 0;
+  // The side's text from where the last call ended (its start) to the head, or to the end of
+  // the block being released when called from `before_release`.
+  virtual std::string_view TakePassed() = 0;
   // Lines passed so far.
   size_t position() const { return position_; }
 
@@ -76,8 +79,12 @@ class MergeCursor {
 
 // Where the merged text goes.
 struct MergeOutput {
+  // Ours' text as the merge passes it, in order, until the first event of theirs is added
+  // (whether or not one is): for a digest of the merged text, which begins with it. Views
+  // valid until `settle` is next called.
+  std::function<Status(std::string_view)> passed;
   // Called once, when the first event of theirs is added (never when none is): the merged
-  // text begins with the first `bytes` of ours, which the merge passed before it knew.
+  // text begins with the first `bytes` of ours, the text given to `passed`.
   std::function<Status(uint64_t bytes)> begin;
   // The rest of the merged text, in order, in pieces: views into the sides' text, valid
   // until `settle` is next called or the merge returns.

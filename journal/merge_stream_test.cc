@@ -86,14 +86,20 @@ Result<std::string> StreamedMerge(std::string_view held, std::string_view arrivi
   *side_failed = false;
   Status opened = ours.Open();
   if (opened.ok()) opened = theirs.Open();
-  std::string out;
+  std::string out, passed;
   std::vector<std::string_view> pending;
   auto settle = [&]() {
     for (std::string_view piece : pending) out.append(piece);
     pending.clear();
     return Status::Ok();
   };
-  MergeOutput output{[&](uint64_t bytes) {
+  MergeOutput output{[&](std::string_view text) {
+                       passed.append(text);
+                       return Status::Ok();
+                     },
+                     [&](uint64_t bytes) {
+                       // What the merge passed of ours, given in pieces before, is what it begins with.
+                       EXPECT_EQ(passed, held.substr(0, bytes)) << "block " << block;
                        out.append(held.substr(0, bytes));
                        return Status::Ok();
                      },
