@@ -1,6 +1,7 @@
 #include "journal/block_check.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -12,6 +13,31 @@ BlockCheck::BlockCheck(ReadAtFunction read, JournalPosition from, size_t block, 
       block_(std::max<size_t>(block, 1)),
       threads_(threads),
       read_offset_(position_.offset) {}
+
+void BlockCheck::CompareWith(ReadAtFunction other, std::function<void(const JournalPosition&)> at_end) {
+  other_ = std::move(other);
+  at_end_of_common_ = std::move(at_end);
+}
+
+void BlockCheck::EndOfCommon() {
+  if (!at_end_of_common_) return;
+  at_end_of_common_(position_);
+  at_end_of_common_ = nullptr;
+  other_ = nullptr;
+  other_buffer_ = std::string();
+}
+
+Result<size_t> BlockCheck::EqualBytes(uint64_t offset, const char* buffer, size_t size) {
+  if (other_buffer_.size() < size) other_buffer_.resize(size);
+  size_t got = 0;
+  while (got < size) {
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, other_(offset + got, other_buffer_.data() + got, size - got));
+    if (n == 0) break;
+    got += n;
+  }
+  if (std::memcmp(buffer, other_buffer_.data(), got) == 0) return got;
+  return static_cast<size_t>(std::mismatch(buffer, buffer + got, other_buffer_.data()).first - buffer);
+}
 
 Result<bool> BlockCheck::Next(CheckedBlock* block) {
   std::string& buffer = block->buffer;
@@ -33,12 +59,31 @@ Result<bool> BlockCheck::Next(CheckedBlock* block) {
     if (complete > 0 || ended_) break;
     buffer.resize(2 * buffer.size());  // a line longer than a block
   }
+  // While the other journal has begun with the same bytes: where do the lines both hold end?
+  bool common_ends_here = false;
+  bool comparing = at_end_of_common_ != nullptr;
+  if (comparing) {
+    CAPSULE_ASSIGN_OR_RETURN(size_t equal, EqualBytes(position_.offset, buffer.data(), held));
+    if (equal < held || ended_) {
+      size_t common = std::min(complete, CompleteLength(std::string_view(buffer.data(), equal)));
+      if (common == 0) {
+        EndOfCommon();  // at this block's start
+      } else {
+        complete = common;  // the block ends with the last line both hold
+        common_ends_here = true;
+      }
+    }
+  }
   carried_.assign(buffer.data() + complete, held - complete);
-  if (complete == 0) return false;
+  if (complete == 0) {
+    EndOfCommon();
+    return false;
+  }
 
   block->text = std::string_view(buffer.data(), complete);
   block->offset = position_.offset;
-  unsigned threads = threads_ == 0 ? ScanThreads(complete) : threads_;
+  // While comparing, the other journal's reader waits: every core checks these lines.
+  unsigned threads = comparing ? ScanThreads(SIZE_MAX) : threads_ == 0 ? ScanThreads(complete) : threads_;
   CAPSULE_ASSIGN_OR_RETURN(block->lines, ScanLines(block->text, position_.next_line, threads));
   std::optional<EventLine> previous;
   if (position_.last) previous = FieldsOf(*position_.last, "");
@@ -52,6 +97,7 @@ Result<bool> BlockCheck::Next(CheckedBlock* block) {
     position_.last = std::move(event);
     break;
   }
+  if (common_ends_here) EndOfCommon();
   return true;
 }
 

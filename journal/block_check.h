@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -40,7 +41,18 @@ class BlockCheck {
   // Where the lines given so far end, and what they established.
   const JournalPosition& position() const { return position_; }
 
+  // Compares what is read with the same bytes of `other` (another journal) until they
+  // differ, and calls `at_end` once with the position where the whole lines both begin with
+  // end (CommonLinesLength), checked: a block is cut there, and `at_end` runs before the
+  // block after it is given. The lines read before then were checked as scanned on up to
+  // ScanThreads threads (the other journal's reader waits for them).
+  void CompareWith(ReadAtFunction other, std::function<void(const JournalPosition&)> at_end);
+
  private:
+  // How many of the `size` bytes at `buffer`, read at `offset`, `other_` begins the same
+  // bytes there with.
+  Result<size_t> EqualBytes(uint64_t offset, const char* buffer, size_t size);
+  void EndOfCommon();
   ReadAtFunction read_;
   JournalPosition position_;
   size_t block_;
@@ -48,6 +60,9 @@ class BlockCheck {
   uint64_t read_offset_;  // where the next read starts
   std::string carried_;   // the incomplete line after the last block, read already
   bool ended_ = false;
+  ReadAtFunction other_;  // while comparing
+  std::function<void(const JournalPosition&)> at_end_of_common_;
+  std::string other_buffer_;
 };
 
 }  // namespace capsule::journal

@@ -436,17 +436,19 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
   // and merged as they come. Our lines before the first added event are copied from our file.
   {
     MergedJournalWriter writer(path);
-    StreamedSide ours(FileReadAt(fd.get(), path), options_.merge_block_bytes, kMergeBlocksAhead);
-    StreamedSide theirs(FileReadAt(other.text_->fd.get(), other.text_->path), options_.merge_block_bytes, kMergeBlocksAhead);
+    // The lines both begin with are read and checked once, by ours, which compares as it reads.
+    auto common = std::make_shared<CommonLines>();
+    ReadAtFunction their_file = FileReadAt(other.text_->fd.get(), other.text_->path);
+    StreamedSide ours(FileReadAt(fd.get(), path), options_.merge_block_bytes, kMergeBlocksAhead,
+                      StreamedSide::Role::kOurs, common, their_file);
+    StreamedSide theirs(their_file, options_.merge_block_bytes, kMergeBlocksAhead, StreamedSide::Role::kTheirs, common);
     MergeOutput output{[&](std::string_view text) {
                          writer.Hash(text);
                          return Status::Ok();
                        },
                        [&](uint64_t bytes) { return writer.CopyFrom(fd.get(), bytes); },
                        [&](std::string_view piece) { return writer.Write(piece); }, [&] { return writer.Settle(); }};
-    Status opened = ours.Open();
-    if (opened.ok()) opened = theirs.Open();
-    Result<MergeCounts> counts = opened.ok() ? MergeSides(ours, theirs, output) : Result<MergeCounts>(opened);
+    Result<MergeCounts> counts = MergeSides(ours, theirs, output);
     if (counts.ok()) return finish(*counts, &writer);
     if (!ours.failed() && !theirs.failed()) return counts.status();  // a conflict, or the writing failed
   }

@@ -110,7 +110,8 @@ class Journal {
   Result<MergeResult> MergeFrom(std::vector<Event> events);
   // The same for another copy's journal file, in one pass over each journal (like sort -m):
   // both are read a block at a time and checked, each on a thread of its own, as the merge
-  // goes (merge_pipe.h), so memory stays a few blocks whatever their size; lines are copied
+  // goes (merge_pipe.h: the lines both begin with byte for byte are checked once, for both),
+  // so memory stays a few blocks whatever their size; lines are copied
   // byte for byte, and the merged journal's digest for the manifest is taken as it is
   // written. A fault is named as Journal::Read names it, ours first, a fault of the other
   // journal after its folder (the journals are then read whole to name it).

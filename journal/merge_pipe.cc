@@ -5,11 +5,34 @@
 
 namespace capsule::journal {
 
-StreamedSide::StreamedSide(ReadAtFunction read, size_t block, size_t blocks)
-    : check_(std::move(read), JournalPosition{}, block, 1) {
+void CommonLines::Publish(Result<JournalPosition> end) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (position_) return;
+    if (end.ok()) end_.store(end->offset, std::memory_order_release);
+    position_ = std::move(end);
+  }
+  published_.notify_all();
+}
+
+Result<JournalPosition> CommonLines::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  published_.wait(lock, [this] { return position_.has_value(); });
+  return *position_;
+}
+
+StreamedSide::StreamedSide(ReadAtFunction read, size_t block, size_t blocks, Role role,
+                           std::shared_ptr<CommonLines> common, ReadAtFunction other)
+    : role_(role), common_(std::move(common)), read_(std::move(read)), block_size_(block) {
   for (size_t i = 0; i < std::max<size_t>(blocks, 2); ++i) {
     blocks_.push_back(std::make_unique<CheckedBlock>());
     free_.push_back(blocks_.back().get());
+  }
+  if (role_ != Role::kTheirs) {
+    check_.emplace(read_, JournalPosition{}, block_size_, 1);
+    if (role_ == Role::kOurs) {
+      check_->CompareWith(std::move(other), [common = common_](const JournalPosition& end) { common->Publish(end); });
+    }
   }
   thread_ = std::thread(&StreamedSide::Read, this);
 }
@@ -20,10 +43,25 @@ StreamedSide::~StreamedSide() {
     stop_ = true;
   }
   changed_.notify_all();
+  // Wakes theirs waiting for where the common lines end (ours stopped before it knew).
+  if (common_) common_->Publish(Status::Unavailable("merge", "stopped before the lines both journals hold were read"));
   thread_.join();
 }
 
 void StreamedSide::Read() {
+  if (role_ == Role::kTheirs) {
+    // After the lines both begin with, as ours' check of them left things.
+    Result<JournalPosition> start = common_->Wait();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!start.ok()) {
+      fault_ = start.status();
+      done_ = true;
+      changed_.notify_all();
+      return;
+    }
+    first_line_ = start->next_line;
+    check_.emplace(read_, std::move(start).value(), block_size_, 1);
+  }
   for (;;) {
     CheckedBlock* block = nullptr;
     {
@@ -33,14 +71,15 @@ void StreamedSide::Read() {
       block = free_.front();
       free_.pop_front();
     }
-    Result<bool> more = check_.Next(block);
+    Result<bool> more = check_->Next(block);
+    if (!more.ok() && common_) common_->Publish(more.status());  // theirs is not read: a fault of ours is named first
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!more.ok()) {
         fault_ = more.status();
         done_ = true;
       } else if (!*more) {
-        end_ = check_.position();
+        end_ = check_->position();
         done_ = true;
       } else {
         ready_.push_back(block);
@@ -66,7 +105,14 @@ Result<CheckedBlock*> StreamedSide::Take() {
   return nullptr;
 }
 
-Status StreamedSide::Open() { return NextBlock(); }
+Status StreamedSide::Ready() {
+  if (opened_) return Status::Ok();
+  opened_ = true;
+  CAPSULE_RETURN_IF_ERROR(NextBlock());
+  std::lock_guard<std::mutex> lock(mu_);
+  position_ = first_line_ - 1;  // theirs: after the lines both begin with
+  return Status::Ok();
+}
 
 Status StreamedSide::NextBlock() {
   if (current_ != nullptr) {

@@ -190,9 +190,25 @@ Result<MergeCounts> MergeSides(MergeCursor& a, MergeCursor& b, const MergeOutput
       conflict = std::move(status);
     }
   };
-  while (a.head() != nullptr || b.head() != nullptr) {
+  CAPSULE_RETURN_IF_ERROR(a.Ready());
+  bool theirs_ready = false;
+  for (;;) {
     const EventLine* x = a.head();
+    if (x != nullptr && b.Shares(a.offset())) {
+      // A line both sides begin with, given by ours alone: theirs starts after these.
+      MachineState& state = machine_state(x->machine);
+      state.ours = state.theirs = x->seq;
+      last_line = x->line;
+      if (conflict.ok()) CAPSULE_RETURN_IF_ERROR(out.Add(x->line));
+      CAPSULE_RETURN_IF_ERROR(a.Advance(release_ours));
+      continue;
+    }
+    if (!theirs_ready) {
+      CAPSULE_RETURN_IF_ERROR(b.Ready());
+      theirs_ready = true;
+    }
     const EventLine* y = b.head();
+    if (x == nullptr && y == nullptr) break;
     bool same_key = x && y && x->clock == y->clock && x->seq == y->seq && x->machine == y->machine;
     if (same_key) {
       // Both sides hold this machine's event of this seq: the same one, or a conflict.

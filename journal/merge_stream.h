@@ -58,6 +58,14 @@ struct MergeCounts {
 class MergeCursor {
  public:
   virtual ~MergeCursor() = default;
+  // Makes head() valid; called before it (and may wait for the side's first lines).
+  virtual Status Ready() { return Status::Ok(); }
+  // For theirs: true when ours' line at `offset` is one of the lines both sides begin with,
+  // which this side does not give (it starts after them).
+  virtual bool Shares(uint64_t offset) const {
+    (void)offset;
+    return false;
+  }
   // The line at the head; nullptr once none is left.
   virtual const EventLine* head() const = 0;
   // Moves past the head. `before_release` runs first when the lines passed so far are about

@@ -81,11 +81,14 @@ std::string Damaged(const std::string& text, std::mt19937& rng) {
 // The merge of the two texts streamed through small blocks, the output keeping the views it is
 // given until told to settle (as the journal's writer does): the merged text, or the refusal;
 // `side_failed` when a side's own check stopped it.
-Result<std::string> StreamedMerge(std::string_view held, std::string_view arriving, size_t block, bool* side_failed) {
-  StreamedSide ours(TextReadAt(held), block, 2), theirs(TextReadAt(arriving), block + 13, 3);
+Result<std::string> StreamedMerge(std::string_view held, std::string_view arriving, size_t block, bool shared,
+                                  bool* side_failed) {
+  // Shared: the lines both begin with are read and checked by ours alone; theirs starts after them.
+  auto common = std::make_shared<CommonLines>();
+  using Role = StreamedSide::Role;
+  StreamedSide ours(TextReadAt(held), block, 2, shared ? Role::kOurs : Role::kAlone, common, TextReadAt(arriving));
+  StreamedSide theirs(TextReadAt(arriving), block + 13, 3, shared ? Role::kTheirs : Role::kAlone, common);
   *side_failed = false;
-  Status opened = ours.Open();
-  if (opened.ok()) opened = theirs.Open();
   std::string out, passed;
   std::vector<std::string_view> pending;
   auto settle = [&]() {
@@ -108,7 +111,7 @@ Result<std::string> StreamedMerge(std::string_view held, std::string_view arrivi
                        return Status::Ok();
                      },
                      settle};
-  Result<MergeCounts> counts = opened.ok() ? MergeSides(ours, theirs, output) : Result<MergeCounts>(opened);
+  Result<MergeCounts> counts = MergeSides(ours, theirs, output);
   *side_failed = ours.failed() || theirs.failed();
   if (!counts.ok()) return counts.status();
   (void)settle();
@@ -156,17 +159,19 @@ TEST(MergeStreamTest, SameBytesOrSameRefusalAsTheMergeItReplaced) {
         // Streamed through blocks of a few lines (or of less than one: a line longer than a block).
         bool side_failed = false;
         size_t block = 1 + rng() % 1200;
-        Result<std::string> streamed = StreamedMerge(held, arriving, block, &side_failed);
-        ASSERT_EQ(streamed.ok(), expected.ok()) << "block " << block;
+        bool shared = rng() % 3 != 0;
+        Result<std::string> streamed = StreamedMerge(held, arriving, block, shared, &side_failed);
+        ASSERT_EQ(streamed.ok(), expected.ok()) << "block " << block << (shared ? ", shared" : "");
         if (expected.ok()) {
           ASSERT_EQ(*got, *expected);
-          ASSERT_EQ(*streamed, *expected) << "block " << block;
+          ASSERT_EQ(*streamed, *expected) << "block " << block << (shared ? ", shared" : "");
           ++merged;
         } else {
           ASSERT_EQ(got.status().message(), expected.status().message());
           // A side's fault stops the stream (the whole texts' check names it); a conflict is named alike.
           if (!side_failed) {
-            ASSERT_EQ(streamed.status().message(), expected.status().message()) << "block " << block;
+            ASSERT_EQ(streamed.status().message(), expected.status().message())
+                << "block " << block << (shared ? ", shared" : "");
             ++streamed_conflicts;
           }
           ++refused;
