@@ -90,13 +90,8 @@ Result<bool> BlockCheck::Next(CheckedBlock* block) {
   CAPSULE_RETURN_IF_ERROR(CheckChains(block->lines, &position_.tail, previous));
   position_.next_line += block->lines.size();
   position_.offset += complete;
-  for (auto part = block->lines.parts.rbegin(); part != block->lines.parts.rend(); ++part) {
-    if (part->lines.empty()) continue;
-    // Owned: this block's lines are gone once it is filled again.
-    CAPSULE_ASSIGN_OR_RETURN(Event event, ToEvent(part->lines.back(), "journal"));
-    position_.last = std::move(event);
-    break;
-  }
+  // Owned: this block's lines are gone once it is filled again (a block has at least one).
+  CAPSULE_ASSIGN_OR_RETURN(position_.last, ToEvent(*block->lines.last(), "journal"));
   if (common_ends_here) EndOfCommon();
   return true;
 }

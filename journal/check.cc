@@ -55,7 +55,7 @@ Result<CheckedJournal> CheckFrom(CheckedJournal from, std::string_view text, std
   CAPSULE_RETURN_IF_ERROR(CheckChains(lines, &from.tail, last));
   size_t count = lines.size();
   if (count > 0) {
-    CAPSULE_ASSIGN_OR_RETURN(Event event, ToEvent(lines.parts.back().lines.back(), "journal"));
+    CAPSULE_ASSIGN_OR_RETURN(Event event, ToEvent(*lines.last(), "journal"));
     from.last = std::move(event);
   }
   if (added != nullptr) {

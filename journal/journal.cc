@@ -367,7 +367,7 @@ Status Journal::CatchUp() {
   }
   JournalTail tail = tail_;
   if (!CheckChains(*lines, &tail, last).ok()) return Reopen();
-  if (lines->size() > 0) last_line_.assign(lines->parts.back().lines.back().line);
+  if (const EventLine* line = lines->last()) last_line_.assign(line->line);
   tail_ = std::move(tail);
   size_ = size;
   return Status::Ok();

@@ -140,9 +140,7 @@ Result<MergeInput> CheckMergeSides(std::string_view ours_text, std::string_view 
   Status status = CheckChains(*common, &common_tail, std::nullopt);
   if (!status.ok()) return ours_fault(status);
   std::optional<EventLine> common_last;
-  for (auto part = common->parts.rbegin(); part != common->parts.rend() && !common_last; ++part) {
-    if (!part->lines.empty()) common_last = part->lines.back();
-  }
+  if (const EventLine* last = common->last()) common_last = *last;
   ours.tail = common_tail;
   status = CheckChainsAfter(*common, *own, &ours.tail, common_last);
   if (!status.ok()) return ours_fault(status);

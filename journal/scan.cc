@@ -45,6 +45,13 @@ size_t ScannedLines::size() const {
   return n;
 }
 
+const EventLine* ScannedLines::last() const {
+  for (auto part = parts.rbegin(); part != parts.rend(); ++part) {
+    if (!part->lines.empty()) return &part->lines.back();
+  }
+  return nullptr;
+}
+
 unsigned ScanThreads(size_t bytes) {
   unsigned cores = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
   return static_cast<unsigned>(std::clamp<size_t>(bytes / kBytesPerThread, 1, cores));

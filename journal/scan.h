@@ -27,6 +27,8 @@ struct ScannedPart {
 struct ScannedLines {
   std::vector<ScannedPart> parts;  // in the text's order
   size_t size() const;
+  // The last line; nullptr when there is none.
+  const EventLine* last() const;
   template <typename F>
   void ForEach(F&& f) const {
     for (const ScannedPart& part : parts) {
