@@ -74,6 +74,7 @@ Result<bool> BlockCheck::Next(CheckedBlock* block) {
       }
     }
   }
+  comparing = at_end_of_common_ != nullptr || common_ends_here;  // this block's lines are common
   carried_.assign(buffer.data() + complete, held - complete);
   if (complete == 0) {
     EndOfCommon();

@@ -435,13 +435,15 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
   // Streamed: both journals read and checked a block at a time, each on a thread of its own,
   // and merged as they come. Our lines before the first added event are copied from our file.
   {
-    MergedJournalWriter writer(path);
     // The lines both begin with are read and checked once, by ours, which compares as it reads.
     auto common = std::make_shared<CommonLines>();
     ReadAtFunction their_file = FileReadAt(other.text_->fd.get(), other.text_->path);
     StreamedSide ours(FileReadAt(fd.get(), path), options_.merge_block_bytes, kMergeBlocksAhead,
                       StreamedSide::Role::kOurs, common, their_file);
     StreamedSide theirs(their_file, options_.merge_block_bytes, kMergeBlocksAhead, StreamedSide::Role::kTheirs, common);
+    // After the sides, so destroyed before them: on an error it still digests pieces that
+    // point into their blocks, which must outlive it.
+    MergedJournalWriter writer(path);
     MergeOutput output{[&](std::string_view text) {
                          writer.Hash(text);
                          return Status::Ok();

@@ -2,6 +2,8 @@
 #include "journal/journal.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -272,6 +274,47 @@ TEST_F(JournalTest, MergeOfFilesThroughSmallBlocksEqualsTheMergeOfTheTexts) {
   EXPECT_EQ(JournalText(other), *expected);
   ASSERT_TRUE(there.Append("user_message", Text("after")).ok());
   EXPECT_TRUE(Journal::Verify(other).ok());
+}
+
+TEST_F(JournalTest, MergeThatCannotWriteChangesNothing) {
+  std::string other = DirName(dir_) + "/other";
+  ASSERT_TRUE(CopyCapsuleAs(dir_, other, MachineName(2)).ok());
+  JournalOptions options = FixedTimeOptions(false);
+  options.merge_block_bytes = 256 << 10;
+  Journal here = std::move(Journal::OpenForWrite(dir_, options)).value();
+  Journal there = std::move(Journal::OpenForWrite(other, options)).value();
+  for (int i = 0; i < 5000; ++i) {  // about 6 MB each, clocks interleaved
+    ASSERT_TRUE(here.Append("user_message", Text(std::to_string(i) + std::string(1000, 'h'))).ok());
+    ASSERT_TRUE(there.Append("user_message", Text(std::to_string(i) + std::string(1000, 't'))).ok());
+  }
+  std::string before = JournalText(dir_);
+  std::string manifest_before = *ReadFile(JoinPath(dir_, kManifestPath));
+
+  // Files may not grow past 2 MiB: the merged journal's writes fail (EFBIG) after megabytes of
+  // it went to the digest, pieces of the blocks being read.
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  sighandler_t old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 2 << 20;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  Result<MergeResult> merged = here.MergeFrom(*OtherJournal::Load(other));
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::signal(SIGXFSZ, old_handler);
+  ASSERT_FALSE(merged.ok());
+  EXPECT_EQ(merged.status().code(), Code::kIOError) << merged.status().message();
+  EXPECT_NE(merged.status().message().find(kJournalPath), std::string::npos) << merged.status().message();
+  EXPECT_EQ(JournalText(dir_), before);
+  EXPECT_EQ(*ReadFile(JoinPath(dir_, kManifestPath)), manifest_before);
+  Result<std::vector<std::string>> names = ListFileNames(DirName(JoinPath(dir_, kJournalPath)));
+  ASSERT_TRUE(names.ok());
+  for (const std::string& name : *names) EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+
+  // With room, the same merge goes through.
+  merged = here.MergeFrom(*OtherJournal::Load(other));
+  ASSERT_TRUE(merged.ok()) << merged.status().message();
+  EXPECT_EQ(merged->added, 5000u);
+  EXPECT_TRUE(Journal::Verify(dir_).ok());
 }
 
 // Tampering with one event of a journal of three machines: verify names it.

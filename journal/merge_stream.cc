@@ -23,6 +23,7 @@ class WholeCursor final : public MergeCursor {
     Settle();
     return Status::Ok();
   }
+  // Of ours only (theirs' common lines lie in ours' text).
   uint64_t offset() const override {
     const EventLine* line = head();
     return line ? static_cast<uint64_t>(line->line.data() - side_.text.data()) : side_.text.size();
