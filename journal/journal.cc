@@ -9,7 +9,6 @@
 #include <optional>
 #include <unordered_map>
 
-#include "capsule/base/background_sha256.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
@@ -17,6 +16,7 @@
 #include "capsule/format/manifest.h"
 #include "journal/journal_file.h"
 #include "journal/merge_pipe.h"
+#include "journal/merged_journal_writer.h"
 #include "journal/merge_stream.h"
 #include "journal/scan.h"
 #include "journal/merge_text.h"
@@ -98,107 +98,6 @@ Status RepairManifestEntry(const std::string& dir, const std::string& path) {
   }
   return Status::Ok();
 }
-
-// The merged journal, written through the durable-write path: pieces gathered many to a
-// writev(2), handed to the disk as they go, and digested for the manifest on a thread of
-// its own.
-class MergedJournalWriter {
- public:
-  explicit MergedJournalWriter(std::string path) : path_(std::move(path)) {}
-
-  // Pieces are views, kept until the next Settle (or Commit).
-  Status Write(std::string_view piece) {
-    if (!out_) {
-      CAPSULE_ASSIGN_OR_RETURN(AtomicFile created, AtomicFile::Create(path_, 0644));
-      out_.emplace(std::move(created));
-    }
-    pieces_.push_back(piece);
-    pieces_bytes_ += piece.size();
-    return pieces_bytes_ >= (4 << 20) ? Flush() : Status::Ok();
-  }
-
-  // Done with every piece given so far: written and digested.
-  Status Settle() {
-    CAPSULE_RETURN_IF_ERROR(Flush());
-    digest_.Wait();
-    return Status::Ok();
-  }
-
-  // Digests `piece` as the merged text's next bytes, written by CopyFrom: a view, kept until
-  // the next Settle.
-  void Hash(std::string_view piece) {
-    digest_.Update(piece);
-    hashed_ahead_ += piece.size();
-  }
-
-  // Writes the first `bytes` of the journal open at `fd`, the bytes given to Hash, copied by
-  // the kernel (copy_file_range(2); read and written where it cannot).
-  Status CopyFrom(int fd, uint64_t bytes) {
-    if (bytes != hashed_ahead_ || written_ != 0 || pieces_bytes_ != 0) {
-      return Status::IOError(path_, "merge: the merged journal's first bytes are not the ones digested");
-    }
-    if (!out_) {
-      CAPSULE_ASSIGN_OR_RETURN(AtomicFile created, AtomicFile::Create(path_, 0644));
-      out_.emplace(std::move(created));
-    }
-    loff_t from = 0;
-    bool by_kernel = true;
-    std::string chunk;
-    while (static_cast<uint64_t>(from) < bytes) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(64 << 20, bytes - static_cast<uint64_t>(from)));
-      ssize_t copied = -1;
-      if (by_kernel) {
-        copied = ::copy_file_range(fd, &from, out_->fd(), nullptr, want, 0);
-        if (copied < 0 && errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
-          return Status::IOError(path_ + ": copying into the merged journal", errno);
-        }
-        by_kernel = copied >= 0;
-      }
-      if (!by_kernel) {  // not between these files: through a buffer
-        chunk.resize(4 << 20);
-        CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd, chunk.data(), std::min(want, chunk.size()), from, path_));
-        CAPSULE_RETURN_IF_ERROR(out_->Append(std::string_view(chunk.data(), got)));
-        copied = static_cast<ssize_t>(got);
-        from += copied;
-      }
-      if (copied == 0) return Status::IOError(path_, "the journal grew shorter while being merged");
-    }
-    (void)::sync_file_range(out_->fd(), 0, static_cast<off_t>(bytes), SYNC_FILE_RANGE_WRITE);
-    written_ = bytes;
-    return Status::Ok();
-  }
-
-  // Makes the merged text the journal; its manifest entry.
-  Result<FileDigest> Commit() {
-    CAPSULE_RETURN_IF_ERROR(Flush());
-    if (!out_) CAPSULE_RETURN_IF_ERROR(Write(""));
-    CAPSULE_RETURN_IF_ERROR(out_->Commit());
-    return FileDigest{digest_.FinishHex(), written_};
-  }
-
- private:
-  Status Flush() {
-    if (pieces_.empty()) return Status::Ok();
-    for (std::string_view piece : pieces_) digest_.Update(piece);
-    CAPSULE_RETURN_IF_ERROR(out_->Append(pieces_));
-    // Handed to the disk at once (sync_file_range starts its writeback without waiting), so
-    // the fsync of the commit finds little left to do.
-    (void)::sync_file_range(out_->fd(), static_cast<off_t>(written_), static_cast<off_t>(pieces_bytes_),
-                            SYNC_FILE_RANGE_WRITE);
-    written_ += pieces_bytes_;
-    pieces_.clear();
-    pieces_bytes_ = 0;
-    return Status::Ok();
-  }
-
-  std::string path_;
-  std::optional<AtomicFile> out_;
-  std::vector<std::string_view> pieces_;
-  size_t pieces_bytes_ = 0;
-  uint64_t written_ = 0;
-  uint64_t hashed_ahead_ = 0;  // bytes given to Hash, to be written by CopyFrom
-  BackgroundSha256 digest_;
-};
 
 // How many blocks a streaming merge reads of each journal ahead of the merging.
 constexpr size_t kMergeBlocksAhead = 3;
@@ -413,8 +312,6 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
   std::string path = JournalFile(dir_);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));  // no writer meanwhile: we hold the lock
   CAPSULE_RETURN_IF_ERROR(CutTornTail(fd.get(), path).status());
-  const std::string ours_name = "merge: this journal";
-  const std::string theirs_name = "merge: the journal of " + other.text_->dir;
   auto finish = [&](const MergeCounts& counts, MergedJournalWriter* writer) -> Result<MergeResult> {
     MergeResult result{counts.added, counts.total};
     if (counts.added == 0) {
@@ -460,7 +357,8 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
   // being written), they are merged from the texts read.
   CAPSULE_ASSIGN_OR_RETURN(FileBytes text, FileBytes::Read(fd.get(), path));
   CAPSULE_ASSIGN_OR_RETURN(FileBytes their_text, FileBytes::Read(other.text_->fd.get(), other.text_->path));
-  CAPSULE_ASSIGN_OR_RETURN(MergeInput input, CheckMergeSides(text.view(), their_text.view(), ours_name, theirs_name));
+  CAPSULE_ASSIGN_OR_RETURN(MergeInput input, CheckMergeSides(text.view(), their_text.view(), "merge: this journal",
+                                                             "merge: the journal of " + other.text_->dir));
   MergedJournalWriter writer(path);
   CAPSULE_ASSIGN_OR_RETURN(MergeCounts counts, MergeSides(input.ours, input.theirs,
                                                           [&](std::string_view piece) { return writer.Write(piece); }));

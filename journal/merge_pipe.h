@@ -85,7 +85,7 @@ class StreamedSide final : public MergeCursor {
   std::optional<BlockCheck> check_;  // the reading thread's (made by it, as kTheirs)
   ReadAtFunction read_;
   size_t block_size_;
-  uint64_t first_line_ = 1;  // guarded by mu_: the number of the first line read, less one is skipped
+  uint64_t first_line_ = 1;  // guarded by mu_: the journal's line number of the first line given
   std::vector<std::unique_ptr<CheckedBlock>> blocks_;
 
   std::mutex mu_;

@@ -8,7 +8,9 @@
 // id digests its predecessor's), so the first event of that machine taken from one side alone
 // is remembered until the other side reaches the same seq.
 //
-// Thread-safety: pure functions over texts the caller keeps alive; internal to journal/.
+// Thread-safety: functions of their arguments, run on the caller's thread (a streamed side
+// reads on a thread of its own); texts given whole are kept alive by the caller. Internal to
+// journal/.
 #pragma once
 
 #include <cstdint>
