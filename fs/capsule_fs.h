@@ -101,7 +101,8 @@ class CapsuleFs {
   StateGate& gate() { return gate_; }
   // Commits everything, verifies the capsule and holds writers until Thaw. Blobs hashed by
   // an earlier freeze or PreVerify and unchanged since are not read again, so a freeze after
-  // a PreVerify reads what changed, not the whole capsule. Returns how many blobs it read.
+  // a PreVerify reads what changed, not the whole capsule; the first freeze after a PreVerify
+  // does not even stat the blobs that PreVerify read. Returns how many blobs it read.
   // `move`: the move out this freeze is for ("" for an admin's); the holder record keeps it,
   // so that only that move thaws the mount (TransitionHolder).
   Result<uint64_t> Freeze(const std::string& move = "");
@@ -183,7 +184,7 @@ class CapsuleFs {
   Status BuildTree(const Snapshot& snapshot, const WorkspaceTimes& times);
   // The whole workspace as one change: every entry and its time; needs tree_mu_.
   WorkspaceChange WholeWorkspace() const;
-  static Snapshot SnapshotOf(const WorkspaceChange& whole);
+  static Snapshot SnapshotOf(WorkspaceChange whole);
   struct LiveAttr {
     uint64_t size;
     struct timespec mtime;
@@ -256,6 +257,8 @@ class CapsuleFs {
   StateGate gate_;
   DigestCache verified_blobs_;  // what Freeze and PreVerify hashed
   std::atomic<bool> preverify_cancelled_{false};
+  std::atomic<bool> preverified_{false};  // a PreVerify finished since the last Freeze
+  bool blobs_listed_ = false;  // a Checkpoint listed the blobs folder (the first one does)
   std::string control_path_;
   JournalSink journal_sink_;
   std::unique_ptr<ChangeLog> log_;

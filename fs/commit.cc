@@ -252,14 +252,20 @@ Status CapsuleFs::Checkpoint() {
     std::shared_lock lock(tree_mu_);
     whole = WholeWorkspace();
   }
-  Snapshot snapshot = SnapshotOf(whole);
+  WorkspaceTimes times = std::move(whole.times);
+  Snapshot snapshot = SnapshotOf(std::move(whole));
   CAPSULE_RETURN_IF_ERROR(snapshot.Save(dir));
-  CAPSULE_RETURN_IF_ERROR(SaveWorkspaceTimes(JoinPath(dir, local::kTimes), whole.times));
+  CAPSULE_RETURN_IF_ERROR(SaveWorkspaceTimes(JoinPath(dir, local::kTimes), times));
   // Deleted means deleted: the blobs the snapshot no longer names leave the manifest first,
   // then the disk, so that no export or move carries them and the manifest never names a
   // missing blob (a crash in between leaves an extra blob, which the next mount lists again
   // and the next checkpoint removes).
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> unreferenced, UnreferencedBlobs(dir, snapshot));
+  // The first checkpoint of a mount lists the blobs on disk (a crash may have left one the
+  // manifest does not name); every blob placed since is one this mount put in its manifest.
+  std::vector<std::string> unreferenced;
+  if (!blobs_listed_) {
+    CAPSULE_ASSIGN_OR_RETURN(unreferenced, UnreferencedBlobs(dir, snapshot));
+  }
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(dir, {kLocalDir, kBlobsDir}));
   std::set<std::string> paths;
   for (const TreeEntry& entry : tree) {
@@ -277,6 +283,7 @@ Status CapsuleFs::Checkpoint() {
       if (!IsBlobPath(path) && BelongsInManifest(path)) paths.insert(path);
     }
     manifest_.files.erase(kSignaturePath);  // named by a manifest an earlier checkpoint wrote
+    if (blobs_listed_) unreferenced = UnreferencedBlobsOf(manifest_, snapshot);
     for (const std::string& blob : unreferenced) manifest_.files.erase(blob);
     CAPSULE_RETURN_IF_ERROR(
         RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &manifest_));
@@ -285,6 +292,7 @@ Status CapsuleFs::Checkpoint() {
   }
   CAPSULE_RETURN_IF_ERROR(manifest.Save(dir));
   CAPSULE_RETURN_IF_ERROR(RemoveBlobs(dir, unreferenced));
+  blobs_listed_ = true;
   return log_ ? log_->Truncate() : Status::Ok();
 }
 

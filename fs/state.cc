@@ -27,6 +27,9 @@ Result<uint64_t> CapsuleFs::Freeze(const std::string& move) {
     CAPSULE_RETURN_IF_ERROR(Checkpoint());
     VerifyOptions verify;
     verify.blob_digests = &verified_blobs_;
+    // Right after a preverify, the blobs it read are taken as it found them: only this mount
+    // has written the folder since, and it never rewrites a blob.
+    verify.trust_remembered_blobs = preverified_.exchange(false);
     CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifyFolder(options_.dir, verify));
     if (!report.ok()) return Status::Corruption(options_.dir, "does not verify: " + report.problems.front());
     return TransitionHolder(options_.dir, freeze).status();
@@ -62,6 +65,7 @@ Result<uint64_t> CapsuleFs::PreVerify() {
   if (preverify_cancelled_) return Status::Unavailable("preverify", "the mount is stopping");
   CAPSULE_RETURN_IF_ERROR(failure);
   verified_blobs_.KeepOnly(std::set<std::string>(paths.begin(), paths.end()));
+  preverified_ = true;
   return verified_blobs_.files_read() - read_before;
 }
 

@@ -236,11 +236,7 @@ void CapsuleFs::AddSubtree(const Node* node, const std::string& path, WorkspaceC
   for (const auto& [name, child] : node->children) AddSubtree(child.get(), path + "/" + name, change);
 }
 
-Snapshot CapsuleFs::SnapshotOf(const WorkspaceChange& whole) {
-  Snapshot snapshot;
-  for (const auto& [path, entry] : whole.set) snapshot.Set(path, entry);
-  return snapshot;
-}
+Snapshot CapsuleFs::SnapshotOf(WorkspaceChange whole) { return Snapshot(std::move(whole.set)); }
 
 WorkspaceChange CapsuleFs::WholeWorkspace() const {
   WorkspaceChange all;

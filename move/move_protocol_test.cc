@@ -14,6 +14,7 @@
 
 #include "capsule/base/file_io.h"
 #include "capsule/base/process_lock.h"
+#include "capsule/base/sha256.h"
 #include "capsule/base/temp_dir.h"
 #include "capsule/format/create.h"
 #include "capsule/format/export.h"
@@ -22,6 +23,7 @@
 #include "capsule/format/keys.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/verify.h"
+#include "capsule/format/workspace.h"
 #include "journal/check.h"
 #include "journal/journal.h"
 #include "move/faulty_target.h"
@@ -170,6 +172,47 @@ TEST_F(MoveProtocolTest, WhatChangesWhileTheCopyRunsCrossesInTheSwitch) {
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 2u);
   EXPECT_EQ(events->back().data.value("text", ""), "written during the copy");
+}
+
+// Files removed or rewritten while the copy runs: the switch carries the change, and their
+// old content leaves the target too (deleted means deleted, on both machines).
+TEST_F(MoveProtocolTest, ContentRemovedWhileTheCopyRunsLeavesTheTargetAtTheSwitch) {
+  const std::string big_blob = BlobPath(Sha256Hex(std::string(200 << 10, 'x')));
+  const std::string readme_blob = BlobPath(Sha256Hex("# sample\n"));
+  AfterCopy after;
+  after.inner = target_.get();
+  after.then = [&] {
+    ASSERT_TRUE(PathExists(JoinPath(Staging(), big_blob))) << "the copy carried it";
+    ASSERT_TRUE(WriteFileAtomic(root_ + "/readme-2", "# sample, second\n").ok());
+    ASSERT_TRUE(PutWorkspaceFile(src_, "README.md", root_ + "/readme-2").ok());
+    Result<Snapshot> snapshot = Snapshot::Load(src_);
+    ASSERT_TRUE(snapshot.ok());
+    snapshot->Remove("src/big.bin");
+    ASSERT_TRUE(snapshot->Save(src_).ok());
+    Result<Manifest> manifest = Manifest::Load(src_);
+    ASSERT_TRUE(manifest.ok());
+    std::vector<std::string> gone = UnreferencedBlobsOf(*manifest, *snapshot);
+    std::vector<std::string> expected = {big_blob, readme_blob};
+    std::sort(expected.begin(), expected.end());
+    ASSERT_EQ(gone, expected);
+    for (const std::string& blob : gone) manifest->files.erase(blob);
+    ASSERT_TRUE(RefreshManifestEntries(src_, {kSnapshotPath, BlobPath(Sha256Hex("# sample, second\n"))},
+                                       &*manifest).ok());
+    ASSERT_TRUE(manifest->Save(src_).ok());
+    ASSERT_TRUE(RemoveBlobs(src_, {big_blob, readme_blob}).ok());
+    ExpectVerifies(src_);
+  };
+  Result<MoveReport> report = RunMove(src_, &after, options_);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->removed, 1u);
+  ExpectMoved();
+  EXPECT_FALSE(PathExists(JoinPath(Held(), big_blob)));
+  EXPECT_FALSE(PathExists(JoinPath(Held(), readme_blob)));
+  EXPECT_EQ(*ReadWorkspaceFile(Held(), "README.md"), "# sample, second\n");
+  Result<Manifest> held = Manifest::Load(Held());
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->files.count(big_blob), 0u);
+  EXPECT_EQ(held->files.count(readme_blob), 0u);
 }
 
 // The switch checks the journal's new lines against what the copy checked: a line appended

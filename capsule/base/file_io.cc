@@ -413,7 +413,7 @@ Status ListInto(const std::string& root, const std::string& rel,
 
 }  // namespace
 
-Result<std::vector<std::string>> ListFileNames(const std::string& dir_path) {
+Result<std::vector<std::string>> ListFileNames(const std::string& dir_path, std::vector<std::string>* others) {
   DIR* dir = ::opendir(dir_path.c_str());
   if (dir == nullptr) return Status::IOError(dir_path, errno);
   std::vector<std::string> names;
@@ -424,13 +424,18 @@ Result<std::vector<std::string>> ListFileNames(const std::string& dir_path) {
       struct stat st;
       regular = ::fstatat(::dirfd(dir), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
     }
-    if (regular) names.emplace_back(ent->d_name);
+    if (regular) {
+      names.emplace_back(ent->d_name);
+    } else if (others != nullptr && std::strcmp(ent->d_name, ".") != 0 && std::strcmp(ent->d_name, "..") != 0) {
+      others->emplace_back(ent->d_name);
+    }
     errno = 0;
   }
   int read_errno = errno;
   ::closedir(dir);
   if (read_errno != 0) return Status::IOError(dir_path, read_errno);
   std::sort(names.begin(), names.end());
+  if (others != nullptr) std::sort(others->begin(), others->end());
   return names;
 }
 

@@ -191,8 +191,9 @@ struct TreeEntry {
 
 // The names of the regular files directly in `dir`, sorted: from readdir(3)'s entry types,
 // with an lstat(2) only where the file system gives none. For large flat folders (the blobs)
-// where ListTree's lstat of every entry is the cost.
-Result<std::vector<std::string>> ListFileNames(const std::string& dir);
+// where ListTree's lstat of every entry is the cost. The names of other entries (folders,
+// links, ...) go to `others` when given, sorted.
+Result<std::vector<std::string>> ListFileNames(const std::string& dir, std::vector<std::string>* others = nullptr);
 
 // Every entry under `root`, sorted by path (byte order), without following links. Folders
 // whose relative path is in `skip` are left out with everything under them.

@@ -64,6 +64,13 @@ Result<std::string> DigestCache::Sha256FileAs(const std::string& path, const Ide
   return sha256;
 }
 
+std::optional<DigestCache::Digest> DigestCache::Remembered(const std::string& path) const {
+  std::lock_guard lock(mu_);
+  auto found = entries_.find(path);
+  if (found == entries_.end()) return std::nullopt;
+  return Digest{found->second.sha256, found->second.identity.size};
+}
+
 void DigestCache::KeepOnly(const std::set<std::string>& paths) {
   std::lock_guard lock(mu_);
   for (auto it = entries_.begin(); it != entries_.end();) {

@@ -7,11 +7,16 @@
 // it or chmod changes one of them, and the file is read again. It does not catch damage that
 // bypasses the file system (bit rot): a cold `capsule verify` does.
 //
+// `Remembered` answers without looking at the file at all: for a caller that knows nothing
+// but itself writes the folder and that it never rewrites a blob (a mount's freeze right after
+// its preverify).
+//
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -29,6 +34,14 @@ class DigestCache {
   // The same for a file just listed (ListTree): its identity is taken from `listed` instead of
   // a stat of its own.
   Result<std::string> Sha256File(const std::string& path, const TreeEntry& listed, uint64_t* size_out);
+
+  // The digest and size remembered for `path` when it was last hashed, without a stat: the
+  // caller vouches that nothing has written the file since. nullopt when not remembered.
+  struct Digest {
+    std::string sha256;
+    uint64_t size = 0;
+  };
+  std::optional<Digest> Remembered(const std::string& path) const;
 
   // How many files were read (not answered from memory) since the cache was made.
   uint64_t files_read() const;

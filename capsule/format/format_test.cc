@@ -488,6 +488,95 @@ TEST(VerifyTest, RememberedBlobDigestsStillCatchADamagedBlob) {
   EXPECT_NE(report->problems[0].find("does not match its name"), std::string::npos) << report->problems[0];
 }
 
+// A mount's freeze right after its preverify: the blobs the cache remembers are taken as they
+// were (not even a stat), the blobs folder is listed by name, and everything else is checked.
+TEST(VerifyTest, TrustedRememberedBlobsAreNotLookedAtButEverythingElseIs) {
+  std::string root = testing::MakeTempDir("verify_trusted");
+  ASSERT_TRUE(MakeDirectories(root + "/ws").ok());
+  ASSERT_TRUE(WriteFileAtomic(root + "/ws/f", "original").ok());
+  ASSERT_TRUE(WriteFileAtomic(root + "/ws/g", "second").ok());
+  CreateOptions create;
+  create.agent = {"agent-1", "Agent", std::nullopt};
+  create.workspace_source = root + "/ws";
+  std::string cap = root + "/cap";
+  ASSERT_TRUE(CreateCapsule(cap, create).ok());
+  DigestCache cache;
+  VerifyOptions options;
+  options.blob_digests = &cache;
+  options.trust_remembered_blobs = true;
+  Result<VerifyReport> first = VerifyFolder(cap, options);
+  ASSERT_TRUE(first.ok() && first->ok()) << (first.ok() ? first->problems[0] : first.status().message());
+  EXPECT_EQ(cache.files_read(), 2u) << "blobs not remembered are read (and remembered)";
+  EXPECT_EQ(first->files_checked, VerifyFolder(cap)->files_checked);
+
+  // Damage a remembered blob in place: the trusting verify does not look, the ordinary one does.
+  std::string blob = cap + "/" + BlobPath(Sha256Hex("original"));
+  RewriteInPlace(blob, "damaged!");
+  Result<VerifyReport> trusting = VerifyFolder(cap, options);
+  ASSERT_TRUE(trusting.ok());
+  EXPECT_TRUE(trusting->ok()) << trusting->problems[0];
+  EXPECT_EQ(cache.files_read(), 2u);
+  options.trust_remembered_blobs = false;
+  Result<VerifyReport> looking = VerifyFolder(cap, options);
+  ASSERT_TRUE(looking.ok());
+  ASSERT_FALSE(looking->ok());
+  EXPECT_NE(looking->problems[0].find("does not match its name"), std::string::npos) << looking->problems[0];
+  RewriteInPlace(blob, "original");
+  ASSERT_TRUE(VerifyFolder(cap, options)->ok()) << "read again, and remembered whole again";
+  EXPECT_EQ(cache.files_read(), 4u);
+  options.trust_remembered_blobs = true;
+
+  // What the cache does not remember is found as ever: an extra blob, damaged, not in the
+  // manifest; a folder among the blobs; a missing blob.
+  std::string extra = BlobPath(Sha256Hex("extra"));
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + extra, "EXTRA").ok());
+  ASSERT_TRUE(MakeDirectories(cap + "/" + std::string(kBlobsDir) + "/stray").ok());
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + std::string(kBlobsDir) + "/stray/inside", "x").ok());
+  ASSERT_EQ(::symlink("elsewhere", (cap + "/" + std::string(kBlobsDir) + "/link").c_str()), 0);
+  std::string gone = BlobPath(Sha256Hex("second"));
+  ASSERT_EQ(::rename((cap + "/" + gone).c_str(), (root + "/kept").c_str()), 0);
+  Result<VerifyReport> report = VerifyFolder(cap, options);
+  ASSERT_TRUE(report.ok());
+  std::string all;
+  for (const std::string& problem : report->problems) all += problem + "\n";
+  EXPECT_NE(all.find(extra + ": not in manifest"), std::string::npos) << all;
+  EXPECT_NE(all.find(extra + ": blob digest does not match its name"), std::string::npos) << all;
+  EXPECT_NE(all.find(std::string(kBlobsDir) + "/stray/inside: not in manifest"), std::string::npos) << all;
+  EXPECT_NE(all.find(std::string(kBlobsDir) + "/link: not a regular file"), std::string::npos) << all;
+  EXPECT_NE(all.find(gone + ": missing"), std::string::npos) << all;
+  // Found as a verify that looks at every blob finds them.
+  options.trust_remembered_blobs = false;
+  Result<VerifyReport> looking_at_all = VerifyFolder(cap, options);
+  ASSERT_TRUE(looking_at_all.ok());
+  EXPECT_EQ(report->problems, looking_at_all->problems);
+  options.trust_remembered_blobs = true;
+  EXPECT_EQ(cache.files_read(), 5u) << "only the extra blob was read (the other verify remembered it)";
+}
+
+TEST(WorkspaceTest, UnreferencedBlobsOfAManifestAreThoseTheFolderListingFinds) {
+  std::string root = testing::MakeTempDir("unreferenced_of");
+  ASSERT_TRUE(MakeDirectories(root + "/ws").ok());
+  for (const char* name : {"a", "b", "c"}) ASSERT_TRUE(WriteFileAtomic(root + "/ws/" + name, name).ok());
+  CreateOptions create;
+  create.agent = {"agent-1", "Agent", std::nullopt};
+  create.workspace_source = root + "/ws";
+  std::string cap = root + "/cap";
+  ASSERT_TRUE(CreateCapsule(cap, create).ok());
+  Result<Snapshot> snapshot = Snapshot::Load(cap);
+  Result<Manifest> manifest = Manifest::Load(cap);
+  ASSERT_TRUE(snapshot.ok() && manifest.ok());
+  EXPECT_TRUE(UnreferencedBlobsOf(*manifest, *snapshot).empty());
+  snapshot->Remove("b");
+  snapshot->Remove("c");
+  std::vector<std::string> expected = {BlobPath(Sha256Hex("b")), BlobPath(Sha256Hex("c"))};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(UnreferencedBlobsOf(*manifest, *snapshot), expected);
+  EXPECT_EQ(*UnreferencedBlobs(cap, *snapshot), expected);
+  // The empty blob every capsule keeps is never unreferenced.
+  manifest->files[BlobPath(Sha256Hex(""))] = FileDigest{Sha256Hex(""), 0};
+  EXPECT_EQ(UnreferencedBlobsOf(*manifest, *snapshot), expected);
+}
+
 // ---- harness/ and schedule/ ----
 
 TEST(HarnessTest, SkillFrontMatterIsReadAndEachFaultNamed) {

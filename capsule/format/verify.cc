@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "capsule/base/canonical_json.h"
@@ -37,20 +39,28 @@ void CheckSnapshot(const std::string& text, const std::map<std::string, Observed
     problems->push_back(snapshot.status().message());
     return;
   }
-  std::unordered_set<std::string> named;  // blob paths
+  // The blobs found, by digest (hashed lookups: the snapshot names tens of thousands).
+  const size_t digest_at = std::string_view(kBlobsDir).size() + 1;
+  std::unordered_map<std::string_view, const ObservedFile*> blobs;
+  blobs.reserve(files.size());
+  for (const auto& [path, observed] : files) {
+    if (IsBlobPath(path)) blobs.emplace(std::string_view(path).substr(digest_at), &observed);
+  }
+  std::unordered_set<std::string_view> named;  // digests
   named.reserve(snapshot->entries().size());
   for (const auto& [path, entry] : snapshot->entries()) {
     if (entry.type != SnapshotEntry::Type::kFile) continue;
-    auto blob = files.find(*named.insert(BlobPath(entry.sha256)).first);
-    if (blob == files.end()) {
+    named.insert(entry.sha256);
+    auto blob = blobs.find(entry.sha256);
+    if (blob == blobs.end()) {
       problems->push_back(std::string(kSnapshotPath) + ": files/" + path + ": blob " + entry.sha256 + " missing");
-    } else if (blob->second.size != entry.size) {
+    } else if (blob->second->size != entry.size) {
       problems->push_back(std::string(kSnapshotPath) + ": files/" + path + ": size differs from its blob");
     }
   }
   // Deleted content that stayed: it would travel with the agent.
   for (const auto& [path, observed] : files) {
-    if (IsBlobPath(path) && !IsEmptyBlobPath(path) && named.count(path) == 0) {
+    if (IsBlobPath(path) && !IsEmptyBlobPath(path) && named.count(std::string_view(path).substr(digest_at)) == 0) {
       problems->push_back(path + ": unreferenced blob: no file of the snapshot names it (capsule gc removes it)");
     }
   }
@@ -77,6 +87,30 @@ void CheckSignature(const std::string& manifest_text, const std::optional<std::s
   } else {
     report->signer = *options.public_key_hex;
   }
+}
+
+// The blobs folder of `dir` listed by name, without a stat of each blob, for
+// VerifyOptions::trust_remembered_blobs: its regular files join `entries` (their size
+// unknown). Anything else there is listed as ListTree lists it, to be judged the same way.
+Status AddBlobsByName(const std::string& dir, std::vector<TreeEntry>* entries) {
+  const std::string blobs = JoinPath(dir, kBlobsDir);
+  if (!PathExists(blobs)) return Status::Ok();  // the manifest's blobs are then reported missing
+  std::vector<std::string> others;
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFileNames(blobs, &others));
+  for (std::string& name : names) {
+    TreeEntry entry;
+    entry.path = std::string(kBlobsDir) + "/" + name;
+    entry.type = TreeEntry::Type::kFile;
+    entries->push_back(std::move(entry));
+  }
+  if (others.empty()) return Status::Ok();
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> listed, ListTree(blobs));
+  for (TreeEntry& entry : listed) {
+    if (entry.type == TreeEntry::Type::kFile && entry.path.find('/') == std::string::npos) continue;  // named above
+    entry.path = std::string(kBlobsDir) + "/" + entry.path;
+    entries->push_back(std::move(entry));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -188,7 +222,10 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
     report.problems.push_back(manifest.status().message());
     return report;
   }
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir}));
+  const bool trust_blobs = options.blob_digests != nullptr && options.trust_remembered_blobs;
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries,
+                           trust_blobs ? ListTree(dir, {kLocalDir, kBlobsDir}) : ListTree(dir, {kLocalDir}));
+  if (trust_blobs) CAPSULE_RETURN_IF_ERROR(AddBlobsByName(dir, &entries));
   std::vector<const TreeEntry*> to_hash;
   std::optional<std::string> signature_text;
   for (const TreeEntry& entry : entries) {
@@ -219,14 +256,32 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
   std::vector<Result<std::string>> digests(to_hash.size(), Result<std::string>(std::string()));
   std::vector<uint64_t> sizes(to_hash.size());
   std::vector<std::string> prefixes(to_hash.size());
-  ParallelFor(to_hash.size(), options.threads, [&](size_t i) {
+  // The blobs a trusted cache remembers need no thread: answered here, in one pass.
+  std::vector<size_t> to_read;
+  to_read.reserve(to_hash.size());
+  for (size_t i = 0; i < to_hash.size(); ++i) {
+    const std::string& path = to_hash[i]->path;
+    std::optional<DigestCache::Digest> remembered;
+    if (trust_blobs && IsBlobPath(path)) remembered = options.blob_digests->Remembered(JoinPath(dir, path));
+    if (!remembered) {
+      to_read.push_back(i);
+      continue;
+    }
+    digests[i] = std::move(remembered->sha256);
+    sizes[i] = remembered->size;
+    if (options.progress != nullptr) options.progress->Add(sizes[i], 1);
+  }
+  ParallelFor(to_read.size(), options.threads, [&](size_t k) {
+    const size_t i = to_read[k];
     const std::string& path = to_hash[i]->path;
     auto listed = IsAppendOnlyPath(path) ? manifest->files.find(path) : manifest->files.end();
     if (listed != manifest->files.end()) {
       digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i],
                                         options.progress);
     } else if (options.blob_digests != nullptr && IsBlobPath(path)) {
-      digests[i] = options.blob_digests->Sha256File(JoinPath(dir, path), *to_hash[i], &sizes[i]);
+      digests[i] = trust_blobs  // listed by name only: its identity comes from a stat
+                       ? options.blob_digests->Sha256File(JoinPath(dir, path), &sizes[i])
+                       : options.blob_digests->Sha256File(JoinPath(dir, path), *to_hash[i], &sizes[i]);
       if (options.progress != nullptr) options.progress->Add(sizes[i], 0);
     } else {
       digests[i] = Sha256File(JoinPath(dir, path), &sizes[i], options.progress);

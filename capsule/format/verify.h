@@ -35,6 +35,12 @@ struct VerifyOptions {
   // not read again (folders only). For a mount re-verifying the capsule it serves; a cold
   // verify leaves it null and reads everything.
   DigestCache* blob_digests = nullptr;
+  // With blob_digests: the blobs it remembers are taken as they were when it hashed them,
+  // without a stat (DigestCache::Remembered), and the blobs folder is listed by name only;
+  // the blobs it does not remember are read as usual. For a mount's freeze right after its
+  // preverify, when nothing but the mount has written the folder since and the mount never
+  // rewrites a blob.
+  bool trust_remembered_blobs = false;
   // The documents checked by their content (the snapshot, the environment spec, schedules,
   // threads, skills) are read whole up to this size; a larger one is a problem ("too large
   // to check"), never passed over. The journal is checked whatever its size.

@@ -9,6 +9,8 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
@@ -366,7 +368,10 @@ Result<std::string> ReadWorkspaceFile(const std::string& capsule_dir, const std:
   return data;
 }
 
-bool IsEmptyBlobPath(const std::string& blob_path) { return blob_path == BlobPath(Sha256Hex("")); }
+bool IsEmptyBlobPath(const std::string& blob_path) {
+  static const std::string kEmptyBlob = BlobPath(Sha256Hex(""));
+  return blob_path == kEmptyBlob;
+}
 
 Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_dir, const Snapshot& snapshot) {
   std::set<std::string> named;
@@ -379,6 +384,21 @@ Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_di
     std::string path = std::string(kBlobsDir) + "/" + name;
     if (!IsBlobPath(path) || IsEmptyBlobPath(path)) continue;
     if (named.count(path) == 0) unreferenced.push_back(std::move(path));
+  }
+  return unreferenced;
+}
+
+std::vector<std::string> UnreferencedBlobsOf(const Manifest& manifest, const Snapshot& snapshot) {
+  std::unordered_set<std::string_view> named;  // digests, viewing the snapshot's entries
+  named.reserve(snapshot.entries().size());
+  for (const auto& [path, entry] : snapshot.entries()) {
+    if (entry.type == SnapshotEntry::Type::kFile) named.insert(entry.sha256);
+  }
+  const size_t digest_at = std::string_view(kBlobsDir).size() + 1;
+  std::vector<std::string> unreferenced;
+  for (const auto& [path, digest] : manifest.files) {
+    if (!IsBlobPath(path) || IsEmptyBlobPath(path)) continue;
+    if (named.count(std::string_view(path).substr(digest_at)) == 0) unreferenced.push_back(path);
   }
   return unreferenced;
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "capsule/base/status.h"
+#include "capsule/format/manifest.h"
 
 namespace capsule {
 
@@ -46,6 +47,8 @@ mode_t SnapshotTypeBits(SnapshotEntry::Type type);
 
 class Snapshot {
  public:
+  Snapshot() = default;
+  explicit Snapshot(std::map<std::string, SnapshotEntry> entries) : entries_(std::move(entries)) {}
   static Result<Snapshot> Parse(std::string_view text);
   // Parse is two readers. ParseCanonical reads only text exactly as ToCanonicalText writes it
   // (keys in order, plain ASCII strings, no escapes), without building a Json document, and
@@ -83,6 +86,10 @@ Status PutWorkspaceFile(const std::string& capsule_dir, const std::string& path,
 // artifacts/blobs/<sha256>) that no file of `snapshot` names. The empty blob, which every
 // capsule keeps, is never one of them.
 Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_dir, const Snapshot& snapshot);
+// The same among the blobs `manifest` lists, without looking at the folder: for a caller that
+// knows the manifest lists every blob on disk (a mount after its first checkpoint, which
+// listed the folder; a staging area after its copy).
+std::vector<std::string> UnreferencedBlobsOf(const Manifest& manifest, const Snapshot& snapshot);
 // Whether `blob_path` (artifacts/blobs/<sha256>) is one no snapshot needs to name.
 bool IsEmptyBlobPath(const std::string& blob_path);
 // Unlinks `blob_paths` from `capsule_dir` and syncs the folder. A folder in use drops them

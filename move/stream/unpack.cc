@@ -284,14 +284,19 @@ Result<Manifest> RefreshStagedManifest(const std::string& staging, const Receive
   return manifest;
 }
 
-// The blobs of the staged snapshot's removed files leave the staging area (and `manifest`,
-// when given): a file the other end deleted is not kept here either.
-Status DropDeletedContent(const std::string& staging, Manifest* manifest) {
+// The blobs of the staged snapshot's removed files leave the staging area and `manifest`: a
+// file the other end deleted is not kept here either. `listed_before`: a copy already went
+// through here, listing the blobs folder, and every blob placed since is in `manifest` (a
+// switch): the manifest alone says which blobs there are.
+Status DropDeletedContent(const std::string& staging, Manifest* manifest, bool listed_before) {
   CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(staging));
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> unreferenced, UnreferencedBlobs(staging, snapshot));
-  if (manifest != nullptr) {
-    for (const std::string& blob : unreferenced) manifest->files.erase(blob);
+  std::vector<std::string> unreferenced;
+  if (listed_before) {
+    unreferenced = UnreferencedBlobsOf(*manifest, snapshot);
+  } else {
+    CAPSULE_ASSIGN_OR_RETURN(unreferenced, UnreferencedBlobs(staging, snapshot));
   }
+  for (const std::string& blob : unreferenced) manifest->files.erase(blob);
   return RemoveBlobs(staging, unreferenced);
 }
 
@@ -394,7 +399,7 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
     apply.holder_machine = held ? held->holder_machine : machine;
     apply.holder_epoch = held ? held->holder_epoch : manifest.epoch;
     CAPSULE_ASSIGN_OR_RETURN(Manifest new_manifest, RefreshStagedManifest(staging, stream, apply));
-    CAPSULE_RETURN_IF_ERROR(DropDeletedContent(staging, &new_manifest));
+    CAPSULE_RETURN_IF_ERROR(DropDeletedContent(staging, &new_manifest, /*listed_before=*/false));
     Status checked = CheckStaged(staging, new_manifest, apply);
     if (!checked.ok()) return checked.WithContext("nothing was placed");
     CAPSULE_RETURN_IF_ERROR(new_manifest.Save(staging));
@@ -445,7 +450,8 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
   CAPSULE_RETURN_IF_ERROR(CheckArrival(staging, held, stream.manifest, unpack));
   CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, RefreshStagedManifest(staging, stream, options));
-  CAPSULE_RETURN_IF_ERROR(DropDeletedContent(staging, &manifest));
+  CAPSULE_RETURN_IF_ERROR(
+      DropDeletedContent(staging, &manifest, /*listed_before=*/options.expected_phase == Phase::kSwitch));
   CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest, options));
   CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));
   CAPSULE_RETURN_IF_ERROR(sync.Finish());
