@@ -254,12 +254,16 @@ Status ApplyReceived(const std::string& staging, const ReceivedStream& stream, U
 // file outside the blob store (a few small documents). The blobs the stream brought are listed
 // with the digests checked as they were written; those already listed were checked when they
 // arrived and are never rewritten (a blob's name is its digest).
+// The manifest of `dir`, or an empty one where there is none yet.
+Result<Manifest> ManifestIfAny(const std::string& dir) {
+  if (!PathExists(JoinPath(dir, kManifestPath))) return Manifest();
+  return Manifest::Load(dir);
+}
+
+// `manifest`: the staging area's manifest as it was before the stream was applied (a stream
+// never carries manifest.json), brought up to date here.
 Result<Manifest> RefreshStagedManifest(const std::string& staging, const ReceivedStream& stream,
-                                       const ApplyOptions& options) {
-  Manifest manifest;
-  if (PathExists(JoinPath(staging, kManifestPath))) {
-    CAPSULE_ASSIGN_OR_RETURN(manifest, Manifest::Load(staging));
-  }
+                                       const ApplyOptions& options, Manifest manifest) {
   manifest.agent = stream.manifest.agent;
   manifest.holder_machine = options.holder_machine;
   manifest.holder_epoch = options.holder_epoch;
@@ -398,7 +402,8 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
     ApplyOptions apply;
     apply.holder_machine = held ? held->holder_machine : machine;
     apply.holder_epoch = held ? held->holder_epoch : manifest.epoch;
-    CAPSULE_ASSIGN_OR_RETURN(Manifest new_manifest, RefreshStagedManifest(staging, stream, apply));
+    CAPSULE_ASSIGN_OR_RETURN(Manifest staged, ManifestIfAny(staging));
+    CAPSULE_ASSIGN_OR_RETURN(Manifest new_manifest, RefreshStagedManifest(staging, stream, apply, std::move(staged)));
     CAPSULE_RETURN_IF_ERROR(DropDeletedContent(staging, &new_manifest, /*listed_before=*/false));
     Status checked = CheckStaged(staging, new_manifest, apply);
     if (!checked.ok()) return checked.WithContext("nothing was placed");
@@ -449,7 +454,8 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
   unpack.sealed = options.sealed;
   CAPSULE_RETURN_IF_ERROR(CheckArrival(staging, held, stream.manifest, unpack));
   CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
-  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, RefreshStagedManifest(staging, stream, options));
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest,
+                           RefreshStagedManifest(staging, stream, options, held ? std::move(*held) : Manifest()));
   CAPSULE_RETURN_IF_ERROR(
       DropDeletedContent(staging, &manifest, /*listed_before=*/options.expected_phase == Phase::kSwitch));
   CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest, options));
