@@ -463,15 +463,20 @@ TEST(DigestCacheTest, RemembersUnchangedFilesAndReadsChangedOnesAgain) {
   EXPECT_FALSE(cache.Sha256File(path, nullptr).ok());
 }
 
-TEST(VerifyTest, RememberedBlobDigestsStillCatchADamagedBlob) {
-  std::string root = testing::MakeTempDir("verify_cached");
-  ASSERT_TRUE(MakeDirectories(root + "/ws").ok());
-  ASSERT_TRUE(WriteFileAtomic(root + "/ws/f", "original").ok());
+// A capsule made under `root` from a workspace holding `files` (name -> content); its path.
+std::string CapsuleOfFiles(const std::string& root, const std::map<std::string, std::string>& files) {
+  EXPECT_TRUE(MakeDirectories(root + "/ws").ok());
+  for (const auto& [name, content] : files) EXPECT_TRUE(WriteFileAtomic(root + "/ws/" + name, content).ok());
   CreateOptions create;
   create.agent = {"agent-1", "Agent", std::nullopt};
   create.workspace_source = root + "/ws";
   std::string cap = root + "/cap";
-  ASSERT_TRUE(CreateCapsule(cap, create).ok());
+  EXPECT_TRUE(CreateCapsule(cap, create).ok());
+  return cap;
+}
+
+TEST(VerifyTest, RememberedBlobDigestsStillCatchADamagedBlob) {
+  std::string cap = CapsuleOfFiles(testing::MakeTempDir("verify_cached"), {{"f", "original"}});
   DigestCache cache;
   VerifyOptions options;
   options.blob_digests = &cache;
@@ -492,14 +497,7 @@ TEST(VerifyTest, RememberedBlobDigestsStillCatchADamagedBlob) {
 // were (not even a stat), the blobs folder is listed by name, and everything else is checked.
 TEST(VerifyTest, TrustedRememberedBlobsAreNotLookedAtButEverythingElseIs) {
   std::string root = testing::MakeTempDir("verify_trusted");
-  ASSERT_TRUE(MakeDirectories(root + "/ws").ok());
-  ASSERT_TRUE(WriteFileAtomic(root + "/ws/f", "original").ok());
-  ASSERT_TRUE(WriteFileAtomic(root + "/ws/g", "second").ok());
-  CreateOptions create;
-  create.agent = {"agent-1", "Agent", std::nullopt};
-  create.workspace_source = root + "/ws";
-  std::string cap = root + "/cap";
-  ASSERT_TRUE(CreateCapsule(cap, create).ok());
+  std::string cap = CapsuleOfFiles(root, {{"f", "original"}, {"g", "second"}});
   DigestCache cache;
   VerifyOptions options;
   options.blob_digests = &cache;
@@ -554,14 +552,7 @@ TEST(VerifyTest, TrustedRememberedBlobsAreNotLookedAtButEverythingElseIs) {
 }
 
 TEST(WorkspaceTest, UnreferencedBlobsOfAManifestAreThoseTheFolderListingFinds) {
-  std::string root = testing::MakeTempDir("unreferenced_of");
-  ASSERT_TRUE(MakeDirectories(root + "/ws").ok());
-  for (const char* name : {"a", "b", "c"}) ASSERT_TRUE(WriteFileAtomic(root + "/ws/" + name, name).ok());
-  CreateOptions create;
-  create.agent = {"agent-1", "Agent", std::nullopt};
-  create.workspace_source = root + "/ws";
-  std::string cap = root + "/cap";
-  ASSERT_TRUE(CreateCapsule(cap, create).ok());
+  std::string cap = CapsuleOfFiles(testing::MakeTempDir("unreferenced_of"), {{"a", "a"}, {"b", "b"}, {"c", "c"}});
   Result<Snapshot> snapshot = Snapshot::Load(cap);
   Result<Manifest> manifest = Manifest::Load(cap);
   ASSERT_TRUE(snapshot.ok() && manifest.ok());
