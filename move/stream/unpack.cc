@@ -250,20 +250,21 @@ Status ApplyReceived(const std::string& staging, const ReceivedStream& stream, U
   return WriteFileAtomic(JoinPath(staging, local::kMoveRecord), record.dump() + "\n");
 }
 
-// The manifest of `staging` brought up to date by hashing only what may have changed: every
-// file outside the blob store (a few small documents). The blobs the stream brought are listed
-// with the digests checked as they were written; those already listed were checked when they
-// arrived and are never rewritten (a blob's name is its digest).
 // The manifest of `dir`, or an empty one where there is none yet.
 Result<Manifest> ManifestIfAny(const std::string& dir) {
   if (!PathExists(JoinPath(dir, kManifestPath))) return Manifest();
   return Manifest::Load(dir);
 }
 
-// `manifest`: the staging area's manifest as it was before the stream was applied (a stream
-// never carries manifest.json), brought up to date here.
+// The manifest of `staging` brought up to date by hashing only what may have changed: every
+// file outside the blob store (a few small documents) but `unchanged` (the journal as its copy
+// left it, see JournalAsCopied). The blobs the stream brought are listed with the digests
+// checked as they were written; those already listed were checked when they arrived and are
+// never rewritten (a blob's name is its digest). `manifest`: the staging area's manifest as it
+// was before the stream was applied (a stream never carries manifest.json).
 Result<Manifest> RefreshStagedManifest(const std::string& staging, const ReceivedStream& stream,
-                                       const ApplyOptions& options, Manifest manifest) {
+                                       const ApplyOptions& options, Manifest manifest,
+                                       const std::set<std::string>& unchanged = {}) {
   manifest.agent = stream.manifest.agent;
   manifest.holder_machine = options.holder_machine;
   manifest.holder_epoch = options.holder_epoch;
@@ -277,6 +278,7 @@ Result<Manifest> RefreshStagedManifest(const std::string& staging, const Receive
       paths.insert(entry.path);
     }
   }
+  for (const std::string& path : unchanged) paths.erase(path);
   CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(staging, std::vector<std::string>(paths.begin(), paths.end()), &manifest));
   // A new blob was hashed as it was written (ReadStream refuses a file whose bytes differ
   // from its digest) and is named by that digest: its entry needs no second reading.
@@ -304,10 +306,24 @@ Status DropDeletedContent(const std::string& staging, Manifest* manifest, bool l
   return RemoveBlobs(staging, unreferenced);
 }
 
+// Whether a switch leaves the staged journal exactly as its copy checked it: the switch
+// brought no journal, and what the copy checked (ApplyOptions::checked_journal) covers the
+// journal the staged manifest lists. Only this process writes the staging area, so that
+// journal is neither hashed nor checked again: a switch's cost does not grow with a long
+// conversation that did not change.
+bool JournalAsCopied(const std::optional<Manifest>& held, const ReceivedStream& stream, const ApplyOptions& options) {
+  if (options.expected_phase != Phase::kSwitch || options.checked_journal == nullptr || !held) return false;
+  if (stream.entries.count(*StreamPathOfCapsuleFile(kJournalPath))) return false;
+  auto listed = held->files.find(kJournalPath);
+  return listed != held->files.end() && listed->second.size == options.checked_journal->size &&
+         listed->second.sha256 == options.checked_journal->sha256;
+}
+
 // The checks of capsule verify that do not need every byte read again: the layout's files are
 // listed, the snapshot names only listed blobs of the right size, the environment spec holds
-// no secret value, the journal's chains hold.
-Status CheckStaged(const std::string& staging, const Manifest& manifest, const ApplyOptions& options) {
+// no secret value, the journal's chains hold (unless `journal_as_copied`: JournalAsCopied).
+Status CheckStaged(const std::string& staging, const Manifest& manifest, const ApplyOptions& options,
+                   bool journal_as_copied = false) {
   std::map<std::string, ObservedFile> observed;
   for (const auto& [path, digest] : manifest.files) {
     observed[path] = ObservedFile{digest.sha256, digest.size, digest.sha256};
@@ -325,7 +341,8 @@ Status CheckStaged(const std::string& staging, const Manifest& manifest, const A
     }
   }
   VerifyOptions verify;
-  verify.check_journal = [&options](const ReadAtFunction& read) -> std::vector<std::string> {
+  verify.check_journal = [&options, journal_as_copied](const ReadAtFunction& read) -> std::vector<std::string> {
+    if (journal_as_copied) return {};
     Result<std::string> text = ReadAll(read);
     if (!text.ok()) return {std::string(kJournalPath) + ": unreadable: " + text.status().message()};
     journal::CheckedJournal none;
@@ -454,11 +471,14 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
   unpack.sealed = options.sealed;
   CAPSULE_RETURN_IF_ERROR(CheckArrival(staging, held, stream.manifest, unpack));
   CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
-  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest,
-                           RefreshStagedManifest(staging, stream, options, held ? std::move(*held) : Manifest()));
+  const bool journal_as_copied = JournalAsCopied(held, stream, options);
+  std::set<std::string> unchanged;
+  if (journal_as_copied) unchanged.insert(kJournalPath);
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, RefreshStagedManifest(staging, stream, options,
+                                                                    held ? std::move(*held) : Manifest(), unchanged));
   CAPSULE_RETURN_IF_ERROR(
       DropDeletedContent(staging, &manifest, /*listed_before=*/options.expected_phase == Phase::kSwitch));
-  CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest, options));
+  CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest, options, journal_as_copied));
   CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));
   CAPSULE_RETURN_IF_ERROR(sync.Finish());
   if (stats != nullptr) *stats = local;
