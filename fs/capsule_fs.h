@@ -255,7 +255,7 @@ class CapsuleFs {
   const uint32_t driver_gid_ = ::getgid();
   fuse_session* session_ = nullptr;
   StateGate gate_;
-  DigestCache verified_blobs_;  // what Freeze and PreVerify hashed
+  DigestCache verified_blobs_;  // what Freeze and PreVerify hashed; the journal's hash state (Checkpoint)
   std::atomic<bool> preverify_cancelled_{false};
   std::atomic<bool> preverified_{false};  // a PreVerify finished since the last Freeze
   bool blobs_listed_ = false;  // a Checkpoint listed the blobs folder (the first one does)

@@ -286,7 +286,7 @@ Status CapsuleFs::Checkpoint() {
     if (blobs_listed_) unreferenced = UnreferencedBlobsOf(manifest_, snapshot);
     for (const std::string& blob : unreferenced) manifest_.files.erase(blob);
     CAPSULE_RETURN_IF_ERROR(
-        RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &manifest_));
+        RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &manifest_, &verified_blobs_));
     manifest = manifest_;
     ++generation_;
   }

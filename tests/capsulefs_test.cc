@@ -33,6 +33,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
+#include "capsule/format/manifest.h"
 #include "fs/control_client.h"
 #include "tests/cli_runner.h"
 #include "tests/mount_runner.h"
@@ -869,9 +870,28 @@ TEST_F(CapsulefsTest, FreezeAfterPreverifyReadsOnlyWhatChangedAndStillCatchesDam
 
   ASSERT_EQ(Put(F("new-1"), "new one"), 0);
   ASSERT_EQ(Put(F("new-2"), "new two"), 0);
+  // The journal grows meanwhile: the checkpoint and the verify hash only what was appended,
+  // and the manifest's digest of it is still the whole file's.
+  const std::string journal = mnt_ + "/memory/timeline_events.jsonl";
+  const std::string line = R"({"data":{"text":"while preverified"},"type":"user_message"})" "\n";
+  auto expect_journal_listed_whole = [&] {
+    Result<Manifest> manifest = Manifest::Load(dir_);
+    ASSERT_TRUE(manifest.ok());
+    std::string text = Slurp(dir_ + "/" + kJournalPath);
+    EXPECT_NE(text.find("while preverified"), std::string::npos);
+    EXPECT_EQ(manifest->files[kJournalPath], (FileDigest{Sha256Hex(text), text.size()}));
+  };
+  ASSERT_EQ(Put(journal, line, O_WRONLY | O_APPEND), 0);
   Result<Json> frozen = fs::SendControl(*socket, "freeze");
   ASSERT_TRUE(frozen.ok()) << frozen.status().message();
   EXPECT_EQ((*frozen)["blobs_read"], 2) << "the freeze reads the two new blobs only";
+  expect_journal_listed_whole();
+  ExpectVerifies();
+  ASSERT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
+  ASSERT_EQ(Put(journal, line, O_WRONLY | O_APPEND), 0);
+  ASSERT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
+  expect_journal_listed_whole();
+  ExpectVerifies();
   ASSERT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
 
   // A blob changed under the mount (same inode and size) is read again and refused.

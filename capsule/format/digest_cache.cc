@@ -1,9 +1,14 @@
 #include "capsule/format/digest_cache.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <iterator>
+#include <optional>
+#include <vector>
 
 #include "capsule/base/sha256.h"
 
@@ -69,6 +74,75 @@ std::optional<DigestCache::Digest> DigestCache::Remembered(const std::string& pa
   auto found = entries_.find(path);
   if (found == entries_.end()) return std::nullopt;
   return Digest{found->second.sha256, found->second.identity.size};
+}
+
+Result<std::string> DigestCache::Sha256GrowingFile(const std::string& path, uint64_t prefix_length,
+                                                   std::string* prefix_hex, uint64_t* size_out) {
+  constexpr uint64_t kTail = 4096;
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
+  std::optional<Grown> before;
+  {
+    std::lock_guard lock(mu_);
+    auto found = grown_.find(path);
+    if (found != grown_.end()) before = found->second;
+  }
+  const bool wants_prefix = prefix_hex != nullptr;
+  if (wants_prefix) prefix_hex->clear();
+  uint64_t from = 0;
+  std::unique_ptr<Sha256> hasher;
+  if (before && before->device == st.st_dev && before->inode == st.st_ino &&
+      before->size <= static_cast<uint64_t>(st.st_size) && (!wants_prefix || prefix_length >= before->size)) {
+    std::string tail(before->tail.size(), '\0');
+    Result<size_t> got = ReadAt(fd.get(), tail.data(), tail.size(), static_cast<off_t>(before->size - tail.size()), path);
+    if (got.ok() && *got == tail.size() && tail == before->tail) {
+      hasher = std::make_unique<Sha256>(*before->state);
+      from = before->size;
+    }
+  }
+  if (!hasher) hasher = std::make_unique<Sha256>();
+  thread_local std::vector<char> buffer(1 << 20);
+  uint64_t total = from;
+  auto note_prefix = [&] {
+    if (wants_prefix && total == prefix_length) *prefix_hex = Sha256(*hasher).FinishHex();
+  };
+  note_prefix();
+  for (;;) {
+    size_t want = buffer.size();
+    if (total < prefix_length) want = static_cast<size_t>(std::min<uint64_t>(want, prefix_length - total));
+    ssize_t n = ::pread(fd.get(), buffer.data(), want, static_cast<off_t>(total));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IOError(path, errno);
+    if (n == 0) break;
+    hasher->Update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+    total += static_cast<uint64_t>(n);
+    note_prefix();
+  }
+  Grown now;
+  now.device = st.st_dev;
+  now.inode = st.st_ino;
+  now.size = total;
+  now.tail.resize(std::min(kTail, total));
+  CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd.get(), now.tail.data(), now.tail.size(),
+                                               static_cast<off_t>(total - now.tail.size()), path));
+  now.tail.resize(got);
+  now.state = std::make_shared<const Sha256>(*hasher);
+  std::string digest = hasher->FinishHex();
+  if (size_out != nullptr) *size_out = total;
+  std::lock_guard lock(mu_);
+  growing_bytes_read_ += total - from;
+  if (got == std::min(kTail, total)) {
+    grown_[path] = std::move(now);
+  } else {
+    grown_.erase(path);  // it shrank while read: remember nothing
+  }
+  return digest;
+}
+
+uint64_t DigestCache::growing_bytes_read() const {
+  std::lock_guard lock(mu_);
+  return growing_bytes_read_;
 }
 
 void DigestCache::KeepOnly(const std::set<std::string>& paths) {

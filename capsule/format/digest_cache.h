@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -22,6 +23,7 @@
 #include <unordered_map>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 #include "capsule/base/status.h"
 
 namespace capsule {
@@ -43,8 +45,20 @@ class DigestCache {
   };
   std::optional<Digest> Remembered(const std::string& path) const;
 
+  // For a file that only grows (the journal), in a folder only the caller writes: its
+  // SHA-256 and size, and the digest of its first `prefix_length` bytes in `*prefix_hex`
+  // (when given; empty when the file is shorter), reading only what lies past the part it
+  // hashed before (the hash's state at that length is kept). That part counts as unchanged
+  // while the file keeps its device and inode, is no shorter, and still ends with the same
+  // last 4 KiB; otherwise, or when the prefix asked for is shorter than that part, the file
+  // is read whole.
+  Result<std::string> Sha256GrowingFile(const std::string& path, uint64_t prefix_length, std::string* prefix_hex,
+                                        uint64_t* size_out);
+
   // How many files were read (not answered from memory) since the cache was made.
   uint64_t files_read() const;
+  // How many bytes Sha256GrowingFile read since the cache was made.
+  uint64_t growing_bytes_read() const;
 
   // Forgets every path not in `paths` (files that are gone), so that the cache does not grow
   // with every blob a long-lived process ever saw.
@@ -64,9 +78,17 @@ class DigestCache {
   static Identity IdentityOf(const TreeEntry& listed);
   Result<std::string> Sha256FileAs(const std::string& path, const Identity& before, uint64_t* size_out);
 
+  struct Grown {  // a growing file as it was hashed up to `size`
+    uint64_t device = 0, inode = 0, size = 0;
+    std::string tail;  // its last bytes before `size`, up to 4 KiB
+    std::shared_ptr<const Sha256> state;
+  };
+
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry> entries_;  // by path
+  std::unordered_map<std::string, Grown> grown_;    // by path
   uint64_t files_read_ = 0;
+  uint64_t growing_bytes_read_ = 0;
 };
 
 }  // namespace capsule

@@ -463,6 +463,63 @@ TEST(DigestCacheTest, RemembersUnchangedFilesAndReadsChangedOnesAgain) {
   EXPECT_FALSE(cache.Sha256File(path, nullptr).ok());
 }
 
+TEST(DigestCacheTest, AGrowingFileIsHashedFromWhereItWasLeft) {
+  std::string root = testing::MakeTempDir("digest_growing");
+  std::string path = root + "/journal";
+  std::string text = std::string(10000, 'a') + "\n";
+  ASSERT_TRUE(WriteFileAtomic(path, text).ok());
+  DigestCache cache;
+  uint64_t size = 0;
+  std::string prefix;
+  EXPECT_EQ(*cache.Sha256GrowingFile(path, UINT64_MAX, nullptr, &size), Sha256Hex(text));
+  EXPECT_EQ(size, text.size());
+  EXPECT_EQ(cache.growing_bytes_read(), text.size());
+
+  auto append = [&](const std::string& more) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, more.data(), more.size()), static_cast<ssize_t>(more.size()));
+    ::close(fd);
+    text += more;
+  };
+  append("second line\n");
+  const uint64_t first_size = 10001;
+  EXPECT_EQ(*cache.Sha256GrowingFile(path, first_size, &prefix, &size), Sha256Hex(text));
+  EXPECT_EQ(prefix, Sha256Hex(text.substr(0, first_size)));
+  EXPECT_EQ(size, text.size());
+  EXPECT_EQ(cache.growing_bytes_read(), first_size + 12) << "only the appended line was read";
+
+  // A prefix past what was hashed is found on the way; one short of it needs a whole read.
+  append("third\n");
+  EXPECT_EQ(*cache.Sha256GrowingFile(path, text.size() - 3, &prefix, nullptr), Sha256Hex(text));
+  EXPECT_EQ(prefix, Sha256Hex(text.substr(0, text.size() - 3)));
+  EXPECT_EQ(cache.growing_bytes_read(), first_size + 12 + 6);
+  EXPECT_EQ(*cache.Sha256GrowingFile(path, 5, &prefix, nullptr), Sha256Hex(text));
+  EXPECT_EQ(prefix, Sha256Hex(text.substr(0, 5)));
+  EXPECT_EQ(cache.growing_bytes_read(), first_size + 12 + 6 + text.size());
+
+  // Rewritten in place near its end, then grown: the tail no longer matches, read whole.
+  uint64_t read = cache.growing_bytes_read();
+  RewriteInPlace(path, std::string(text.size(), 'b'));
+  text = std::string(text.size(), 'b');
+  append("more\n");
+  EXPECT_EQ(*cache.Sha256GrowingFile(path, UINT64_MAX, nullptr, nullptr), Sha256Hex(text));
+  read += text.size();
+  EXPECT_EQ(cache.growing_bytes_read(), read);
+  // Replaced by another file (a merge writes a new one): read whole, though it is longer.
+  text += "and a line the other copy had\n";
+  ASSERT_TRUE(WriteFileAtomic(path, text).ok());
+  EXPECT_EQ(*cache.Sha256GrowingFile(path, UINT64_MAX, nullptr, nullptr), Sha256Hex(text));
+  read += text.size();
+  EXPECT_EQ(cache.growing_bytes_read(), read);
+  // Shorter than what was hashed: read whole.
+  text = "short\n";
+  RewriteInPlace(path, text);
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(text.size())), 0);
+  EXPECT_EQ(*cache.Sha256GrowingFile(path, UINT64_MAX, nullptr, nullptr), Sha256Hex(text));
+  EXPECT_EQ(cache.growing_bytes_read(), read + text.size());
+}
+
 // A capsule made under `root` from a workspace holding `files` (name -> content); its path.
 std::string CapsuleOfFiles(const std::string& root, const std::map<std::string, std::string>& files) {
   EXPECT_TRUE(MakeDirectories(root + "/ws").ok());

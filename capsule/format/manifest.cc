@@ -178,7 +178,7 @@ Status Manifest::Save(const std::string& capsule_dir) const {
 }
 
 Status RefreshManifestEntries(const std::string& capsule_dir, const std::vector<std::string>& paths,
-                              Manifest* manifest) {
+                              Manifest* manifest, DigestCache* growing) {
   for (const std::string& path : paths) {
     std::string full = JoinPath(capsule_dir, path);
     if (!PathExists(full)) {
@@ -186,7 +186,9 @@ Status RefreshManifestEntries(const std::string& capsule_dir, const std::vector<
       continue;
     }
     uint64_t size = 0;
-    CAPSULE_ASSIGN_OR_RETURN(std::string sha, Sha256File(full, &size));
+    CAPSULE_ASSIGN_OR_RETURN(std::string sha, growing != nullptr && path == kJournalPath
+                                                  ? growing->Sha256GrowingFile(full, UINT64_MAX, nullptr, &size)
+                                                  : Sha256File(full, &size));
     manifest->files[path] = FileDigest{sha, size};
   }
   return Status::Ok();

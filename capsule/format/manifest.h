@@ -13,6 +13,7 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/status.h"
+#include "capsule/format/digest_cache.h"
 
 namespace capsule {
 
@@ -48,8 +49,9 @@ struct Manifest {
 };
 
 // Hashes each listed path under `capsule_dir` into `manifest->files`; a path that no longer
-// exists is taken out.
+// exists is taken out. With `growing`, the journal (which only grows) is hashed through
+// DigestCache::Sha256GrowingFile: only what was appended since it last hashed it is read.
 Status RefreshManifestEntries(const std::string& capsule_dir, const std::vector<std::string>& paths,
-                              Manifest* manifest);
+                              Manifest* manifest, DigestCache* growing = nullptr);
 
 }  // namespace capsule

@@ -275,7 +275,10 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
     const size_t i = to_read[k];
     const std::string& path = to_hash[i]->path;
     auto listed = IsAppendOnlyPath(path) ? manifest->files.find(path) : manifest->files.end();
-    if (listed != manifest->files.end()) {
+    if (listed != manifest->files.end() && trust_blobs) {
+      digests[i] = options.blob_digests->Sha256GrowingFile(JoinPath(dir, path), listed->second.size, &prefixes[i],
+                                                           &sizes[i]);
+    } else if (listed != manifest->files.end()) {
       digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i],
                                         options.progress);
     } else if (options.blob_digests != nullptr && IsBlobPath(path)) {

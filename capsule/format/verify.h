@@ -37,9 +37,10 @@ struct VerifyOptions {
   DigestCache* blob_digests = nullptr;
   // With blob_digests: the blobs it remembers are taken as they were when it hashed them,
   // without a stat (DigestCache::Remembered), and the blobs folder is listed by name only;
-  // the blobs it does not remember are read as usual. For a mount's freeze right after its
-  // preverify, when nothing but the mount has written the folder since and the mount never
-  // rewrites a blob.
+  // the blobs it does not remember are read as usual. The journal is hashed through
+  // DigestCache::Sha256GrowingFile (only what was appended since is read). For a mount's
+  // freeze right after its preverify, when nothing but the mount has written the folder
+  // since, and the mount never rewrites a blob and only appends to the journal.
   bool trust_remembered_blobs = false;
   // The documents checked by their content (the snapshot, the environment spec, schedules,
   // threads, skills) are read whole up to this size; a larger one is a problem ("too large
