@@ -257,8 +257,12 @@ class CapsuleFs {
   StateGate gate_;
   DigestCache verified_blobs_;  // what Freeze and PreVerify hashed; the journal's hash state (Checkpoint)
   std::atomic<bool> preverify_cancelled_{false};
-  std::atomic<bool> preverified_{false};  // a PreVerify finished since the last Freeze
-  bool blobs_listed_ = false;  // a Checkpoint listed the blobs folder (the first one does)
+  // A PreVerify finished since a freeze last got as far as its verify (only the mount writes
+  // the folder, so its digests stay good however long ago that was).
+  std::atomic<bool> preverified_{false};
+  // The manifest in memory names every blob on disk: a checkpoint listed the folder, and no
+  // commit or checkpoint failed half-way since.
+  std::atomic<bool> blobs_listed_{false};
   std::string control_path_;
   JournalSink journal_sink_;
   std::unique_ptr<ChangeLog> log_;

@@ -176,7 +176,13 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, bool durable) {
   struct timespec mtime = wc.mtime;
   node->wc.reset();  // its file is the blob now; a later write copies the blob again
   ++node->commits;
-  if (durable) CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, kBlobsDir)));
+  if (durable) {
+    Status synced = SyncDirectory(JoinPath(options_.dir, kBlobsDir));
+    if (!synced.ok()) {
+      blobs_listed_ = false;  // a blob on disk the manifest does not name: the next checkpoint lists them
+      return synced;
+    }
+  }
   {
     std::unique_lock lock(tree_mu_);
     node->sha256 = sha;
@@ -261,9 +267,11 @@ Status CapsuleFs::Checkpoint() {
   // missing blob (a crash in between leaves an extra blob, which the next mount lists again
   // and the next checkpoint removes).
   // The first checkpoint of a mount lists the blobs on disk (a crash may have left one the
-  // manifest does not name); every blob placed since is one this mount put in its manifest.
+  // manifest does not name), and so does the one after any checkpoint or commit that failed
+  // half-way; otherwise every blob on disk is one this mount put in its manifest.
+  const bool listed = blobs_listed_.exchange(false);
   std::vector<std::string> unreferenced;
-  if (!blobs_listed_) {
+  if (!listed) {
     CAPSULE_ASSIGN_OR_RETURN(unreferenced, UnreferencedBlobs(dir, snapshot));
   }
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(dir, {kLocalDir, kBlobsDir}));
@@ -283,7 +291,7 @@ Status CapsuleFs::Checkpoint() {
       if (!IsBlobPath(path) && BelongsInManifest(path)) paths.insert(path);
     }
     manifest_.files.erase(kSignaturePath);  // named by a manifest an earlier checkpoint wrote
-    if (blobs_listed_) unreferenced = UnreferencedBlobsOf(manifest_, snapshot);
+    if (listed) unreferenced = UnreferencedBlobsOf(manifest_, snapshot);
     for (const std::string& blob : unreferenced) manifest_.files.erase(blob);
     CAPSULE_RETURN_IF_ERROR(
         RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &manifest_, &verified_blobs_));

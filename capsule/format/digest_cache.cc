@@ -132,11 +132,16 @@ Result<std::string> DigestCache::Sha256GrowingFile(const std::string& path, uint
   if (size_out != nullptr) *size_out = total;
   std::lock_guard lock(mu_);
   growing_bytes_read_ += total - from;
-  if (got == std::min(kTail, total)) {
-    grown_[path] = std::move(now);
-  } else {
+  // Remembered only at the end of a line: a torn last line is what gets cut (and rewritten),
+  // and a cut never goes back past a line's end.
+  if (got != std::min(kTail, total)) {
     grown_.erase(path);  // it shrank while read: remember nothing
-  }
+  } else if (total == 0 || now.tail.back() == '\n') {
+    grown_[path] = std::move(now);
+  } else if (from == 0) {
+    grown_.erase(path);  // ends inside a line, and nothing before was kept
+  }  // else: ends inside a line; the state it started from stays
+
   return digest;
 }
 

@@ -45,13 +45,13 @@ class DigestCache {
   };
   std::optional<Digest> Remembered(const std::string& path) const;
 
-  // For a file that only grows (the journal), in a folder only the caller writes: its
-  // SHA-256 and size, and the digest of its first `prefix_length` bytes in `*prefix_hex`
-  // (when given; empty when the file is shorter), reading only what lies past the part it
-  // hashed before (the hash's state at that length is kept). That part counts as unchanged
-  // while the file keeps its device and inode, is no shorter, and still ends with the same
-  // last 4 KiB; otherwise, or when the prefix asked for is shorter than that part, the file
-  // is read whole.
+  // For a file of lines that only grows (the journal: its torn last line may be cut, nothing
+  // before), in a folder only the caller writes: its SHA-256 and size, and the digest of its
+  // first `prefix_length` bytes in `*prefix_hex` (when given; empty when the file is
+  // shorter), reading only what lies past the part it hashed before (the hash's state at that
+  // length is kept, when it ended a line). That part counts as unchanged while the file keeps
+  // its device and inode, is no shorter, and still ends with the same last 4 KiB; otherwise,
+  // or when the prefix asked for is shorter than that part, the file is read whole.
   Result<std::string> Sha256GrowingFile(const std::string& path, uint64_t prefix_length, std::string* prefix_hex,
                                         uint64_t* size_out);
 

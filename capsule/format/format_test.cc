@@ -517,7 +517,18 @@ TEST(DigestCacheTest, AGrowingFileIsHashedFromWhereItWasLeft) {
   RewriteInPlace(path, text);
   ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(text.size())), 0);
   EXPECT_EQ(*cache.Sha256GrowingFile(path, UINT64_MAX, nullptr, nullptr), Sha256Hex(text));
-  EXPECT_EQ(cache.growing_bytes_read(), read + text.size());
+  read += text.size();
+  EXPECT_EQ(cache.growing_bytes_read(), read);
+  // A torn last line is not where a state is kept: cut and written again, the file is still
+  // hashed right (from the last state that ended a line).
+  append(std::string(6000, 't'));
+  EXPECT_EQ(*cache.Sha256GrowingFile(path, UINT64_MAX, nullptr, nullptr), Sha256Hex(text));
+  read += 6000;
+  ASSERT_EQ(::truncate(path.c_str(), 6), 0);
+  text = "short\n";
+  append(std::string(7000, 'u') + "\n");
+  EXPECT_EQ(*cache.Sha256GrowingFile(path, UINT64_MAX, nullptr, nullptr), Sha256Hex(text));
+  EXPECT_EQ(cache.growing_bytes_read(), read + 7001) << "read from the last line's end";
 }
 
 // A capsule made under `root` from a workspace holding `files` (name -> content); its path.
@@ -599,11 +610,23 @@ TEST(VerifyTest, TrustedRememberedBlobsAreNotLookedAtButEverythingElseIs) {
   EXPECT_NE(all.find(std::string(kBlobsDir) + "/stray/inside: not in manifest"), std::string::npos) << all;
   EXPECT_NE(all.find(std::string(kBlobsDir) + "/link: not a regular file"), std::string::npos) << all;
   EXPECT_NE(all.find(gone + ": missing"), std::string::npos) << all;
-  // Found as a verify that looks at every blob finds them.
+  // Found as a verify that looks at every blob finds them, in the same order.
   options.trust_remembered_blobs = false;
   Result<VerifyReport> looking_at_all = VerifyFolder(cap, options);
   ASSERT_TRUE(looking_at_all.ok());
   EXPECT_EQ(report->problems, looking_at_all->problems);
+  options.trust_remembered_blobs = true;
+
+  // A blobs "folder" that is a link is judged as any verify judges it, not followed.
+  std::string blobs = cap + "/" + std::string(kBlobsDir);
+  ASSERT_EQ(::rename(blobs.c_str(), (root + "/real-blobs").c_str()), 0);
+  ASSERT_EQ(::symlink((root + "/real-blobs").c_str(), blobs.c_str()), 0);
+  Result<VerifyReport> linked = VerifyFolder(cap, options);
+  options.trust_remembered_blobs = false;
+  Result<VerifyReport> linked_looking = VerifyFolder(cap, options);
+  ASSERT_TRUE(linked.ok() && linked_looking.ok());
+  EXPECT_FALSE(linked->ok());
+  EXPECT_EQ(linked->problems, linked_looking->problems);
   options.trust_remembered_blobs = true;
   EXPECT_EQ(cache.files_read(), 5u) << "only the extra blob was read (the other verify remembered it)";
 }

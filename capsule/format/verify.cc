@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -89,27 +90,35 @@ void CheckSignature(const std::string& manifest_text, const std::optional<std::s
   }
 }
 
-// The blobs folder of `dir` listed by name, without a stat of each blob, for
-// VerifyOptions::trust_remembered_blobs: its regular files join `entries` (their size
-// unknown). Anything else there is listed as ListTree lists it, to be judged the same way.
+// The blobs folder of `dir` (a real folder) listed by name, without a stat of each blob
+// where the file system gives entry types, for VerifyOptions::trust_remembered_blobs: its
+// regular files join `entries` (their size unknown) where ListTree would have put them.
+// Anything else there is listed as ListTree lists it, to be judged the same way.
 Status AddBlobsByName(const std::string& dir, std::vector<TreeEntry>* entries) {
   const std::string blobs = JoinPath(dir, kBlobsDir);
-  if (!PathExists(blobs)) return Status::Ok();  // the manifest's blobs are then reported missing
   std::vector<std::string> others;
   CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFileNames(blobs, &others));
+  std::vector<TreeEntry> listed;
+  listed.reserve(names.size());
   for (std::string& name : names) {
     TreeEntry entry;
     entry.path = std::string(kBlobsDir) + "/" + name;
     entry.type = TreeEntry::Type::kFile;
-    entries->push_back(std::move(entry));
+    listed.push_back(std::move(entry));
   }
-  if (others.empty()) return Status::Ok();
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> listed, ListTree(blobs));
-  for (TreeEntry& entry : listed) {
-    if (entry.type == TreeEntry::Type::kFile && entry.path.find('/') == std::string::npos) continue;  // named above
-    entry.path = std::string(kBlobsDir) + "/" + entry.path;
-    entries->push_back(std::move(entry));
+  if (!others.empty()) {
+    CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(blobs));
+    for (TreeEntry& entry : tree) {
+      if (entry.type == TreeEntry::Type::kFile && entry.path.find('/') == std::string::npos) continue;  // named above
+      entry.path = std::string(kBlobsDir) + "/" + entry.path;
+      listed.push_back(std::move(entry));
+    }
+    std::sort(listed.begin(), listed.end(), [](const TreeEntry& a, const TreeEntry& b) { return a.path < b.path; });
   }
+  // In path order among the rest, as ListTree would list them.
+  auto at = std::lower_bound(entries->begin(), entries->end(), std::string(kBlobsDir) + "/",
+                             [](const TreeEntry& entry, const std::string& path) { return entry.path < path; });
+  entries->insert(at, std::make_move_iterator(listed.begin()), std::make_move_iterator(listed.end()));
   return Status::Ok();
 }
 
@@ -222,7 +231,10 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
     report.problems.push_back(manifest.status().message());
     return report;
   }
-  const bool trust_blobs = options.blob_digests != nullptr && options.trust_remembered_blobs;
+  // A blobs "folder" that is not a real one is listed as ListTree lists it, untrusted.
+  struct stat blobs_st;
+  const bool trust_blobs = options.blob_digests != nullptr && options.trust_remembered_blobs &&
+                           ::lstat(JoinPath(dir, kBlobsDir).c_str(), &blobs_st) == 0 && S_ISDIR(blobs_st.st_mode);
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries,
                            trust_blobs ? ListTree(dir, {kLocalDir, kBlobsDir}) : ListTree(dir, {kLocalDir}));
   if (trust_blobs) CAPSULE_RETURN_IF_ERROR(AddBlobsByName(dir, &entries));
