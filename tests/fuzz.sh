@@ -59,6 +59,7 @@ case "$target" in
     max_len=4096 ;;
   format)
     sources=(capsule/format/format_fuzz.cc capsule/format/manifest.cc capsule/format/workspace.cc
+             capsule/format/digest_cache.cc
              capsule/format/layout.cc "${base[@]}")
     max_len=8192 ;;
   *)
