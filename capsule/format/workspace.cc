@@ -373,27 +373,34 @@ bool IsEmptyBlobPath(const std::string& blob_path) {
   return blob_path == kEmptyBlob;
 }
 
-Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_dir, const Snapshot& snapshot) {
-  std::set<std::string> named;
+namespace {
+
+// The digests the files of `snapshot` name, viewing its entries.
+std::unordered_set<std::string_view> NamedDigests(const Snapshot& snapshot) {
+  std::unordered_set<std::string_view> named;
+  named.reserve(snapshot.entries().size());
   for (const auto& [path, entry] : snapshot.entries()) {
-    if (entry.type == SnapshotEntry::Type::kFile) named.insert(BlobPath(entry.sha256));
+    if (entry.type == SnapshotEntry::Type::kFile) named.insert(entry.sha256);
   }
+  return named;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_dir, const Snapshot& snapshot) {
+  std::unordered_set<std::string_view> named = NamedDigests(snapshot);
   CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> blobs, ListFileNames(JoinPath(capsule_dir, kBlobsDir)));
   std::vector<std::string> unreferenced;
   for (const std::string& name : blobs) {
     std::string path = std::string(kBlobsDir) + "/" + name;
     if (!IsBlobPath(path) || IsEmptyBlobPath(path)) continue;
-    if (named.count(path) == 0) unreferenced.push_back(std::move(path));
+    if (named.count(name) == 0) unreferenced.push_back(std::move(path));
   }
   return unreferenced;
 }
 
 std::vector<std::string> UnreferencedBlobsOf(const Manifest& manifest, const Snapshot& snapshot) {
-  std::unordered_set<std::string_view> named;  // digests, viewing the snapshot's entries
-  named.reserve(snapshot.entries().size());
-  for (const auto& [path, entry] : snapshot.entries()) {
-    if (entry.type == SnapshotEntry::Type::kFile) named.insert(entry.sha256);
-  }
+  std::unordered_set<std::string_view> named = NamedDigests(snapshot);
   const size_t digest_at = std::string_view(kBlobsDir).size() + 1;
   std::vector<std::string> unreferenced;
   for (const auto& [path, digest] : manifest.files) {
