@@ -27,47 +27,40 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 dir=${FUZZ_DIR:-$top/.cache/fuzz-$target}
 mkdir -p "$dir/corpus"
 
-base=(capsule/base/byte_stream.cc capsule/base/canonical_json.cc capsule/base/file_io.cc
-      capsule/base/openssl_handles.cc capsule/base/progress.cc capsule/base/sha256.cc
-      capsule/base/status.cc)
+# The sources a target links: its fuzz source and, following project includes through headers
+# and sources alike, the .cc beside every header it reaches. Derived, not listed, so that a
+# reader that starts using another file does not break the build here.
+sources_of() {
+  local -A seen=()
+  local queue=("$1") f inc
+  while ((${#queue[@]})); do
+    f=${queue[0]}
+    queue=("${queue[@]:1}")
+    [[ -n ${seen[$f]:-} ]] && continue
+    seen[$f]=1
+    [[ $f == *.cc ]] && echo "$f"
+    while read -r inc; do
+      [[ -f $inc ]] || continue
+      queue+=("$inc")
+      [[ $inc == *.h && -f ${inc%.h}.cc ]] && queue+=("${inc%.h}.cc")
+    done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
+  done
+}
+
 case "$target" in
-  envelope)
-    sources=(move/seal/envelope_fuzz.cc move/seal/envelope.cc move/seal/hpke.cc move/seal/aead.cc
-             move/seal/hkdf.cc "${base[@]}")
-    max_len=140000 ;;
-  stream)
-    sources=(move/stream/stream_fuzz.cc move/stream/digest_check.cc move/stream/format.cc
-             move/stream/reader.cc move/stream/writer.cc capsule/base/parallel.cc capsule/base/tar.cc
-             capsule/format/create.cc capsule/format/digest_cache.cc
-             capsule/format/environment_spec.cc capsule/format/holder.cc capsule/format/keys.cc
-             capsule/format/layout.cc capsule/format/manifest.cc capsule/format/verify.cc
-             capsule/format/workspace.cc capsule/format/workspace_times.cc
-             capsule/format/attachments.cc capsule/format/documents.cc capsule/format/harness.cc
-             capsule/format/schedule.cc "${base[@]}")
-    max_len=65536 ;;
-  wire)
-    sources=(move/wire_fuzz.cc move/serve.cc move/remote_target.cc move/net/wire.cc
-             move/stream/format.cc capsule/format/layout.cc capsule/format/attachments.cc
-             capsule/format/harness.cc "${base[@]}")
-    max_len=65536 ;;
-  control)
-    sources=(fs/control_fuzz.cc fs/control_client.cc "${base[@]}")
-    max_len=4096 ;;
-  journal)
-    sources=(journal/line_fuzz.cc journal/event_line.cc journal/event.cc capsule/base/canonical_scan.cc
-             capsule/format/attachments.cc "${base[@]}")
-    max_len=4096 ;;
-  format)
-    sources=(capsule/format/format_fuzz.cc capsule/format/manifest.cc capsule/format/workspace.cc
-             capsule/format/digest_cache.cc
-             capsule/format/layout.cc "${base[@]}")
-    max_len=8192 ;;
+  envelope) fuzz_source=move/seal/envelope_fuzz.cc; max_len=140000 ;;
+  stream) fuzz_source=move/stream/stream_fuzz.cc; max_len=65536 ;;
+  wire) fuzz_source=move/wire_fuzz.cc; max_len=65536 ;;
+  control) fuzz_source=fs/control_fuzz.cc; max_len=4096 ;;
+  journal) fuzz_source=journal/line_fuzz.cc; max_len=4096 ;;
+  format) fuzz_source=capsule/format/format_fuzz.cc; max_len=8192 ;;
   *)
     echo "tests/fuzz.sh: no fuzz target '$target' (envelope, stream, wire, control, journal, format)" >&2
     exit 2 ;;
 esac
 
 cd "$top"
+mapfile -t sources < <(sources_of "$fuzz_source")
 echo "building $dir/${target}_fuzz"
 clang++-14 -std=c++20 -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
