@@ -4,9 +4,13 @@
 // agent (none only while the source waits for an answer), the target's staging area is
 // empty unless a move is still waiting, and the capsule verifies wherever it is held.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <thread>
@@ -31,6 +35,7 @@
 #include "move/move_target.h"
 #include "move/remote_target.h"
 #include "move/serve.h"
+#include "move/tls_dialer.h"
 
 namespace capsule::move {
 namespace {
@@ -382,10 +387,30 @@ TEST_F(MoveProtocolTest, PrepareRendersTheJournalForItsModelAndRefusesOneItCanno
   ExpectMoved();
 }
 
+// Reads a socket, giving up after `deadline` without a byte, as a sidecar's TLS link does
+// after 300 seconds (kLinkTimeoutSeconds); no deadline when it is zero.
+class DeadlineSource : public ByteSource {
+ public:
+  DeadlineSource(int fd, std::chrono::milliseconds deadline) : fd_(fd), deadline_(deadline), in_(fd, "socket") {}
+  Result<size_t> Read(char* buffer, size_t size) override {
+    pollfd ready{fd_, POLLIN, 0};
+    if (deadline_.count() > 0 && ::poll(&ready, 1, static_cast<int>(deadline_.count())) == 0) {
+      return Status::Unavailable("socket", "no byte within the deadline");
+    }
+    return in_.Read(buffer, size);
+  }
+
+ private:
+  int fd_;
+  std::chrono::milliseconds deadline_;
+  FdSource in_;
+};
+
 // One end of a socketpair as a wire connection.
 class SocketConnection : public Connection {
  public:
-  explicit SocketConnection(int fd) : fd_(fd), in_(fd, "socket"), out_(fd, "socket") {}
+  explicit SocketConnection(int fd, std::chrono::milliseconds deadline = {})
+      : fd_(fd), in_(fd, deadline), out_(fd, "socket") {}
   ~SocketConnection() override { ::close(fd_); }
   ByteSource* in() override { return &in_; }
   ByteSink* out() override { return &out_; }
@@ -393,45 +418,139 @@ class SocketConnection : public Connection {
 
  private:
   int fd_;
-  FdSource in_;
+  DeadlineSource in_;
   FdSink out_;
 };
 
-// Moves src_ to the target over the wire (RemoteTarget -> socketpair -> ServeConnection);
-// how many connections were dialled.
-int MoveOverTheWire(TargetApi* target, const std::string& src, const MoveOptions& options,
-                    std::chrono::milliseconds max_idle) {
+struct WireOptions {
+  std::chrono::milliseconds max_idle = std::chrono::seconds(60);  // the source dials again after
+  std::chrono::milliseconds deadline{};                          // the source's read deadline
+  std::chrono::milliseconds working_interval = kWorkingInterval;  // the target's
+};
+
+// Moves src to the target over the wire (RemoteTarget -> socketpair -> ServeConnection): the
+// move's result and how many connections were dialled.
+std::pair<Result<MoveReport>, int> MoveOverTheWire(TargetApi* target, const std::string& src, const MoveOptions& options,
+                                                   const WireOptions& wire) {
   std::vector<std::thread> servers;
   int dials = 0;
+  Result<MoveReport> moved = Status::Unavailable("move", "not run");
   {
     RemoteTarget remote("target", [&]() -> Result<std::unique_ptr<Connection>> {
       int fds[2];
       if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return Status::IOError("socketpair", errno);
       ++dials;
-      servers.emplace_back([target, fd = fds[1]] {
+      servers.emplace_back([target, fd = fds[1], interval = wire.working_interval] {
         SocketConnection server(fd);
-        (void)ServeConnection(&server, target);
+        (void)ServeConnection(&server, target, interval);
       });
-      return std::unique_ptr<Connection>(new SocketConnection(fds[0]));
+      return std::unique_ptr<Connection>(new SocketConnection(fds[0], wire.deadline));
     });
-    remote.set_max_idle(max_idle);
-    Result<MoveReport> moved = RunMove(src, &remote, options);
-    EXPECT_TRUE(moved.ok()) << moved.status().ToString();
+    remote.set_max_idle(wire.max_idle);
+    moved = RunMove(src, &remote, options);
   }  // the last connection closes: its server returns
   for (std::thread& server : servers) server.join();
-  return dials;
+  return {std::move(moved), dials};
 }
 
+// A target that takes `slow` to answer a copy once it has applied it; an abort waits until
+// the copy it undoes is done.
+struct SlowCopy : TargetApi {
+  FaultyTarget* inner = nullptr;
+  std::chrono::milliseconds slow{800};
+  std::atomic<bool> copied{false};
+  Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
+  Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override {
+    Result<HaveMap> have = inner->Copy(a, m, s);
+    copied = true;
+    std::this_thread::sleep_for(slow);
+    return have;
+  }
+  Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
+  Status Activate(const std::string& a, const std::string& m, uint64_t e) override { return inner->Activate(a, m, e); }
+  Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
+  Status Abort(const std::string& a, const std::string& m) override {
+    while (!copied) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // after the copy it undoes
+    return inner->Abort(a, m);
+  }
+};
 TEST_F(MoveProtocolTest, OverTheWireOneConnectionCarriesTheMove) {
-  EXPECT_EQ(MoveOverTheWire(target_.get(), src_, options_, std::chrono::seconds(60)), 1);
+  auto [moved, dials] = MoveOverTheWire(target_.get(), src_, options_, WireOptions{});
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(dials, 1);
   ExpectMoved();
 }
 
 // A link left idle longer than max_idle (the source busy between calls; a sidecar hangs up on
 // a silent link) is dialled again before the next call, and the move goes on.
 TEST_F(MoveProtocolTest, OverTheWireAnIdleLinkIsDialledAgain) {
-  EXPECT_GE(MoveOverTheWire(target_.get(), src_, options_, std::chrono::milliseconds(0)), 4)
-      << "offer, copy, switch and activate each on a fresh connection";
+  WireOptions wire;
+  wire.max_idle = std::chrono::milliseconds(0);
+  auto [moved, dials] = MoveOverTheWire(target_.get(), src_, options_, wire);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_GE(dials, 4) << "offer, copy, switch and activate each on a fresh connection";
+  ExpectMoved();
+}
+
+// A target slower at a call than the source's read deadline (a copy of a million files applies
+// for minutes; the deadline is 300 s): its working messages keep the call alive, and the move
+// completes. Without them (an interval past the deadline) the same move fails as a dead link
+// and rolls back, which is what the messages are for.
+TEST_F(MoveProtocolTest, OverTheWireASlowTargetKeepsTheCallAliveWhileItWorks) {
+  SlowCopy slow;
+  slow.inner = target_.get();
+  slow.slow = std::chrono::milliseconds(800);  // four deadlines
+  ::signal(SIGPIPE, SIG_IGN);  // the silent target's late reply meets a closed socket, as a sidecar's may
+  WireOptions wire;
+  wire.deadline = std::chrono::milliseconds(200);
+
+  wire.working_interval = std::chrono::seconds(30);
+  auto [silent, silent_dials] = MoveOverTheWire(&slow, src_, options_, wire);
+  ASSERT_FALSE(silent.ok()) << "a target silent past the deadline is taken for a dead link";
+  EXPECT_EQ(silent.status().code(), Code::kUnavailable) << silent.status().ToString();
+  EXPECT_NE(silent.status().message().find("copy"), std::string::npos) << silent.status().ToString();
+  ExpectStayed();
+
+  wire.working_interval = std::chrono::milliseconds(50);
+  auto [moved, dials] = MoveOverTheWire(&slow, src_, options_, wire);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  ExpectMoved();
+}
+
+// The same over the sidecars' real transport (TLS, its read deadline cut to a second): the
+// working messages come from a thread of their own on a TLS connection the serving thread
+// leaves alone meanwhile.
+TEST_F(MoveProtocolTest, OverTlsASlowTargetKeepsTheCallAliveWhileItWorks) {
+  std::string pki = MakeTempDir("pki");
+  ASSERT_EQ(std::system(("tests/make_pki.sh " + pki + " >/dev/null").c_str()), 0);
+  TlsCredentials server{pki + "/server.pem", pki + "/server.key", pki + "/ca.pem"};
+  TlsCredentials client{pki + "/client.pem", pki + "/client.key", pki + "/ca.pem"};
+  Result<std::unique_ptr<TlsListener>> listener = TlsListener::Listen("127.0.0.1:0", server);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  SlowCopy slow;
+  slow.inner = target_.get();
+  slow.slow = std::chrono::milliseconds(2500);
+  std::thread serving([&] {
+    for (;;) {
+      Result<std::unique_ptr<TlsConnection>> conn = (*listener)->Accept();
+      if (!conn.ok()) return;  // shut down
+      TlsLink link(std::move(*conn));
+      (void)ServeConnection(&link, &slow, std::chrono::milliseconds(200));
+    }
+  });
+  std::string to = "127.0.0.1:" + std::to_string((*listener)->port());
+  Result<MoveReport> moved = Status::Unavailable("move", "not run");
+  {
+    RemoteTarget remote(to, [&]() -> Result<std::unique_ptr<Connection>> {
+      CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<TlsConnection> conn, TlsConnect(to, client, 5));
+      conn->set_timeout_seconds(1);
+      return std::unique_ptr<Connection>(new TlsLink(std::move(conn)));
+    });
+    moved = RunMove(src_, &remote, options_);
+  }  // its connection closes: the server goes back to Accept
+  (*listener)->Shutdown();
+  serving.join();
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   ExpectMoved();
 }
 

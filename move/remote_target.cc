@@ -43,6 +43,7 @@ Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body) {
     }
   }
   Result<Json> reply = ReadMessage(conn_->in());
+  while (reply.ok() && IsWorkingMessage(*reply)) reply = ReadMessage(conn_->in());  // the target is at work
   if (!reply.ok()) return Lost(reply.status());
   last_used_ = std::chrono::steady_clock::now();
   if (!body_failed.ok()) return body_failed;

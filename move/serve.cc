@@ -1,10 +1,59 @@
 #include "move/serve.h"
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace capsule::move {
 
-Status ServeConnection(Connection* conn, TargetApi* target) {
+namespace {
+
+// Tells the source that the target is still at work on its call: a working message every
+// interval from Start until Stop, which joins, so that the reply written after it is the
+// link's only writer again. Started only once the call's bytes are all read: the link is
+// then written by this thread alone.
+class WorkingTicker {
+ public:
+  WorkingTicker(ByteSink* out, std::chrono::milliseconds interval) : out_(out), interval_(interval) {}
+  WorkingTicker(const WorkingTicker&) = delete;
+  WorkingTicker& operator=(const WorkingTicker&) = delete;
+  ~WorkingTicker() { Stop(); }
+
+  void Start() {
+    if (thread_.joinable()) return;
+    thread_ = std::thread([this] {
+      std::unique_lock lock(mu_);
+      while (!cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
+        lock.unlock();
+        const bool sent = WriteMessage(out_, WorkingMessage()).ok();
+        lock.lock();
+        if (!sent) return;  // the link is gone: the reply's write says so
+      }
+    });
+  }
+
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  ByteSink* out_;
+  const std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace
+
+Status ServeConnection(Connection* conn, TargetApi* target, std::chrono::milliseconds working_interval) {
   for (;;) {
     Result<Json> request = ReadMessage(conn->in());
     if (!request.ok()) return request.status().code() == Code::kNotFound ? Status::Ok() : request.status();
@@ -12,9 +61,14 @@ Status ServeConnection(Connection* conn, TargetApi* target) {
     std::string agent = StringField(*request, "agent").value_or("");
     std::string move = StringField(*request, "move").value_or("");
     uint64_t epoch = U64Field(*request, "epoch").value_or(0);
+    // A call without a body is read whole already (activate installs a staging area, abort
+    // removes one: minutes for a million files); a body's end starts the ticker.
+    WorkingTicker working(conn->out(), working_interval);
+    const bool has_body = call == "copy" || call == "switch";
+    if (!has_body) working.Start();
     Json reply;
-    if (call == "copy" || call == "switch") {
-      ChunkSource body(conn->in());
+    if (has_body) {
+      ChunkSource body(conn->in(), [&working] { working.Start(); });
       Status done;
       if (call == "copy") {
         Result<HaveMap> have = target->Copy(agent, move, &body);
@@ -50,6 +104,7 @@ Status ServeConnection(Connection* conn, TargetApi* target) {
     } else {
       reply = StatusReply(Status::InvalidArgument("call '" + call + "'", "not a call of the move protocol"));
     }
+    working.Stop();
     CAPSULE_RETURN_IF_ERROR(WriteMessage(conn->out(), reply));
   }
 }

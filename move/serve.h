@@ -13,6 +13,9 @@ namespace capsule::move {
 
 // Answers calls read from `conn` with `target` until the peer ends the connection or it
 // fails. A body that a call stops reading early is drained, so the next request is found.
-Status ServeConnection(Connection* conn, TargetApi* target);
+// From the moment a call (and its body) is read until its reply, a working message goes out
+// every `working_interval` (from a thread of its own, the only writer meanwhile).
+Status ServeConnection(Connection* conn, TargetApi* target,
+                       std::chrono::milliseconds working_interval = kWorkingInterval);
 
 }  // namespace capsule::move

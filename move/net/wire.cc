@@ -1,5 +1,6 @@
 #include "move/net/wire.h"
 
+#include <utility>
 #include <vector>
 
 #include "capsule/base/big_endian.h"
@@ -49,6 +50,10 @@ std::optional<uint64_t> U64Field(const Json& message, const char* key) {
   return it->get<uint64_t>();
 }
 
+Json WorkingMessage() { return Json{{"working", true}}; }
+
+bool IsWorkingMessage(const Json& message) { return !message.contains("ok") && message.contains("working"); }
+
 Json StatusReply(const Status& status) {
   if (status.ok()) return Json{{"ok", true}};
   std::string code = "IOError";
@@ -93,11 +98,11 @@ Result<size_t> ChunkSource::Read(char* buffer, size_t size) {
     if (!read.ok()) return error_ = read;
     uint32_t n = GetBigEndian32(length);
     if (n == 0) {
-      finished_ = true;
+      Finish();
       return size_t{0};
     }
     if (n == kChunkAbort) {
-      finished_ = true;  // the body ends here all the same
+      Finish();  // the body ends here all the same
       return error_ = Status::Corruption("stream", "the sender's stream failed part-way");
     }
     if (n > kMaxChunk) return error_ = Status::Corruption("stream chunk", "longer than 1 MiB");
@@ -107,6 +112,11 @@ Result<size_t> ChunkSource::Read(char* buffer, size_t size) {
   if (n == 0) return error_ = Status::Corruption("stream chunk", "cut short");
   left_ -= static_cast<uint32_t>(n);
   return n;
+}
+
+void ChunkSource::Finish() {
+  finished_ = true;
+  if (at_end_) std::exchange(at_end_, nullptr)();
 }
 
 Status ChunkSource::Drain() {

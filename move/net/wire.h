@@ -5,10 +5,15 @@
 // ...} or {"ok": false, "code": CODE, "error": TEXT}. The copy and switch requests are
 // followed by their stream as a body of chunks: a u32 big-endian length (1 to 1 MiB) and
 // that many bytes, ended by a length of 0, or cut off by 0xFFFFFFFF when the sender's stream
-// failed. Bodies are streamed: neither end holds more than a chunk.
+// failed. Bodies are streamed: neither end holds more than a chunk. While the target works on
+// a call it has read whole, it sends {"working": true} every kWorkingInterval, which the
+// source reads past: a call that is slow (a copy of a million files) is never taken for a
+// dead link.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +27,8 @@ namespace capsule::move {
 inline constexpr uint32_t kMaxMessage = 64u << 20;
 inline constexpr uint32_t kMaxChunk = 1u << 20;
 inline constexpr uint32_t kChunkAbort = 0xFFFFFFFFu;
+// Well inside the 300-second deadline a silent link gets (kLinkTimeoutSeconds).
+inline constexpr std::chrono::milliseconds kWorkingInterval = std::chrono::seconds(20);
 
 // Both directions of one connection. Close ends it (the peer sees the end).
 class Connection {
@@ -42,6 +49,10 @@ Result<Json> ReadMessage(ByteSource* in);
 // with that type, nullopt otherwise.
 std::optional<std::string> StringField(const Json& message, const char* key);
 std::optional<uint64_t> U64Field(const Json& message, const char* key);
+
+// The message a target sends while it works on a call, and whether a message is one.
+Json WorkingMessage();
+bool IsWorkingMessage(const Json& message);
 
 // A reply for `status`: {"ok": true} or the error with its code.
 Json StatusReply(const Status& status);
@@ -65,13 +76,17 @@ class ChunkSink : public ByteSink {
 // failed"). Drain reads what is left, so that the next message can be read.
 class ChunkSource : public ByteSource {
  public:
-  explicit ChunkSource(ByteSource* in) : in_(in) {}
+  // `at_end`, when given, runs once when the body's end marker (or cut-off) is read.
+  explicit ChunkSource(ByteSource* in, std::function<void()> at_end = {}) : in_(in), at_end_(std::move(at_end)) {}
   Result<size_t> Read(char* buffer, size_t size) override;
   Status Drain();
   bool finished() const { return finished_; }
 
  private:
+  void Finish();
+
   ByteSource* in_;
+  std::function<void()> at_end_;
   uint32_t left_ = 0;  // bytes left in the current chunk
   bool finished_ = false;
   Status error_;
