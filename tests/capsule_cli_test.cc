@@ -10,6 +10,7 @@
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
+#include "capsule/format/manifest.h"
 #include "tests/cli_runner.h"
 
 namespace capsule {
@@ -104,6 +105,39 @@ TEST_F(CapsuleCliTest, InitInsideItsOwnWorkspaceNeverCapturesItself) {
   EXPECT_FALSE(Contains(snapshot, ".agent")) << snapshot;
   EXPECT_FALSE(Contains(snapshot, ".tmp-")) << snapshot;
   EXPECT_EQ(RunCapsule({"verify", project + "/.agent"}).exit_code, 0);
+}
+
+// Events name an attachment by its digest: one whose bytes were swapped (the manifest made
+// to agree) would render other bytes than the event names, and verify says so; so does a
+// file there not named by a digest. One created and not yet written (empty) has no content.
+TEST_F(CapsuleCliTest, VerifyChecksEveryAttachmentAgainstItsName) {
+  ASSERT_TRUE(WriteFileAtomic(root_ + "/note.txt", "the real note\n").ok());
+  auto attached = RunCapsule({"attach", cap_, root_ + "/note.txt"});
+  ASSERT_EQ(attached.exit_code, 0) << attached.err;
+  const std::string name = "memory/attachments/" + Sha256Hex("the real note\n");
+  ASSERT_TRUE(PathExists(cap_ + "/" + name));
+  auto clean = RunCapsule({"verify", cap_});
+  EXPECT_EQ(clean.exit_code, 0) << clean.out << clean.err;
+
+  const std::string forged = "another note\n";
+  const std::string stray = "memory/attachments/notes.txt";
+  const std::string empty = "memory/attachments/" + Sha256Hex("not written yet");
+  ASSERT_TRUE(WriteFileAtomic(cap_ + "/" + name, forged).ok());
+  ASSERT_TRUE(WriteFileAtomic(cap_ + "/" + stray, "x").ok());
+  ASSERT_TRUE(WriteFileAtomic(cap_ + "/" + empty, "").ok());
+  Result<Manifest> manifest = Manifest::Load(cap_);
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  manifest->files[name] = FileDigest{Sha256Hex(forged), forged.size()};
+  manifest->files[stray] = FileDigest{Sha256Hex("x"), 1};
+  manifest->files[empty] = FileDigest{Sha256Hex(""), 0};
+  ASSERT_TRUE(manifest->Save(cap_).ok());
+
+  auto r = RunCapsule({"verify", cap_});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.out, name + ": attachment digest does not match its name")) << r.out;
+  EXPECT_TRUE(Contains(r.out, stray + ": not an attachment name (64 hex digits of its SHA-256)")) << r.out;
+  EXPECT_FALSE(Contains(r.out, empty)) << r.out;
+  EXPECT_TRUE(Contains(r.err, "does not verify (2 problems)")) << r.err;
 }
 
 TEST_F(CapsuleCliTest, VerifyNamesEveryKindOfDamage) {

@@ -15,6 +15,7 @@
 #include "capsule/base/parallel.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
+#include "capsule/format/attachments.h"
 #include "capsule/format/documents.h"
 #include "capsule/format/harness.h"
 #include "capsule/format/environment_spec.h"
@@ -187,6 +188,15 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
         found.emplace_back(path, "not a blob name (64 hex digits of its SHA-256)");
       } else if (path.compare(path.size() - 64, 64, observed.sha256) != 0) {
         found.emplace_back(path, "blob digest does not match its name");
+      }
+    } else if (path.rfind(std::string(kAttachmentsDir) + "/", 0) == 0) {
+      // Events name attachments by digest: a name that lies would render other bytes. An
+      // empty one is a file created and not yet written (through a mount): no content yet.
+      const std::string_view name = std::string_view(path).substr(std::string_view(kAttachmentsDir).size() + 1);
+      if (!IsSha256Hex(name)) {
+        found.emplace_back(path, "not an attachment name (64 hex digits of its SHA-256)");
+      } else if (observed.size != 0 && name != observed.sha256) {
+        found.emplace_back(path, "attachment digest does not match its name");
       }
     }
     ++seen;
