@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -426,6 +425,7 @@ struct WireOptions {
   std::chrono::milliseconds max_idle = std::chrono::seconds(60);  // the source dials again after
   std::chrono::milliseconds deadline{};                          // the source's read deadline
   std::chrono::milliseconds working_interval = kWorkingInterval;  // the target's
+  std::chrono::milliseconds max_call_wait = kMaxCallWait;         // the source's, for a reply
 };
 
 // Moves src to the target over the wire (RemoteTarget -> socketpair -> ServeConnection): the
@@ -447,32 +447,27 @@ std::pair<Result<MoveReport>, int> MoveOverTheWire(TargetApi* target, const std:
       return std::unique_ptr<Connection>(new SocketConnection(fds[0], wire.deadline));
     });
     remote.set_max_idle(wire.max_idle);
+    remote.set_max_call_wait(wire.max_call_wait);
     moved = RunMove(src, &remote, options);
   }  // the last connection closes: its server returns
   for (std::thread& server : servers) server.join();
   return {std::move(moved), dials};
 }
 
-// A target that takes `slow` to answer a copy once it has applied it; an abort waits until
-// the copy it undoes is done.
+// A target that takes `slow` to answer a copy once it has applied it.
 struct SlowCopy : TargetApi {
   FaultyTarget* inner = nullptr;
   std::chrono::milliseconds slow{800};
-  std::atomic<bool> copied{false};
   Result<OfferReply> Offer(const OfferRequest& r) override { return inner->Offer(r); }
   Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override {
     Result<HaveMap> have = inner->Copy(a, m, s);
-    copied = true;
     std::this_thread::sleep_for(slow);
     return have;
   }
   Status Switch(const std::string& a, const std::string& m, ByteSource* s) override { return inner->Switch(a, m, s); }
   Status Activate(const std::string& a, const std::string& m, uint64_t e) override { return inner->Activate(a, m, e); }
   Result<QueryReply> Query(const std::string& a, const std::string& m) override { return inner->Query(a, m); }
-  Status Abort(const std::string& a, const std::string& m) override {
-    while (!copied) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // after the copy it undoes
-    return inner->Abort(a, m);
-  }
+  Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
 };
 TEST_F(MoveProtocolTest, OverTheWireOneConnectionCarriesTheMove) {
   auto [moved, dials] = MoveOverTheWire(target_.get(), src_, options_, WireOptions{});
@@ -495,7 +490,8 @@ TEST_F(MoveProtocolTest, OverTheWireAnIdleLinkIsDialledAgain) {
 // A target slower at a call than the source's read deadline (a copy of a million files applies
 // for minutes; the deadline is 300 s): its working messages keep the call alive, and the move
 // completes. Without them (an interval past the deadline) the same move fails as a dead link
-// and rolls back, which is what the messages are for.
+// and rolls back, which is what the messages are for; and a target at work past the longest
+// wait the source allows (stuck, not gone) is given up the same way.
 TEST_F(MoveProtocolTest, OverTheWireASlowTargetKeepsTheCallAliveWhileItWorks) {
   SlowCopy slow;
   slow.inner = target_.get();
@@ -512,9 +508,52 @@ TEST_F(MoveProtocolTest, OverTheWireASlowTargetKeepsTheCallAliveWhileItWorks) {
   ExpectStayed();
 
   wire.working_interval = std::chrono::milliseconds(50);
+  wire.max_call_wait = std::chrono::milliseconds(300);
+  auto [stuck, stuck_dials] = MoveOverTheWire(&slow, src_, options_, wire);
+  ASSERT_FALSE(stuck.ok()) << "a call past the longest wait is given up";
+  EXPECT_EQ(stuck.status().code(), Code::kUnavailable) << stuck.status().ToString();
+  EXPECT_NE(stuck.status().message().find("saying it is at work"), std::string::npos) << stuck.status().ToString();
+  ExpectStayed();
+
+  wire.max_call_wait = kMaxCallWait;
   auto [moved, dials] = MoveOverTheWire(&slow, src_, options_, wire);
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   ExpectMoved();
+}
+
+// Working messages go only to a source that asks for them: one from before them would take the
+// first for its reply.
+TEST_F(MoveProtocolTest, WorkingMessagesGoOnlyToASourceThatAsksForThem) {
+  struct SlowAbort : SlowCopy {
+    Status Abort(const std::string& a, const std::string& m) override {
+      std::this_thread::sleep_for(slow);
+      return inner->Abort(a, m);
+    }
+  } slow;
+  slow.inner = target_.get();
+  slow.slow = std::chrono::milliseconds(300);
+  for (bool asks : {false, true}) {
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    std::thread server([&slow, fd = fds[1]] {
+      SocketConnection conn(fd);
+      (void)ServeConnection(&conn, &slow, std::chrono::milliseconds(20));
+    });
+    {
+      SocketConnection source(fds[0]);
+      Json request = {{"call", "abort"}, {"agent", kAgent}, {"move", "00112233445566778899aabbccddeeff"}};
+      if (asks) request["working_messages"] = true;
+      ASSERT_TRUE(WriteMessage(source.out(), request).ok());
+      Result<Json> first = ReadMessage(source.in());
+      ASSERT_TRUE(first.ok()) << first.status().ToString();
+      EXPECT_EQ(IsWorkingMessage(*first), asks) << first->dump();
+      Result<Json> last = first;
+      while (last.ok() && IsWorkingMessage(*last)) last = ReadMessage(source.in());
+      ASSERT_TRUE(last.ok()) << last.status().ToString();
+      EXPECT_TRUE(last->contains("ok")) << last->dump();
+    }  // closed: the server returns
+    server.join();
+  }
 }
 
 // The same over the sidecars' real transport (TLS, its read deadline cut to a second): the

@@ -1,5 +1,6 @@
 #include "move/remote_target.h"
 
+#include <cstdio>
 #include <vector>
 
 namespace capsule::move {
@@ -23,7 +24,9 @@ Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body) {
     }
     conn_ = std::move(*dialed);
   }
-  if (Status sent = WriteMessage(conn_->out(), request); !sent.ok()) return Lost(sent);
+  Json asking = request;
+  asking["working_messages"] = true;  // a slow call is then told from a dead link
+  if (Status sent = WriteMessage(conn_->out(), asking); !sent.ok()) return Lost(sent);
   Status body_failed;
   if (body != nullptr) {
     ChunkSink chunks(conn_->out());
@@ -42,8 +45,17 @@ Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body) {
       if (Status sent = chunks.Write(std::string_view(buffer.data(), *n)); !sent.ok()) return Lost(sent);
     }
   }
+  const auto waiting_since = std::chrono::steady_clock::now();
   Result<Json> reply = ReadMessage(conn_->in());
-  while (reply.ok() && IsWorkingMessage(*reply)) reply = ReadMessage(conn_->in());  // the target is at work
+  while (reply.ok() && IsWorkingMessage(*reply)) {  // the target is at work
+    if (std::chrono::steady_clock::now() - waiting_since > max_call_wait_) {
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%g", static_cast<double>(max_call_wait_.count()) / 1000);
+      return Lost(Status::Unavailable(name_, std::string("no reply after ") + waited +
+                                                 " s of the target saying it is at work"));
+    }
+    reply = ReadMessage(conn_->in());
+  }
   if (!reply.ok()) return Lost(reply.status());
   last_used_ = std::chrono::steady_clock::now();
   if (!body_failed.ok()) return body_failed;

@@ -28,6 +28,8 @@ class RemoteTarget : public TargetApi {
 
   // A connection unused for longer than this is closed and dialled again before the next call.
   void set_max_idle(std::chrono::milliseconds max_idle) { max_idle_ = max_idle; }
+  // How long a call waits for its reply while the target sends working messages.
+  void set_max_call_wait(std::chrono::milliseconds wait) { max_call_wait_ = wait; }
 
   Result<OfferReply> Offer(const OfferRequest& request) override;
   Result<HaveMap> Copy(const std::string& agent, const std::string& move, ByteSource* stream) override;
@@ -46,6 +48,7 @@ class RemoteTarget : public TargetApi {
   std::unique_ptr<Connection> conn_;
   std::chrono::steady_clock::time_point last_used_;
   std::chrono::milliseconds max_idle_ = std::chrono::seconds(60);
+  std::chrono::milliseconds max_call_wait_ = kMaxCallWait;
 };
 
 }  // namespace capsule::move

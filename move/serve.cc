@@ -61,14 +61,18 @@ Status ServeConnection(Connection* conn, TargetApi* target, std::chrono::millise
     std::string agent = StringField(*request, "agent").value_or("");
     std::string move = StringField(*request, "move").value_or("");
     uint64_t epoch = U64Field(*request, "epoch").value_or(0);
-    // A call without a body is read whole already (activate installs a staging area, abort
+    // When the source asks for working messages (an older one would take them for a reply):
+    // a call without a body is read whole already (activate installs a staging area, abort
     // removes one: minutes for a million files); a body's end starts the ticker.
     WorkingTicker working(conn->out(), working_interval);
+    const bool tick = BoolField(*request, "working_messages").value_or(false);
     const bool has_body = call == "copy" || call == "switch";
-    if (!has_body) working.Start();
+    if (tick && !has_body) working.Start();
     Json reply;
     if (has_body) {
-      ChunkSource body(conn->in(), [&working] { working.Start(); });
+      ChunkSource body(conn->in(), [&working, tick] {
+        if (tick) working.Start();
+      });
       Status done;
       if (call == "copy") {
         Result<HaveMap> have = target->Copy(agent, move, &body);

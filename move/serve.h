@@ -13,8 +13,9 @@ namespace capsule::move {
 
 // Answers calls read from `conn` with `target` until the peer ends the connection or it
 // fails. A body that a call stops reading early is drained, so the next request is found.
-// From the moment a call (and its body) is read until its reply, a working message goes out
-// every `working_interval` (from a thread of its own, the only writer meanwhile).
+// For a request that asks for them ("working_messages": true), from the moment the call (and
+// its body) is read until its reply, a working message goes out every `working_interval`
+// (from a thread of its own, the only writer meanwhile).
 Status ServeConnection(Connection* conn, TargetApi* target,
                        std::chrono::milliseconds working_interval = kWorkingInterval);
 

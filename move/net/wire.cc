@@ -50,6 +50,12 @@ std::optional<uint64_t> U64Field(const Json& message, const char* key) {
   return it->get<uint64_t>();
 }
 
+std::optional<bool> BoolField(const Json& message, const char* key) {
+  auto it = message.find(key);
+  if (it == message.end() || !it->is_boolean()) return std::nullopt;
+  return it->get<bool>();
+}
+
 Json WorkingMessage() { return Json{{"working", true}}; }
 
 bool IsWorkingMessage(const Json& message) { return !message.contains("ok") && message.contains("working"); }

@@ -5,10 +5,10 @@
 // ...} or {"ok": false, "code": CODE, "error": TEXT}. The copy and switch requests are
 // followed by their stream as a body of chunks: a u32 big-endian length (1 to 1 MiB) and
 // that many bytes, ended by a length of 0, or cut off by 0xFFFFFFFF when the sender's stream
-// failed. Bodies are streamed: neither end holds more than a chunk. While the target works on
-// a call it has read whole, it sends {"working": true} every kWorkingInterval, which the
-// source reads past: a call that is slow (a copy of a million files) is never taken for a
-// dead link.
+// failed. Bodies are streamed: neither end holds more than a chunk. A request that carries
+// "working_messages": true asks the target to send {"working": true} every kWorkingInterval
+// while it works on the call once read whole; the source reads past them (for up to
+// kMaxCallWait): a call that is slow (a copy of a million files) is not taken for a dead link.
 #pragma once
 
 #include <chrono>
@@ -29,6 +29,9 @@ inline constexpr uint32_t kMaxChunk = 1u << 20;
 inline constexpr uint32_t kChunkAbort = 0xFFFFFFFFu;
 // Well inside the 300-second deadline a silent link gets (kLinkTimeoutSeconds).
 inline constexpr std::chrono::milliseconds kWorkingInterval = std::chrono::seconds(20);
+// How long a source waits for a reply while the target says it is at work: a target stuck at
+// a call (not gone) does not hold the source, and a frozen agent, for ever.
+inline constexpr std::chrono::milliseconds kMaxCallWait = std::chrono::hours(1);
 
 // Both directions of one connection. Close ends it (the peer sees the end).
 class Connection {
@@ -49,6 +52,7 @@ Result<Json> ReadMessage(ByteSource* in);
 // with that type, nullopt otherwise.
 std::optional<std::string> StringField(const Json& message, const char* key);
 std::optional<uint64_t> U64Field(const Json& message, const char* key);
+std::optional<bool> BoolField(const Json& message, const char* key);
 
 // The message a target sends while it works on a call, and whether a message is one.
 Json WorkingMessage();
