@@ -556,6 +556,71 @@ TEST_F(MoveProtocolTest, WorkingMessagesGoOnlyToASourceThatAsksForThem) {
   }
 }
 
+// A have larger than a message may be (a million files' is a hundred megabytes) crosses after
+// its reply as a body, whole; a source that does not ask for that gets it in the reply.
+TEST_F(MoveProtocolTest, AHaveOfAnySizeCrossesTheWire) {
+  struct BigHave : TargetApi {
+    HaveMap have;
+    Result<OfferReply> Offer(const OfferRequest&) override { return OfferReply{have, std::string(64, 'a'), 0}; }
+    Result<HaveMap> Copy(const std::string&, const std::string&, ByteSource* s) override {
+      std::vector<char> buffer(1 << 16);
+      for (;;) {
+        CAPSULE_ASSIGN_OR_RETURN(size_t n, s->Read(buffer.data(), buffer.size()));
+        if (n == 0) return have;
+      }
+    }
+    Status Switch(const std::string&, const std::string&, ByteSource*) override { return Status::Ok(); }
+    Status Activate(const std::string&, const std::string&, uint64_t) override { return Status::Ok(); }
+    Result<QueryReply> Query(const std::string&, const std::string&) override { return QueryReply{0, "none"}; }
+    Status Abort(const std::string&, const std::string&) override { return Status::Ok(); }
+  } target;
+  const std::string sha = Sha256Hex("content");
+  for (int i = 0; target.have.size() * 110 <= kMaxMessage; ++i) {
+    char path[64];
+    std::snprintf(path, sizeof path, "files/folder-%04d/a-file-with-a-longer-name-%07d.txt", i / 1000, i);
+    target.have[path] = sha;
+  }
+  std::vector<std::thread> servers;
+  {
+    RemoteTarget remote("target", [&]() -> Result<std::unique_ptr<Connection>> {
+      int fds[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return Status::IOError("socketpair", errno);
+      servers.emplace_back([&target, fd = fds[1]] {
+        SocketConnection server(fd);
+        (void)ServeConnection(&server, &target);
+      });
+      return std::unique_ptr<Connection>(new SocketConnection(fds[0]));
+    });
+    Result<OfferReply> offer = remote.Offer(OfferRequest{kAgent, 1, "00112233445566778899aabbccddeeff"});
+    ASSERT_TRUE(offer.ok()) << offer.status().ToString();
+    EXPECT_TRUE(offer->have == target.have) << offer->have.size() << " of " << target.have.size() << " paths";
+    StringSource stream("some stream bytes");
+    Result<HaveMap> copied = remote.Copy(kAgent, "00112233445566778899aabbccddeeff", &stream);
+    ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+    EXPECT_TRUE(*copied == target.have);
+  }
+  for (std::thread& server : servers) server.join();
+
+  // Without asking: the have in the reply, which a have this large does not fit.
+  target.have = {{"files/a", sha}};
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  std::thread server([&target, fd = fds[1]] {
+    SocketConnection conn(fd);
+    (void)ServeConnection(&conn, &target);
+  });
+  {
+    SocketConnection source(fds[0]);
+    ASSERT_TRUE(WriteMessage(source.out(), Json{{"call", "offer"}, {"agent", kAgent}, {"epoch", 1},
+                                                {"move", "00112233445566778899aabbccddeeff"}})
+                    .ok());
+    Result<Json> reply = ReadMessage(source.in());
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->value("have", Json()), (Json{{"files/a", sha}})) << reply->dump();
+  }
+  server.join();
+}
+
 // The same over the sidecars' real transport (TLS, its read deadline cut to a second): the
 // working messages come from a thread of their own on a TLS connection the serving thread
 // leaves alone meanwhile.

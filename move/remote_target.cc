@@ -1,6 +1,7 @@
 #include "move/remote_target.h"
 
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 namespace capsule::move {
@@ -11,7 +12,25 @@ Status RemoteTarget::Lost(const Status& why) {
   return Status::Unavailable(name_, why.message());
 }
 
-Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body) {
+namespace {
+
+// A have sent after its reply as a body (a million files' is a hundred megabytes).
+Result<std::string> ReadHaveBody(ByteSource* in) {
+  constexpr size_t kMaxHave = size_t{1} << 30;
+  ChunkSource chunks(in);
+  std::string text;
+  std::vector<char> buffer(kMaxChunk);
+  for (;;) {
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, chunks.Read(buffer.data(), buffer.size()));
+    if (n == 0) return text;
+    if (text.size() + n > kMaxHave) return Status::Corruption("have", "larger than 1 GiB");
+    text.append(buffer.data(), n);
+  }
+}
+
+}  // namespace
+
+Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body, HaveMap* have) {
   if (conn_ && std::chrono::steady_clock::now() - last_used_ > max_idle_) {
     conn_->Close();  // the far end may have given up on it: a fresh one costs a handshake
     conn_.reset();
@@ -26,6 +45,7 @@ Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body) {
   }
   Json asking = request;
   asking["working_messages"] = true;  // a slow call is then told from a dead link
+  asking["have_body"] = true;         // a have of any size then crosses
   if (Status sent = WriteMessage(conn_->out(), asking); !sent.ok()) return Lost(sent);
   Status body_failed;
   if (body != nullptr) {
@@ -57,25 +77,36 @@ Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body) {
     reply = ReadMessage(conn_->in());
   }
   if (!reply.ok()) return Lost(reply.status());
+  std::optional<std::string> have_text;
+  if (BoolField(*reply, "have_body").value_or(false)) {
+    Result<std::string> text = ReadHaveBody(conn_->in());
+    if (!text.ok()) return Lost(text.status());
+    have_text = std::move(*text);
+  }
   last_used_ = std::chrono::steady_clock::now();
   if (!body_failed.ok()) return body_failed;
   CAPSULE_RETURN_IF_ERROR(ReplyStatus(*reply).WithContext(name_));
+  if (have != nullptr) {
+    CAPSULE_ASSIGN_OR_RETURN(*have, have_text ? ParseHave(*have_text, Code::kCorruption)
+                                              : HaveFromJson(reply->value("have", Json::object()), Code::kCorruption));
+  }
   return reply;
 }
 
 Result<OfferReply> RemoteTarget::Offer(const OfferRequest& request) {
-  CAPSULE_ASSIGN_OR_RETURN(Json reply, Call(Json{{"call", "offer"}, {"agent", request.agent}, {"epoch", request.epoch},
-                                                 {"move", request.move}}));
   OfferReply offer;
-  CAPSULE_ASSIGN_OR_RETURN(offer.have, HaveFromJson(reply.value("have", Json::object()), Code::kCorruption));
+  CAPSULE_ASSIGN_OR_RETURN(Json reply, Call(Json{{"call", "offer"}, {"agent", request.agent}, {"epoch", request.epoch},
+                                                 {"move", request.move}},
+                                            nullptr, &offer.have));
   offer.seal_key_hex = StringField(reply, "seal_key").value_or("");
   offer.held_epoch = U64Field(reply, "held_epoch").value_or(0);
   return offer;
 }
 
 Result<HaveMap> RemoteTarget::Copy(const std::string& agent, const std::string& move, ByteSource* stream) {
-  CAPSULE_ASSIGN_OR_RETURN(Json reply, Call(Json{{"call", "copy"}, {"agent", agent}, {"move", move}}, stream));
-  return HaveFromJson(reply.value("have", Json::object()), Code::kCorruption);
+  HaveMap have;
+  CAPSULE_RETURN_IF_ERROR(Call(Json{{"call", "copy"}, {"agent", agent}, {"move", move}}, stream, &have).status());
+  return have;
 }
 
 Status RemoteTarget::Switch(const std::string& agent, const std::string& move, ByteSource* stream) {

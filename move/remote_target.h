@@ -39,8 +39,9 @@ class RemoteTarget : public TargetApi {
   Status Abort(const std::string& agent, const std::string& move) override;
 
  private:
-  // Sends `request` (and `body`, when given, as chunks) and reads the reply.
-  Result<Json> Call(const Json& request, ByteSource* body = nullptr);
+  // Sends `request` (and `body`, when given, as chunks) and reads the reply; with `have`, the
+  // have the reply carries (in the message or as a body after it) into *have.
+  Result<Json> Call(const Json& request, ByteSource* body = nullptr, HaveMap* have = nullptr);
   Status Lost(const Status& why);
 
   std::string name_;

@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -51,6 +52,14 @@ class WorkingTicker {
   std::thread thread_;
 };
 
+// The have as its canonical text, in chunks.
+Status WriteHaveBody(ByteSink* out, const HaveMap& have) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, HaveToJson(have));
+  ChunkSink chunks(out);
+  CAPSULE_RETURN_IF_ERROR(chunks.Write(text));
+  return chunks.Close();
+}
+
 }  // namespace
 
 Status ServeConnection(Connection* conn, TargetApi* target, std::chrono::milliseconds working_interval) {
@@ -66,6 +75,18 @@ Status ServeConnection(Connection* conn, TargetApi* target, std::chrono::millise
     // removes one: minutes for a million files); a body's end starts the ticker.
     WorkingTicker working(conn->out(), working_interval);
     const bool tick = BoolField(*request, "working_messages").value_or(false);
+    // A have goes after the reply as a body when the source asks: a million files' have is
+    // larger than a message may be.
+    const bool have_as_body = BoolField(*request, "have_body").value_or(false);
+    std::optional<HaveMap> have_body;
+    auto put_have = [&](Json* reply, HaveMap have) {
+      if (have_as_body) {
+        (*reply)["have_body"] = true;
+        have_body = std::move(have);
+      } else {
+        (*reply)["have"] = HaveToJsonObject(have);
+      }
+    };
     const bool has_body = call == "copy" || call == "switch";
     if (tick && !has_body) working.Start();
     Json reply;
@@ -79,7 +100,7 @@ Status ServeConnection(Connection* conn, TargetApi* target, std::chrono::millise
         done = have.status();
         if (have.ok()) {
           reply = StatusReply(done);
-          reply["have"] = HaveToJsonObject(*have);
+          put_have(&reply, std::move(*have));
         }
       } else {
         done = target->Switch(agent, move, &body);
@@ -90,7 +111,7 @@ Status ServeConnection(Connection* conn, TargetApi* target, std::chrono::millise
       Result<OfferReply> offer = target->Offer(OfferRequest{agent, epoch, move});
       reply = StatusReply(offer.status());
       if (offer.ok()) {
-        reply["have"] = HaveToJsonObject(offer->have);
+        put_have(&reply, std::move(offer->have));
         reply["seal_key"] = offer->seal_key_hex;
         reply["held_epoch"] = offer->held_epoch;
       }
@@ -110,6 +131,7 @@ Status ServeConnection(Connection* conn, TargetApi* target, std::chrono::millise
     }
     working.Stop();
     CAPSULE_RETURN_IF_ERROR(WriteMessage(conn->out(), reply));
+    if (have_body) CAPSULE_RETURN_IF_ERROR(WriteHaveBody(conn->out(), *have_body));
   }
 }
 

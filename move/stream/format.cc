@@ -3,7 +3,9 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <optional>
 
+#include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/attachments.h"
@@ -153,9 +155,32 @@ Result<HaveMap> HaveFromJson(const Json& json, Code code) {
   return have;
 }
 
-Result<HaveMap> ParseHave(std::string_view text) {
-  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, "have"));
-  return HaveFromJson(json);
+namespace {
+
+// Reads a have written as HaveToJson writes one (canonical, plain ASCII strings) without
+// building a Json document: a million files' have is a hundred megabytes. Anything else
+// gives nullopt, and the general reader reads it (or says why not).
+std::optional<HaveMap> ReadCanonicalHave(std::string_view text) {
+  CanonicalReader in(text);
+  HaveMap have;
+  if (!in.Literal("{")) return {};
+  for (bool first = true; !in.Literal("}"); first = false) {
+    if (!first && !in.Literal(",")) return {};
+    std::string path, sha;
+    if (!in.String(&path) || !in.Literal(":") || !in.String(&sha) || !IsSha256Hex(sha)) return {};
+    if (!have.empty() && path <= have.rbegin()->first) return {};  // canonical order, no duplicates
+    have.emplace_hint(have.end(), std::move(path), std::move(sha));
+  }
+  if (!in.AtEnd()) return {};
+  return have;
+}
+
+}  // namespace
+
+Result<HaveMap> ParseHave(std::string_view text, Code code) {
+  if (std::optional<HaveMap> fast = ReadCanonicalHave(text)) return std::move(*fast);
+  CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, "have", code));
+  return HaveFromJson(json, code);
 }
 
 Json HaveToJsonObject(const HaveMap& have) {
@@ -164,7 +189,22 @@ Json HaveToJsonObject(const HaveMap& have) {
   return json;
 }
 
-Result<std::string> HaveToJson(const HaveMap& have) { return CanonicalJson(HaveToJsonObject(have), "have"); }
+Result<std::string> HaveToJson(const HaveMap& have) {
+  CanonicalWriter out;
+  out.Reserve(2 + have.size() * 110);
+  out.Raw("{");
+  bool first = true;
+  for (const auto& [path, sha] : have) {
+    if (!first) out.Raw(",");
+    first = false;
+    out.String(path);
+    out.Raw(":");
+    out.String(sha);
+  }
+  out.Raw("}");
+  if (out.ok()) return out.Take();
+  return CanonicalJson(HaveToJsonObject(have), "have");  // a path that needs escaping
+}
 
 std::optional<std::string> StreamPathOfCapsuleFile(const std::string& capsule_path) {
   auto it = CapsuleToStream().find(capsule_path);

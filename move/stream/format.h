@@ -77,7 +77,7 @@ using HaveMap = std::map<std::string, std::string>;
 // A have as JSON: an object of path to SHA-256 in hex; anything else is refused with `code`
 // (InvalidArgument for a user's file, Corruption for a peer's reply).
 Result<HaveMap> HaveFromJson(const Json& json, Code code = Code::kInvalidArgument);
-Result<HaveMap> ParseHave(std::string_view text);
+Result<HaveMap> ParseHave(std::string_view text, Code code = Code::kInvalidArgument);
 Json HaveToJsonObject(const HaveMap& have);
 // The canonical text of HaveToJsonObject.
 Result<std::string> HaveToJson(const HaveMap& have);

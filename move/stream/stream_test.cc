@@ -197,6 +197,36 @@ class StreamTest : public ::testing::Test {
 
 // ---- round trips ----
 
+// A have reads back as it was written, by the fast reader (canonical text) or the general one
+// (any JSON: spaces, keys out of order, escapes), and each refuses what is not a have.
+TEST(HaveTextTest, ReadsBackWhatWasWrittenAndRefusesWhatIsNotAHave) {
+  const std::string a = Sha256Hex("a"), b = Sha256Hex("b");
+  HaveMap have = {{"files/x y.txt", a}, {"files/\u00e9t\u00e9", b}, {"memory/notes.md", a}};
+  have.emplace("files/quote\"d", b);  // needs escaping: written through the general writer
+  Result<std::string> text = HaveToJson(have);
+  ASSERT_TRUE(text.ok());
+  Result<HaveMap> back = ParseHave(*text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, have);
+  have.erase("files/quote\"d");
+  text = HaveToJson(have);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "{\"files/x y.txt\":\"" + a + "\",\"files/\u00e9t\u00e9\":\"" + b + "\",\"memory/notes.md\":\"" + a + "\"}");
+  EXPECT_EQ(*ParseHave(*text), have);
+  HaveMap plain = {{"files/a", b}, {"memory/notes.md", a}};
+  EXPECT_EQ(*ParseHave(*HaveToJson(plain)), plain);
+  EXPECT_EQ(*ParseHave("{\"memory/notes.md\":\"" + a + "\",\"files/a\":\"" + b + "\"}"), plain) << "keys out of order";
+  std::string loose = "{ \"memory/notes.md\" : \"" + a + "\", \"files/a\": \"" + b + "\" }";
+  EXPECT_EQ(*ParseHave(loose), (HaveMap{{"files/a", b}, {"memory/notes.md", a}}));
+  const std::vector<std::string> bads = {"[]", "{\"files/a\":\"" + a.substr(1) + "\"}", "{\"files/a\":1}",
+                                         "{\"files/a\":\"" + a + "\"} x", "{\"files/a\""};
+  for (const std::string& bad : bads) {
+    Result<HaveMap> refused = ParseHave(bad, Code::kCorruption);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), Code::kCorruption) << bad;
+  }
+}
+
 TEST_F(StreamTest, RoundTripOfManySmallAndAFewLargeFiles) {
   std::map<std::string, std::string> files;
   for (int i = 0; i < 300; ++i) {
