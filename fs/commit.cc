@@ -17,6 +17,7 @@
 
 #include "capsule/base/parallel.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/attachments.h"
 #include "capsule/format/documents.h"
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
@@ -221,6 +222,13 @@ Status CapsuleFs::CommitRealFile(Node* node) {
       // The old content stays; the working copy stays while a writer has the file open, so
       // that a later write and close can still make the file whole and valid.
       return FsError(EINVAL, checked.message());
+    }
+  }
+  if (rel.rfind(std::string(kAttachmentsDir) + "/", 0) == 0) {
+    uint64_t size = 0;
+    CAPSULE_ASSIGN_OR_RETURN(std::string sha, Sha256File(wc.path, &size));
+    if (std::optional<std::string> problem = AttachmentNameProblem(rel, sha, size)) {
+      return FsError(EINVAL, rel + ": " + *problem);  // as above: the old content stays
     }
   }
   std::string target = JoinPath(options_.dir, rel);

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "capsule/base/sha256.h"
+#include "capsule/format/attachments.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
@@ -425,8 +426,10 @@ bool CapsuleFs::WritableRealPath(const std::string& rel) const {
 }
 
 bool CapsuleFs::CreatableRealPath(const std::string& rel) const {
-  return rel.rfind("schedule/", 0) == 0 || rel.rfind("harness/", 0) == 0 || rel == "memory/attachments" ||
-         rel.rfind("memory/attachments/", 0) == 0;
+  if (rel.rfind("schedule/", 0) == 0 || rel.rfind("harness/", 0) == 0 || rel == kAttachmentsDir) return true;
+  // An attachment is named by its content's digest (a commit or rename checks the bytes).
+  const std::string attachments = std::string(kAttachmentsDir) + "/";
+  return rel.rfind(attachments, 0) == 0 && IsSha256Hex(std::string_view(rel).substr(attachments.size()));
 }
 
 }  // namespace capsule::fs

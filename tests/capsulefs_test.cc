@@ -117,6 +117,41 @@ TEST_F(CapsulefsTest, TheViewShowsEveryCapsuleFileAndHidesTheLocalFolder) {
   ExpectVerifies();
 }
 
+// An attachment is named by its content's digest, through the mount as in verify: a name
+// that is not a digest is refused at create (or rename), bytes that do not match the name at
+// the commit (the old content stays), and `capsule attach` through the mount stores one that
+// the capsule verifies with after the unmount.
+TEST_F(CapsulefsTest, AttachmentsThroughTheMountAreNamedByTheirDigest) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  const std::string dir = mnt_ + "/memory/attachments/";
+  if (!PathExists(dir)) {
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  }
+  const std::string hello = Sha256Hex("hello\n");
+  EXPECT_EQ(Put(dir + "notes.txt", "x"), EPERM);
+  EXPECT_EQ(::mkdir((dir + "sub").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(Put(dir + hello, "not hello\n"), EINVAL);
+  EXPECT_EQ(Slurp(dir + hello), "") << "the refused bytes are not kept";
+  EXPECT_EQ(Put(dir + hello, "hello\n"), 0);
+  EXPECT_EQ(Slurp(dir + hello), "hello\n");
+  // Renamed: only to the digest of what it holds.
+  const std::string other = Sha256Hex("other\n");
+  ASSERT_EQ(Put(dir + other, "other\n"), 0);
+  EXPECT_EQ(::rename((dir + other).c_str(), (dir + Sha256Hex("third\n")).c_str()), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(::rename((dir + other).c_str(), (dir + "other.txt").c_str()), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(Slurp(dir + other), "other\n");
+  ASSERT_TRUE(WriteFileAtomic(root_ + "/chart.txt", "a chart\n").ok());
+  auto attached = RunCapsule({"attach", mnt_, root_ + "/chart.txt"});
+  ASSERT_EQ(attached.exit_code, 0) << attached.err;
+  EXPECT_EQ(Slurp(dir + Sha256Hex("a chart\n")), "a chart\n");
+  EXPECT_EQ(mount.Unmount(), 0);
+  ExpectVerifies();
+}
+
 TEST_F(CapsulefsTest, FilesBehavesAsPosix) {
   {
     Mount mount(dir_, mnt_);

@@ -25,6 +25,15 @@ bool IsUtf8(std::string_view s) {
 
 }  // namespace
 
+std::optional<std::string> AttachmentNameProblem(std::string_view path, std::string_view sha256_hex, uint64_t size) {
+  const std::string_view name = path.substr(path.rfind('/') + 1);
+  if (!IsSha256Hex(name) || path.size() != std::string_view(kAttachmentsDir).size() + 1 + name.size()) {
+    return "not an attachment name (64 hex digits of its SHA-256)";
+  }
+  if (size != 0 && name != sha256_hex) return "attachment digest does not match its name";
+  return std::nullopt;
+}
+
 bool IsAttachmentMediaType(std::string_view media_type) {
   return media_type == "image/png" || media_type == "image/jpeg" || media_type == "image/webp" ||
          media_type == "application/pdf" || media_type == "text/plain";

@@ -7,6 +7,7 @@
 // Thread-safety: pure functions and reads; safe from any thread.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,12 @@ Result<std::string> SniffMediaType(std::string_view bytes, const std::string& wh
 
 // memory/attachments/<sha256>.
 std::string AttachmentPath(const std::string& sha256_hex);
+
+// For a file under memory/attachments/ (`path`, capsule-relative) whose content has digest
+// `sha256_hex` and `size` bytes: why it may not be there (its name is not 64 lowercase hex
+// digits, or not its content's digest), or nullopt when it may. An empty one is a file
+// created and not yet written (through a mount): it has no content to match.
+std::optional<std::string> AttachmentNameProblem(std::string_view path, std::string_view sha256_hex, uint64_t size);
 
 // The bytes of an attachment, checked against its digest; NotFound or Corruption naming it.
 Result<std::string> LoadAttachment(const std::string& capsule_dir, const std::string& sha256_hex);

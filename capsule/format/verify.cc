@@ -190,13 +190,9 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
         found.emplace_back(path, "blob digest does not match its name");
       }
     } else if (path.rfind(std::string(kAttachmentsDir) + "/", 0) == 0) {
-      // Events name attachments by digest: a name that lies would render other bytes. An
-      // empty one is a file created and not yet written (through a mount): no content yet.
-      const std::string_view name = std::string_view(path).substr(std::string_view(kAttachmentsDir).size() + 1);
-      if (!IsSha256Hex(name)) {
-        found.emplace_back(path, "not an attachment name (64 hex digits of its SHA-256)");
-      } else if (observed.size != 0 && name != observed.sha256) {
-        found.emplace_back(path, "attachment digest does not match its name");
+      // Events name attachments by digest: a name that lies would render other bytes.
+      if (std::optional<std::string> problem = AttachmentNameProblem(path, observed.sha256, observed.size)) {
+        found.emplace_back(path, std::move(*problem));
       }
     }
     ++seen;
