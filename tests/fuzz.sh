@@ -29,10 +29,12 @@ mkdir -p "$dir/corpus"
 
 # The sources a target links: its fuzz source and, following project includes through headers
 # and sources alike, the .cc beside every header it reaches. Derived, not listed, so that a
-# reader that starts using another file does not break the build here.
+# reader that starts using another file does not break the build here. A quoted include is
+# the project's (from the top, or beside the file that includes it); one found nowhere stops
+# the build here, naming it.
 sources_of() {
   local -A seen=()
-  local queue=("$1") f inc
+  local queue=("$1") f inc found
   while ((${#queue[@]})); do
     f=${queue[0]}
     queue=("${queue[@]:1}")
@@ -40,10 +42,17 @@ sources_of() {
     seen[$f]=1
     [[ $f == *.cc ]] && echo "$f"
     while read -r inc; do
-      [[ -f $inc ]] || continue
-      queue+=("$inc")
-      [[ $inc == *.h && -f ${inc%.h}.cc ]] && queue+=("${inc%.h}.cc")
-    done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
+      if [[ -f $inc ]]; then
+        found=$inc
+      elif [[ -f $(dirname "$f")/$inc ]]; then
+        found=$(dirname "$f")/$inc
+      else
+        echo "tests/fuzz.sh: $f includes \"$inc\", which is not in the tree" >&2
+        return 1
+      fi
+      queue+=("$found")
+      [[ $found == *.h && -f ${found%.h}.cc ]] && queue+=("${found%.h}.cc")
+    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
   done
 }
 
@@ -60,7 +69,8 @@ case "$target" in
 esac
 
 cd "$top"
-mapfile -t sources < <(sources_of "$fuzz_source")
+sources_of "$fuzz_source" > "$dir/sources"  # fails here, not in the compiler, on a missing include
+mapfile -t sources < "$dir/sources"
 echo "building $dir/${target}_fuzz"
 clang++-14 -std=c++20 -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
