@@ -224,13 +224,8 @@ Status CapsuleFs::CommitRealFile(Node* node) {
       return FsError(EINVAL, checked.message());
     }
   }
-  if (rel.rfind(std::string(kAttachmentsDir) + "/", 0) == 0) {
-    uint64_t size = 0;
-    CAPSULE_ASSIGN_OR_RETURN(std::string sha, Sha256File(wc.path, &size));
-    if (std::optional<std::string> problem = AttachmentNameProblem(rel, sha, size)) {
-      return FsError(EINVAL, rel + ": " + *problem);  // as above: the old content stays
-    }
-  }
+  // As above (EINVAL, the old content stays): an attachment's bytes are those its name says.
+  if (IsAttachmentsPath(rel)) CAPSULE_RETURN_IF_ERROR(CheckAttachmentFile(wc.path, rel));
   std::string target = JoinPath(options_.dir, rel);
   if (::rename(wc.path.c_str(), target.c_str()) != 0) return Status::IOError(target, errno);
   node->wc.reset();

@@ -8,9 +8,7 @@
 
 #include <cerrno>
 #include <climits>
-#include <optional>
 
-#include "capsule/base/sha256.h"
 #include "capsule/format/attachments.h"
 #include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
@@ -405,13 +403,8 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
     if (target && IsDirKind(node->kind) && !IsDirKind(target->kind)) return FsError(ENOTDIR, new_rel);
     if (target && !IsDirKind(node->kind) && IsDirKind(target->kind)) return FsError(EISDIR, new_rel);
     if (target && IsDirKind(target->kind) && !target->children.empty()) return FsError(ENOTEMPTY, new_rel);
-    if (real && new_rel.rfind(std::string(kAttachmentsDir) + "/", 0) == 0) {
-      // Named by a digest: the bytes must be those the new name says.
-      uint64_t size = 0;
-      CAPSULE_ASSIGN_OR_RETURN(std::string sha, Sha256File(JoinPath(options_.dir, rel), &size));
-      if (std::optional<std::string> problem = AttachmentNameProblem(new_rel, sha, size)) {
-        return FsError(EINVAL, new_rel + ": " + *problem);
-      }
+    if (real && IsAttachmentsPath(new_rel)) {  // named by a digest: the bytes must be those it says (EINVAL)
+      CAPSULE_RETURN_IF_ERROR(CheckAttachmentFile(JoinPath(options_.dir, rel), new_rel));
     }
     if (real) {
       if (::renameat2(AT_FDCWD, JoinPath(options_.dir, rel).c_str(), AT_FDCWD,

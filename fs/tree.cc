@@ -428,8 +428,7 @@ bool CapsuleFs::WritableRealPath(const std::string& rel) const {
 bool CapsuleFs::CreatableRealPath(const std::string& rel) const {
   if (rel.rfind("schedule/", 0) == 0 || rel.rfind("harness/", 0) == 0 || rel == kAttachmentsDir) return true;
   // An attachment is named by its content's digest (a commit or rename checks the bytes).
-  const std::string attachments = std::string(kAttachmentsDir) + "/";
-  return rel.rfind(attachments, 0) == 0 && IsSha256Hex(std::string_view(rel).substr(attachments.size()));
+  return IsAttachmentsPath(rel) && IsSha256Hex(std::string_view(rel).substr(std::string_view(kAttachmentsDir).size() + 1));
 }
 
 }  // namespace capsule::fs

@@ -25,6 +25,11 @@ bool IsUtf8(std::string_view s) {
 
 }  // namespace
 
+bool IsAttachmentsPath(std::string_view path) {
+  return path.size() > std::string_view(kAttachmentsDir).size() && StartsWith(path, kAttachmentsDir) &&
+         path[std::string_view(kAttachmentsDir).size()] == '/';
+}
+
 std::optional<std::string> AttachmentNameProblem(std::string_view path, std::string_view sha256_hex, uint64_t size) {
   const std::string_view name = path.substr(path.rfind('/') + 1);
   if (!IsSha256Hex(name) || path.size() != std::string_view(kAttachmentsDir).size() + 1 + name.size()) {
@@ -32,6 +37,15 @@ std::optional<std::string> AttachmentNameProblem(std::string_view path, std::str
   }
   if (size != 0 && name != sha256_hex) return "attachment digest does not match its name";
   return std::nullopt;
+}
+
+Status CheckAttachmentFile(const std::string& file, const std::string& path) {
+  uint64_t size = 0;
+  CAPSULE_ASSIGN_OR_RETURN(std::string sha, Sha256File(file, &size));
+  if (std::optional<std::string> problem = AttachmentNameProblem(path, sha, size)) {
+    return Status::InvalidArgument(path, *problem);
+  }
+  return Status::Ok();
 }
 
 bool IsAttachmentMediaType(std::string_view media_type) {

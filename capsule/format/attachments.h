@@ -27,11 +27,17 @@ Result<std::string> SniffMediaType(std::string_view bytes, const std::string& wh
 // memory/attachments/<sha256>.
 std::string AttachmentPath(const std::string& sha256_hex);
 
+// Whether `path` (capsule-relative) lies under memory/attachments/.
+bool IsAttachmentsPath(std::string_view path);
+
 // For a file under memory/attachments/ (`path`, capsule-relative) whose content has digest
 // `sha256_hex` and `size` bytes: why it may not be there (its name is not 64 lowercase hex
 // digits, or not its content's digest), or nullopt when it may. An empty one is a file
 // created and not yet written (through a mount): it has no content to match.
 std::optional<std::string> AttachmentNameProblem(std::string_view path, std::string_view sha256_hex, uint64_t size);
+// The same for the bytes of `file` (read and hashed), to be placed at `path`: InvalidArgument
+// naming `path` and the problem.
+Status CheckAttachmentFile(const std::string& file, const std::string& path);
 
 // The bytes of an attachment, checked against its digest; NotFound or Corruption naming it.
 Result<std::string> LoadAttachment(const std::string& capsule_dir, const std::string& sha256_hex);

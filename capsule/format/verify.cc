@@ -189,7 +189,7 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
       } else if (path.compare(path.size() - 64, 64, observed.sha256) != 0) {
         found.emplace_back(path, "blob digest does not match its name");
       }
-    } else if (path.rfind(std::string(kAttachmentsDir) + "/", 0) == 0) {
+    } else if (IsAttachmentsPath(path)) {
       // Events name attachments by digest: a name that lies would render other bytes.
       if (std::optional<std::string> problem = AttachmentNameProblem(path, observed.sha256, observed.size)) {
         found.emplace_back(path, std::move(*problem));
