@@ -26,6 +26,7 @@
 #include "capsule/base/status.h"
 #include "capsule/format/digest_cache.h"
 #include "capsule/format/manifest.h"
+#include "capsule/format/verify.h"
 #include "capsule/format/workspace.h"
 #include "fs/change_log.h"
 #include "fs/journal_sink.h"
@@ -228,7 +229,9 @@ class CapsuleFs {
   Status SyncLog();
   Status SyncAll();  // syncfs(2) of the capsule's file system
   Status CommitAll();
-  Status Checkpoint();
+  // Writes the snapshot, the workspace times and the manifest whole; `saved`, when given,
+  // gets the manifest and snapshot as written (a freeze verifies them without reading back).
+  Status Checkpoint(SavedCapsule* saved = nullptr);
   bool WritableRealPath(const std::string& rel) const;
   bool CreatableRealPath(const std::string& rel) const;
 

@@ -253,7 +253,7 @@ Status CapsuleFs::CommitAll() {
   return first;
 }
 
-Status CapsuleFs::Checkpoint() {
+Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
   const std::string& dir = options_.dir;
   CAPSULE_RETURN_IF_ERROR(SyncAll());  // every blob the snapshot names is on disk first
   WorkspaceChange whole;
@@ -263,7 +263,8 @@ Status CapsuleFs::Checkpoint() {
   }
   WorkspaceTimes times = std::move(whole.times);
   Snapshot snapshot = SnapshotOf(std::move(whole));
-  CAPSULE_RETURN_IF_ERROR(snapshot.Save(dir));
+  std::string snapshot_sha256;
+  CAPSULE_RETURN_IF_ERROR(snapshot.Save(dir, &snapshot_sha256));
   CAPSULE_RETURN_IF_ERROR(SaveWorkspaceTimes(JoinPath(dir, local::kTimes), times));
   // Deleted means deleted: the blobs the snapshot no longer names leave the manifest first,
   // then the disk, so that no export or move carries them and the manifest never names a
@@ -301,9 +302,13 @@ Status CapsuleFs::Checkpoint() {
     manifest = manifest_;
     ++generation_;
   }
-  CAPSULE_RETURN_IF_ERROR(manifest.Save(dir));
+  std::string manifest_sha256;
+  CAPSULE_RETURN_IF_ERROR(manifest.Save(dir, &manifest_sha256));
   CAPSULE_RETURN_IF_ERROR(RemoveBlobs(dir, unreferenced));
   blobs_listed_ = true;
+  if (saved != nullptr) {
+    *saved = SavedCapsule{std::move(manifest), std::move(manifest_sha256), std::move(snapshot), std::move(snapshot_sha256)};
+  }
   return log_ ? log_->Truncate() : Status::Ok();
 }
 

@@ -948,6 +948,27 @@ TEST_F(CapsulefsTest, FreezeAfterPreverifyReadsOnlyWhatChangedAndStillCatchesDam
   }
   EXPECT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
   EXPECT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
+
+  // The freeze after a preverify checks the manifest and snapshot it has just written by
+  // their digests, and still finds a blob put beside the mount's, or one taken away.
+  ASSERT_TRUE(fs::SendControl(*socket, "preverify").ok());
+  const std::string stray = dir_ + "/" + BlobPath(Sha256Hex("stray"));
+  ASSERT_TRUE(WriteFileAtomic(stray, "stray").ok());
+  auto stray_refused = RunCapsule({"freeze", mnt_});
+  EXPECT_NE(stray_refused.exit_code, 0);
+  EXPECT_NE(stray_refused.err.find("not in manifest"), std::string::npos) << stray_refused.out << stray_refused.err;
+  ASSERT_EQ(::unlink(stray.c_str()), 0);
+  ASSERT_TRUE(fs::SendControl(*socket, "preverify").ok());
+  const std::string kept = dir_ + "/.capsule/kept-blob";
+  ASSERT_EQ(::rename(blob.c_str(), kept.c_str()), 0);
+  auto missing_refused = RunCapsule({"freeze", mnt_});
+  EXPECT_NE(missing_refused.exit_code, 0);
+  EXPECT_NE(missing_refused.err.find("missing"), std::string::npos) << missing_refused.out << missing_refused.err;
+  ASSERT_EQ(::rename(kept.c_str(), blob.c_str()), 0);
+  ASSERT_TRUE(fs::SendControl(*socket, "preverify").ok());
+  EXPECT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
+  ExpectVerifies();
+  EXPECT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
 }
 
 TEST_F(CapsulefsTest, OnlyTheMountsOwnerMayUseTheControlChannel) {

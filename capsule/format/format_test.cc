@@ -631,6 +631,97 @@ TEST(VerifyTest, TrustedRememberedBlobsAreNotLookedAtButEverythingElseIs) {
   EXPECT_EQ(cache.files_read(), 5u) << "only the extra blob was read (the other verify remembered it)";
 }
 
+// A mount's freeze checks the capsule it has just saved without parsing its manifest and
+// snapshot again: whatever is on disk, it must report what VerifyFolder reports.
+TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
+  std::string root = testing::MakeTempDir("verify_saved");
+  std::string cap = CapsuleOfFiles(root, {{"f", "first"}, {"g", "second"}, {"h", "third"}});
+  DigestCache cache;
+  VerifyOptions options;
+  options.blob_digests = &cache;
+  options.trust_remembered_blobs = true;
+  ASSERT_TRUE(VerifyFolder(cap, options)->ok());  // the cache now remembers every blob
+  // Saves `snapshot` and the manifest that lists it, as a mount's checkpoint does.
+  SavedCapsule saved;
+  auto save = [&](const Snapshot& snapshot) {
+    saved.snapshot = snapshot;
+    ASSERT_TRUE(saved.snapshot.Save(cap, &saved.snapshot_sha256).ok());
+    Result<Manifest> manifest = Manifest::Load(cap);
+    ASSERT_TRUE(manifest.ok());
+    ASSERT_TRUE(RefreshManifestEntries(cap, {kSnapshotPath}, &*manifest).ok());
+    ASSERT_TRUE(manifest->Save(cap, &saved.manifest_sha256).ok());
+    saved.manifest = *manifest;
+  };
+  // Both verifies, compared; `fast`: the saved texts were not read back (no manifest is set).
+  auto judged = [&](bool fast) -> std::vector<std::string> {
+    Result<VerifyReport> quick = VerifySavedFolder(cap, saved, options);
+    Result<VerifyReport> full = VerifyFolder(cap, options);
+    EXPECT_TRUE(quick.ok() && full.ok());
+    if (!quick.ok() || !full.ok()) return {"error"};
+    EXPECT_EQ(quick->problems, full->problems);
+    EXPECT_EQ(quick->files_checked, full->files_checked);
+    EXPECT_EQ(!quick->manifest.has_value(), fast);
+    return quick->problems;
+  };
+  auto has = [](const std::vector<std::string>& problems, const std::string& text) {
+    for (const std::string& problem : problems) {
+      if (problem.find(text) != std::string::npos) return true;
+    }
+    return false;
+  };
+  Snapshot snapshot = *Snapshot::Load(cap);
+  save(snapshot);
+  EXPECT_TRUE(judged(true).empty());
+
+  // A blob the snapshot no longer names; a file whose size differs from its blob's; a file
+  // whose blob is not there.
+  Snapshot changed = snapshot;
+  changed.Remove("h");
+  SnapshotEntry f = *changed.Find("f");
+  f.size += 1;
+  changed.Set("f", f);
+  SnapshotEntry nowhere = f;
+  nowhere.sha256 = Sha256Hex("nowhere");
+  changed.Set("nowhere", nowhere);
+  save(changed);
+  std::vector<std::string> problems = judged(true);
+  EXPECT_TRUE(has(problems, BlobPath(Sha256Hex("third")) + ": unreferenced blob")) << problems.size();
+  EXPECT_TRUE(has(problems, "files/f: size differs from its blob"));
+  EXPECT_TRUE(has(problems, "files/nowhere: blob " + Sha256Hex("nowhere") + " missing"));
+  save(snapshot);
+  ASSERT_TRUE(judged(true).empty());
+
+  // Blobs missing, extra (and misnamed), debris; another file damaged.
+  std::string second = BlobPath(Sha256Hex("second"));
+  ASSERT_EQ(::rename((cap + "/" + second).c_str(), (root + "/kept").c_str()), 0);
+  std::string extra = BlobPath(Sha256Hex("extra"));
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + extra, "EXTRA").ok());
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + std::string(kBlobsDir) + "/.tmp-debris", "x").ok());
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + std::string(kWorkingMemoryPath), "edited behind its back").ok());
+  problems = judged(true);
+  EXPECT_TRUE(has(problems, second + ": missing"));
+  EXPECT_TRUE(has(problems, "files/g: blob " + Sha256Hex("second") + " missing"));
+  EXPECT_TRUE(has(problems, extra + ": not in manifest"));
+  EXPECT_TRUE(has(problems, extra + ": blob digest does not match its name"));
+  EXPECT_TRUE(has(problems, std::string(kWorkingMemoryPath) + ": "));
+  EXPECT_FALSE(has(problems, "debris"));
+
+  // Not as saved: judged by VerifyFolder itself. A folder among the blobs; another manifest;
+  // another snapshot.
+  ASSERT_TRUE(MakeDirectories(cap + "/" + std::string(kBlobsDir) + "/stray").ok());
+  ASSERT_TRUE(WriteFileAtomic(cap + "/" + std::string(kBlobsDir) + "/stray/inside", "x").ok());
+  EXPECT_TRUE(has(judged(false), std::string(kBlobsDir) + "/stray/inside: not in manifest"));
+  ASSERT_TRUE(RemoveTree(cap + "/" + std::string(kBlobsDir) + "/stray").ok());
+  Manifest other = saved.manifest;
+  other.holder_epoch += 1;
+  ASSERT_TRUE(other.Save(cap).ok());
+  judged(false);
+  ASSERT_TRUE(saved.manifest.Save(cap).ok());
+  judged(true);
+  ASSERT_TRUE(changed.Save(cap).ok());
+  EXPECT_TRUE(has(judged(false), std::string(kSnapshotPath) + ": size mismatch"));
+}
+
 TEST(WorkspaceTest, UnreferencedBlobsOfAManifestAreThoseTheFolderListingFinds) {
   std::string cap = CapsuleOfFiles(testing::MakeTempDir("unreferenced_of"), {{"a", "a"}, {"b", "b"}, {"c", "c"}});
   Result<Snapshot> snapshot = Snapshot::Load(cap);

@@ -172,8 +172,9 @@ Result<Manifest> Manifest::Load(const std::string& capsule_dir) {
   return Parse(*text);
 }
 
-Status Manifest::Save(const std::string& capsule_dir) const {
+Status Manifest::Save(const std::string& capsule_dir, std::string* sha256) const {
   CAPSULE_ASSIGN_OR_RETURN(std::string text, ToCanonicalText());
+  if (sha256 != nullptr) *sha256 = Sha256Hex(text);
   return WriteFileAtomic(JoinPath(capsule_dir, kManifestPath), text);
 }
 

@@ -44,8 +44,9 @@ struct Manifest {
   // ToCanonicalText writes (tests compare the two).
   static Result<Manifest> ParseThroughJson(std::string_view text);
   static Result<Manifest> Load(const std::string& capsule_dir);
-  // Writes manifest.json through the durable-write path.
-  Status Save(const std::string& capsule_dir) const;
+  // Writes manifest.json through the durable-write path; `sha256`, when given, gets the
+  // SHA-256 (hex) of the text written.
+  Status Save(const std::string& capsule_dir, std::string* sha256 = nullptr) const;
 };
 
 // Hashes each listed path under `capsule_dir` into `manifest->files`; a path that no longer

@@ -7,8 +7,6 @@
 #include <iterator>
 #include <set>
 #include <string_view>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
@@ -34,6 +32,12 @@ const char* const kRequiredFiles[] = {kWorkingMemoryPath, kJournalPath, kVectorI
 // at a time (VerifyOptions::check_journal).
 bool IsDocument(const std::string& path) { return path == kSnapshotPath || IsCheckedDocument(path); }
 
+bool InBlobsFolder(std::string_view path) {
+  constexpr std::string_view kPrefix = "artifacts/blobs/";
+  static_assert(kPrefix.substr(0, kPrefix.size() - 1) == std::string_view(kBlobsDir));
+  return path.substr(0, kPrefix.size()) == kPrefix;
+}
+
 void CheckSnapshot(const std::string& text, const std::map<std::string, ObservedFile>& files,
                    std::vector<std::string>* problems) {
   Result<Snapshot> snapshot = Snapshot::Parse(text);
@@ -41,31 +45,14 @@ void CheckSnapshot(const std::string& text, const std::map<std::string, Observed
     problems->push_back(snapshot.status().message());
     return;
   }
-  // The blobs found, by digest (hashed lookups: the snapshot names tens of thousands).
+  // The blobs found, in digest order (their paths' order).
   const size_t digest_at = std::string_view(kBlobsDir).size() + 1;
-  std::unordered_map<std::string_view, const ObservedFile*> blobs;
-  blobs.reserve(files.size());
-  for (const auto& [path, observed] : files) {
-    if (IsBlobPath(path)) blobs.emplace(std::string_view(path).substr(digest_at), &observed);
+  std::vector<FoundBlob> blobs;
+  for (auto it = files.lower_bound(std::string(kBlobsDir) + "/"); it != files.end() && InBlobsFolder(it->first);
+       ++it) {
+    if (IsBlobPath(it->first)) blobs.push_back(FoundBlob{std::string_view(it->first).substr(digest_at), it->second.size});
   }
-  std::unordered_set<std::string_view> named;  // digests
-  named.reserve(snapshot->entries().size());
-  for (const auto& [path, entry] : snapshot->entries()) {
-    if (entry.type != SnapshotEntry::Type::kFile) continue;
-    named.insert(entry.sha256);
-    auto blob = blobs.find(entry.sha256);
-    if (blob == blobs.end()) {
-      problems->push_back(std::string(kSnapshotPath) + ": files/" + path + ": blob " + entry.sha256 + " missing");
-    } else if (blob->second->size != entry.size) {
-      problems->push_back(std::string(kSnapshotPath) + ": files/" + path + ": size differs from its blob");
-    }
-  }
-  // Deleted content that stayed: it would travel with the agent.
-  for (const auto& [path, observed] : files) {
-    if (IsBlobPath(path) && !IsEmptyBlobPath(path) && named.count(std::string_view(path).substr(digest_at)) == 0) {
-      problems->push_back(path + ": unreferenced blob: no file of the snapshot names it (capsule gc removes it)");
-    }
-  }
+  CheckSnapshotBlobs(*snapshot, blobs, problems);
 }
 
 // With a public key to check against: the export signature (signature.json beside the
@@ -91,6 +78,14 @@ void CheckSignature(const std::string& manifest_text, const std::optional<std::s
   }
 }
 
+// A regular file listed by name only.
+TreeEntry ListedFile(std::string path) {
+  TreeEntry entry;
+  entry.path = std::move(path);
+  entry.type = TreeEntry::Type::kFile;
+  return entry;
+}
+
 // The blobs folder of `dir` (a real folder) listed by name, without a stat of each blob
 // where the file system gives entry types, for VerifyOptions::trust_remembered_blobs: its
 // regular files join `entries` (their size unknown) where ListTree would have put them.
@@ -101,12 +96,7 @@ Status AddBlobsByName(const std::string& dir, std::vector<TreeEntry>* entries) {
   CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFileNames(blobs, &others));
   std::vector<TreeEntry> listed;
   listed.reserve(names.size());
-  for (std::string& name : names) {
-    TreeEntry entry;
-    entry.path = std::string(kBlobsDir) + "/" + name;
-    entry.type = TreeEntry::Type::kFile;
-    listed.push_back(std::move(entry));
-  }
+  for (std::string& name : names) listed.push_back(ListedFile(std::string(kBlobsDir) + "/" + name));
   if (!others.empty()) {
     CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(blobs));
     for (TreeEntry& entry : tree) {
@@ -127,6 +117,31 @@ Status AddBlobsByName(const std::string& dir, std::vector<TreeEntry>* entries) {
 
 bool IsAppendOnlyPath(const std::string& path) { return path == kJournalPath; }
 
+void CheckSnapshotBlobs(const Snapshot& snapshot, const std::vector<FoundBlob>& blobs,
+                        std::vector<std::string>* problems) {
+  std::vector<char> named(blobs.size(), 0);
+  for (const auto& [path, entry] : snapshot.entries()) {
+    if (entry.type != SnapshotEntry::Type::kFile) continue;
+    auto blob = std::lower_bound(blobs.begin(), blobs.end(), std::string_view(entry.sha256),
+                                 [](const FoundBlob& found, std::string_view sha256) { return found.sha256 < sha256; });
+    if (blob == blobs.end() || blob->sha256 != entry.sha256) {
+      problems->push_back(std::string(kSnapshotPath) + ": files/" + path + ": blob " + entry.sha256 + " missing");
+      continue;
+    }
+    named[blob - blobs.begin()] = 1;
+    if (blob->size != entry.size) {
+      problems->push_back(std::string(kSnapshotPath) + ": files/" + path + ": size differs from its blob");
+    }
+  }
+  // Deleted content that stayed: it would travel with the agent.
+  static const std::string kEmptyDigest = Sha256Hex("");
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    if (named[i] || blobs[i].sha256 == kEmptyDigest) continue;
+    problems->push_back(BlobPath(std::string(blobs[i].sha256)) +
+                        ": unreferenced blob: no file of the snapshot names it (capsule gc removes it)");
+  }
+}
+
 // Whether `path` is read whole to have its content checked; a document too large for that is
 // reported instead of passed over.
 bool ReadToCheck(const std::string& path, uint64_t size, const VerifyOptions& options,
@@ -144,7 +159,8 @@ std::string ExportSignatureMessage(const std::string& manifest_text) {
 
 void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, ObservedFile>& files,
                           const std::map<std::string, std::string>& documents, const ReadAtFunction& journal,
-                          const VerifyOptions& options, std::vector<std::string>* problems) {
+                          const VerifyOptions& options, std::vector<std::string>* problems,
+                          const std::vector<std::string>* snapshot_problems) {
   std::vector<std::pair<std::string, std::string>> found;  // (path, problem) to sort by path
   for (const char* required : kRequiredFiles) {
     if (!manifest.files.count(required)) found.emplace_back(required, "missing from the manifest (the layout requires it)");
@@ -183,7 +199,7 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
       }
       ++listed;
     }
-    if (path.rfind(std::string(kBlobsDir) + "/", 0) == 0) {
+    if (InBlobsFolder(path)) {
       if (!IsBlobPath(path)) {
         found.emplace_back(path, "not a blob name (64 hex digits of its SHA-256)");
       } else if (path.compare(path.size() - 64, 64, observed.sha256) != 0) {
@@ -200,8 +216,11 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
   std::sort(found.begin(), found.end());
   for (auto& [path, why] : found) problems->push_back(path + ": " + why);
 
-  auto snapshot = documents.find(kSnapshotPath);
-  if (snapshot != documents.end()) CheckSnapshot(snapshot->second, files, problems);
+  if (snapshot_problems != nullptr) {
+    problems->insert(problems->end(), snapshot_problems->begin(), snapshot_problems->end());
+  } else if (auto snapshot = documents.find(kSnapshotPath); snapshot != documents.end()) {
+    CheckSnapshot(snapshot->second, files, problems);
+  }
   // Every skill folder holds a SKILL.md.
   std::set<std::string> skills_without;
   const std::string skills = std::string(kSkillsDir) + "/";
@@ -222,44 +241,41 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
   }
 }
 
-Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& options) {
-  VerifyReport report;
-  Result<std::string> manifest_text = ReadFile(JoinPath(dir, kManifestPath));
-  if (!manifest_text.ok()) {
-    if (manifest_text.status().code() == Code::kNotFound) {
-      report.problems.push_back(std::string(kManifestPath) + ": missing");
-      return report;
-    }
-    return manifest_text.status();
-  }
-  Result<Manifest> manifest = Manifest::Parse(*manifest_text);
-  if (!manifest.ok()) {
-    report.problems.push_back(manifest.status().message());
-    return report;
-  }
-  // A blobs "folder" that is not a real one is listed as ListTree lists it, untrusted.
-  struct stat blobs_st;
-  const bool trust_blobs = options.blob_digests != nullptr && options.trust_remembered_blobs &&
-                           ::lstat(JoinPath(dir, kBlobsDir).c_str(), &blobs_st) == 0 && S_ISDIR(blobs_st.st_mode);
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries,
-                           trust_blobs ? ListTree(dir, {kLocalDir, kBlobsDir}) : ListTree(dir, {kLocalDir}));
-  if (trust_blobs) CAPSULE_RETURN_IF_ERROR(AddBlobsByName(dir, &entries));
+namespace {
+
+// What was found on disk at the paths a verify of a folder read.
+struct Observed {
+  std::map<std::string, ObservedFile> files;
+  std::map<std::string, std::string> documents;  // the texts checked by their content
+  std::optional<std::string> signature_text;     // signature.json, read with a public key to check
+  UniqueFd journal_fd;
+  ReadAtFunction journal;  // for VerifyOptions::check_journal
+  bool snapshot_checked = false;  // the snapshot was found, and is not too large to check
+};
+
+// Hashes the files of `dir` listed in `entries` (in path order) as a verify does, skipping
+// the manifest, debris and folders (anything else but a regular file is a problem), with the
+// prefix of the journal `manifest` covers. `trust_blobs`: VerifyOptions::trust_remembered_blobs
+// holds, and the blobs in `entries` were listed by name only. `read_snapshot`: the snapshot's
+// text joins the documents.
+Status ObserveFiles(const std::string& dir, const std::vector<TreeEntry>& entries, const Manifest& manifest,
+                    bool trust_blobs, bool read_snapshot, const VerifyOptions& options, Observed* out,
+                    std::vector<std::string>* problems) {
   std::vector<const TreeEntry*> to_hash;
-  std::optional<std::string> signature_text;
   for (const TreeEntry& entry : entries) {
     if (entry.path == kManifestPath || IsTempDebris(entry.path)) continue;
-    if (entry.path == kSignaturePath && entry.type == TreeEntry::Type::kFile && !manifest->files.count(entry.path)) {
+    if (entry.path == kSignaturePath && entry.type == TreeEntry::Type::kFile && !manifest.files.count(entry.path)) {
       // A folder extracted from a signed export (tar -x) holds its signature beside the
       // manifest: checked as in the tar, not a file of the capsule (unless a manifest
       // written since lists it, as any other file).
       if (options.public_key_hex) {
-        CAPSULE_ASSIGN_OR_RETURN(signature_text, ReadFile(JoinPath(dir, entry.path)));
+        CAPSULE_ASSIGN_OR_RETURN(out->signature_text, ReadFile(JoinPath(dir, entry.path)));
       }
       continue;
     }
     if (entry.type == TreeEntry::Type::kDirectory) continue;
     if (entry.type != TreeEntry::Type::kFile) {
-      report.problems.push_back(entry.path + ": not a regular file");
+      problems->push_back(entry.path + ": not a regular file");
       continue;
     }
     to_hash.push_back(&entry);
@@ -292,11 +308,11 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
   ParallelFor(to_read.size(), options.threads, [&](size_t k) {
     const size_t i = to_read[k];
     const std::string& path = to_hash[i]->path;
-    auto listed = IsAppendOnlyPath(path) ? manifest->files.find(path) : manifest->files.end();
-    if (listed != manifest->files.end() && trust_blobs) {
+    auto listed = IsAppendOnlyPath(path) ? manifest.files.find(path) : manifest.files.end();
+    if (listed != manifest.files.end() && trust_blobs) {
       digests[i] = options.blob_digests->Sha256GrowingFile(JoinPath(dir, path), listed->second.size, &prefixes[i],
                                                            &sizes[i]);
-    } else if (listed != manifest->files.end()) {
+    } else if (listed != manifest.files.end()) {
       digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i],
                                         options.progress);
     } else if (options.blob_digests != nullptr && IsBlobPath(path)) {
@@ -310,36 +326,158 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
     if (options.progress != nullptr) options.progress->Add(0, 1);
   });
 
-  std::map<std::string, ObservedFile> files;
-  std::map<std::string, std::string> documents;
   for (size_t i = 0; i < to_hash.size(); ++i) {
     const std::string& path = to_hash[i]->path;
     if (!digests[i].ok()) {
-      report.problems.push_back(path + ": unreadable: " + digests[i].status().message());
+      problems->push_back(path + ": unreadable: " + digests[i].status().message());
       continue;
     }
-    files[path] = ObservedFile{*digests[i], sizes[i], prefixes[i]};
-    if (ReadToCheck(path, sizes[i], options, &report.problems)) {
-      CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(dir, path)));
+    out->files[path] = ObservedFile{*digests[i], sizes[i], prefixes[i]};
+    if (!ReadToCheck(path, sizes[i], options, problems)) continue;
+    if (path == kSnapshotPath) out->snapshot_checked = true;
+    if (read_snapshot || path != kSnapshotPath) {
+      CAPSULE_ASSIGN_OR_RETURN(out->documents[path], ReadFile(JoinPath(dir, path)));
     }
   }
-  UniqueFd journal_fd;
-  ReadAtFunction journal;
-  if (files.count(kJournalPath) && options.check_journal) {
+  if (out->files.count(kJournalPath) && options.check_journal) {
     std::string path = JoinPath(dir, kJournalPath);
     Result<UniqueFd> opened = OpenFile(path, O_RDONLY | O_CLOEXEC);
     if (!opened.ok()) {
-      report.problems.push_back(std::string(kJournalPath) + ": unreadable: " + opened.status().message());
+      problems->push_back(std::string(kJournalPath) + ": unreadable: " + opened.status().message());
     } else {
-      journal_fd = std::move(*opened);
-      journal = FileReadAt(journal_fd.get(), path);
+      out->journal_fd = std::move(*opened);
+      out->journal = FileReadAt(out->journal_fd.get(), path);
     }
   }
-  CheckAgainstManifest(*manifest, files, documents, journal, options, &report.problems);
-  CheckSignature(*manifest_text, signature_text, options,
+  return Status::Ok();
+}
+
+// Whether the blobs folder of `dir` is a real folder (not a link to one, not a file).
+bool BlobsFolderIsReal(const std::string& dir) {
+  struct stat st;
+  return ::lstat(JoinPath(dir, kBlobsDir).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& options) {
+  VerifyReport report;
+  Result<std::string> manifest_text = ReadFile(JoinPath(dir, kManifestPath));
+  if (!manifest_text.ok()) {
+    if (manifest_text.status().code() == Code::kNotFound) {
+      report.problems.push_back(std::string(kManifestPath) + ": missing");
+      return report;
+    }
+    return manifest_text.status();
+  }
+  Result<Manifest> manifest = Manifest::Parse(*manifest_text);
+  if (!manifest.ok()) {
+    report.problems.push_back(manifest.status().message());
+    return report;
+  }
+  // A blobs "folder" that is not a real one is listed as ListTree lists it, untrusted.
+  const bool trust_blobs = options.blob_digests != nullptr && options.trust_remembered_blobs && BlobsFolderIsReal(dir);
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries,
+                           trust_blobs ? ListTree(dir, {kLocalDir, kBlobsDir}) : ListTree(dir, {kLocalDir}));
+  if (trust_blobs) CAPSULE_RETURN_IF_ERROR(AddBlobsByName(dir, &entries));
+  Observed observed;
+  CAPSULE_RETURN_IF_ERROR(ObserveFiles(dir, entries, *manifest, trust_blobs, /*read_snapshot=*/true, options,
+                                       &observed, &report.problems));
+  CheckAgainstManifest(*manifest, observed.files, observed.documents, observed.journal, options, &report.problems);
+  CheckSignature(*manifest_text, observed.signature_text, options,
                  "a folder holds one only when extracted from a signed export (capsule export --sign)", &report);
   report.files_checked = manifest->files.size();
   report.manifest = std::move(*manifest);
+  return report;
+}
+
+Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsule& saved,
+                                       const VerifyOptions& options) {
+  const Manifest& manifest = saved.manifest;
+  auto snapshot_listed = manifest.files.find(kSnapshotPath);
+  if (options.blob_digests == nullptr || !options.trust_remembered_blobs || options.public_key_hex ||
+      snapshot_listed == manifest.files.end() || snapshot_listed->second.sha256 != saved.snapshot_sha256 ||
+      !BlobsFolderIsReal(dir)) {
+    return VerifyFolder(dir, options);
+  }
+  Result<std::string> manifest_sha256 = Sha256File(JoinPath(dir, kManifestPath), nullptr);
+  if (!manifest_sha256.ok() || *manifest_sha256 != saved.manifest_sha256) return VerifyFolder(dir, options);
+  const std::string blobs_dir = JoinPath(dir, kBlobsDir);
+  std::vector<std::string> others;
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFileNames(blobs_dir, &others));
+  if (!others.empty()) return VerifyFolder(dir, options);
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir, kBlobsDir}));
+
+  // The blobs listed and found as the cache remembers them (the name is their digest, the
+  // size the manifest's) are done here; every other blob, listed or found, joins `compared`
+  // and `entries` to be judged as VerifyFolder judges it.
+  Manifest compared;
+  std::vector<FoundBlob> found;
+  found.reserve(names.size());
+  std::vector<TreeEntry> blob_entries;
+  const std::string prefix = std::string(kBlobsDir) + "/";
+  std::string full_path = blobs_dir + "/";
+  const size_t name_at = full_path.size();
+  auto listed = manifest.files.lower_bound(prefix);
+  auto listed_end = listed;
+  while (listed_end != manifest.files.end() && InBlobsFolder(listed_end->first)) ++listed_end;
+  for (auto it = manifest.files.begin(); it != listed; ++it) compared.files.insert(compared.files.end(), *it);
+  for (auto it = listed_end; it != manifest.files.end(); ++it) compared.files.insert(compared.files.end(), *it);
+  auto name = names.begin();
+  while (listed != listed_end || name != names.end()) {
+    const std::string_view listed_name =
+        listed == listed_end ? std::string_view() : std::string_view(listed->first).substr(prefix.size());
+    if (name == names.end() || (listed != listed_end && listed_name < *name)) {
+      compared.files.insert(*listed++);  // missing
+      continue;
+    }
+    if (listed == listed_end || *name < listed_name) {
+      if (!IsTempDebris(*name)) blob_entries.push_back(ListedFile(prefix + *name));
+      ++name;
+      continue;
+    }
+    full_path.resize(name_at);
+    full_path += *name;
+    std::optional<DigestCache::Digest> remembered = options.blob_digests->Remembered(full_path);
+    if (remembered && remembered->sha256 == *name && remembered->size == listed->second.size &&
+        listed->second.sha256 == *name && IsBlobPath(listed->first)) {
+      found.push_back(FoundBlob{*name, listed->second.size});
+    } else {
+      compared.files.insert(*listed);
+      blob_entries.push_back(ListedFile(listed->first));
+    }
+    ++listed;
+    ++name;
+  }
+  // In path order among the rest, as VerifyFolder lists them.
+  std::vector<TreeEntry> all;
+  all.reserve(entries.size() + blob_entries.size());
+  std::merge(std::make_move_iterator(entries.begin()), std::make_move_iterator(entries.end()),
+             std::make_move_iterator(blob_entries.begin()), std::make_move_iterator(blob_entries.end()),
+             std::back_inserter(all), [](const TreeEntry& a, const TreeEntry& b) { return a.path < b.path; });
+
+  VerifyReport report;
+  Observed observed;
+  CAPSULE_RETURN_IF_ERROR(ObserveFiles(dir, all, manifest, /*trust_blobs=*/true, /*read_snapshot=*/false, options,
+                                       &observed, &report.problems));
+  auto snapshot_found = observed.files.find(kSnapshotPath);
+  if (snapshot_found == observed.files.end() || snapshot_found->second.sha256 != saved.snapshot_sha256) {
+    return VerifyFolder(dir, options);  // not the snapshot saved
+  }
+  // The snapshot is checked as saved, against every blob found: those done above and those
+  // observed (a blob named by its digest).
+  const size_t digest_at = prefix.size();
+  for (auto it = observed.files.lower_bound(prefix); it != observed.files.end() && InBlobsFolder(it->first); ++it) {
+    if (IsBlobPath(it->first)) found.push_back(FoundBlob{std::string_view(it->first).substr(digest_at), it->second.size});
+  }
+  std::sort(found.begin(), found.end(), [](const FoundBlob& a, const FoundBlob& b) { return a.sha256 < b.sha256; });
+  // CheckAgainstManifest checks the snapshot among the documents; the saved one is checked
+  // in its place, where it would be.
+  std::vector<std::string> snapshot_problems;
+  if (observed.snapshot_checked) CheckSnapshotBlobs(saved.snapshot, found, &snapshot_problems);
+  CheckAgainstManifest(compared, observed.files, observed.documents, observed.journal, options, &report.problems,
+                       &snapshot_problems);
+  report.files_checked = manifest.files.size();
   return report;
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "capsule/base/file_io.h"
@@ -18,6 +19,7 @@
 #include "capsule/base/status.h"
 #include "capsule/format/digest_cache.h"
 #include "capsule/format/manifest.h"
+#include "capsule/format/workspace.h"
 
 namespace capsule {
 
@@ -60,6 +62,27 @@ struct VerifyReport {
 
 // A fatal error (the folder cannot be read at all) is a Status; damage is in the report.
 Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& options = {});
+
+// A capsule as the one process that writes its folder has just saved it (a mount's
+// checkpoint): the manifest and snapshot it holds, and the SHA-256 of the texts it wrote.
+struct SavedCapsule {
+  Manifest manifest;
+  std::string manifest_sha256;
+  Snapshot snapshot;
+  std::string snapshot_sha256;
+};
+
+// What VerifyFolder with `options` reports (the same problems, in the same order) for a
+// folder whose manifest.json and artifacts/snapshot.json are the texts `saved` describes,
+// found without parsing them again: each file is checked against its digest instead, and the
+// snapshot held in memory is checked against the blobs. With trust_remembered_blobs (and
+// blob_digests), a blob the cache remembers as named is neither read nor kept in a map: the
+// cost is a listing of the blobs folder and a lookup a blob. Whenever the folder is not as
+// saved (another manifest or snapshot, anything but regular files among the blobs), or
+// without that trust, or with a public key, this is VerifyFolder. The report's manifest is
+// not set.
+Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsule& saved,
+                                       const VerifyOptions& options);
 Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions& options = {});
 
 // What was found at one path, to compare with the manifest.
@@ -74,12 +97,27 @@ struct ObservedFile {
 // events appended since are checked by the journal's own chain (VerifyOptions::check_journal).
 bool IsAppendOnlyPath(const std::string& path);
 
+// A blob found in a capsule: its digest (hex; a view of the caller's string) and size.
+struct FoundBlob {
+  std::string_view sha256;
+  uint64_t size = 0;
+};
+
+// The snapshot's files against the blobs found (`blobs` in digest order, each once): every
+// file's blob is there with the file's size, and every blob but the empty one is named by a
+// file. Appends one line per problem, worded as capsule verify words them.
+void CheckSnapshotBlobs(const Snapshot& snapshot, const std::vector<FoundBlob>& blobs,
+                        std::vector<std::string>* problems);
+
 // The checks shared by folders and tars. `documents` holds the text of the small files the
 // checks read (snapshot, environment spec, schedules, threads, skills) when they were found;
 // `journal` reads the journal (empty when there is none), for VerifyOptions::check_journal.
+// `snapshot_problems`, when given: the caller checked the snapshot (CheckSnapshotBlobs), and
+// these are reported where the snapshot's problems would be.
 void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, ObservedFile>& files,
                           const std::map<std::string, std::string>& documents, const ReadAtFunction& journal,
-                          const VerifyOptions& options, std::vector<std::string>* problems);
+                          const VerifyOptions& options, std::vector<std::string>* problems,
+                          const std::vector<std::string>* snapshot_problems = nullptr);
 
 // The bytes an export signature covers: a fixed context line, then the manifest's text.
 std::string ExportSignatureMessage(const std::string& manifest_text);

@@ -289,8 +289,9 @@ Result<std::string> Snapshot::ToCanonicalTextThroughJson() const {
   return CanonicalJson(json, kSnapshotPath);
 }
 
-Status Snapshot::Save(const std::string& capsule_dir) const {
+Status Snapshot::Save(const std::string& capsule_dir, std::string* sha256) const {
   CAPSULE_ASSIGN_OR_RETURN(std::string text, ToCanonicalText());
+  if (sha256 != nullptr) *sha256 = Sha256Hex(text);
   return WriteFileAtomic(JoinPath(capsule_dir, kSnapshotPath), text);
 }
 
