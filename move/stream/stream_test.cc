@@ -1014,6 +1014,27 @@ TEST_F(StreamTest, FileOrLinkArrivingWhereAFolderWasTakesOutWhatWasBeneath) {
 
 // A forged stream that puts a file beneath a file or link the capsule holds, without
 // replacing it by a folder, is refused.
+// Before anything is placed, the staged snapshot is checked against the blobs: one the
+// capsule held here lost (with its manifest entry), and the stream did not bring, is refused.
+TEST_F(StreamTest, RefusesAStagedSnapshotWhoseBlobIsGone) {
+  std::string dst = ReceivedCopy();
+  std::string sha = Snapshot::Load(dst)->Find("README.md")->sha256;
+  Result<Manifest> manifest = Manifest::Load(dst);
+  ASSERT_TRUE(manifest.ok());
+  manifest->files.erase(BlobPath(sha));
+  ASSERT_TRUE(manifest->Save(dst).ok());
+  ASSERT_EQ(::unlink((dst + "/" + BlobPath(sha)).c_str()), 0);
+  const std::string snapshot_before = *ReadFile(dst + "/" + kSnapshotPath);
+  PutSourceFile("src/new.py", "print('new')\n");
+  PackOptions copy;
+  copy.move_id = std::string(32, 'c');
+  copy.have = *HaveOfCapsule(dst);
+  Status status = Unpack(Pack(src_, copy), dst);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("files/README.md: blob " + sha + " missing"), std::string::npos) << status.ToString();
+  EXPECT_EQ(*ReadFile(dst + "/" + kSnapshotPath), snapshot_before) << "nothing was placed";
+}
+
 TEST_F(StreamTest, RefusesEntryBeneathAHeldFileOrLink) {
   std::string dst = ReceivedCopy();
   ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/README.md/x", "x").End().Finish(), dst,

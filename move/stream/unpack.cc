@@ -70,7 +70,9 @@ Status TakeJournal(const std::string& staging, const std::string& received_path)
   return WriteFileAtomic(target, result);
 }
 
-Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats) {
+// Applies the stream's workspace entries to the staged snapshot and saves it; `*out` gets
+// the snapshot as saved.
+Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats, Snapshot* out) {
   Snapshot snapshot;
   if (PathExists(JoinPath(staging, kSnapshotPath))) {
     CAPSULE_ASSIGN_OR_RETURN(snapshot, Snapshot::Load(staging));
@@ -164,17 +166,20 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
     }
     snapshot.Set(rel, item);
   }
-  // Nothing may lie beneath a file or link of the workspace.
+  // Nothing may lie beneath a file or link of the workspace: what would is listed right
+  // after "<it>/" in path order.
   for (const auto& [path, entry] : snapshot.entries()) {
-    for (std::string dir = DirName(path); dir != "." && !dir.empty(); dir = DirName(dir)) {
-      const SnapshotEntry* parent = snapshot.Find(dir);
-      if (parent != nullptr && parent->type != SnapshotEntry::Type::kDirectory) {
-        return Status::Corruption("stream entry 'files/" + path + "'",
-                                  "lies beneath the link or file '" + dir + "' the capsule holds; the whole stream is refused");
-      }
+    if (entry.type == SnapshotEntry::Type::kDirectory) continue;
+    const std::string folder = path + "/";
+    auto beneath = snapshot.entries().lower_bound(folder);
+    if (beneath != snapshot.entries().end() && StartsWith(beneath->first, folder)) {
+      return Status::Corruption("stream entry 'files/" + beneath->first + "'",
+                                "lies beneath the link or file '" + path + "' the capsule holds; the whole stream is refused");
     }
   }
-  return snapshot.Save(staging);
+  CAPSULE_RETURN_IF_ERROR(snapshot.Save(staging));
+  *out = std::move(snapshot);
+  return Status::Ok();
 }
 
 Status ApplyOtherFiles(const std::string& staging, const ReceivedStream& stream,
@@ -241,9 +246,11 @@ Status CheckArrival(const std::string& dir, const std::optional<Manifest>& held,
 
 // Applies a received stream onto the capsule folder `staging` (a private copy): the move id,
 // the workspace, the other files, and the record of which move's stream was applied.
-Status ApplyReceived(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats) {
+// `*snapshot` gets the staged snapshot as saved.
+Status ApplyReceived(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats,
+                     Snapshot* snapshot) {
   CAPSULE_RETURN_IF_ERROR(CheckMoveId(staging, stream.manifest));
-  CAPSULE_RETURN_IF_ERROR(ApplyWorkspace(staging, stream, stats));
+  CAPSULE_RETURN_IF_ERROR(ApplyWorkspace(staging, stream, stats, snapshot));
   CAPSULE_RETURN_IF_ERROR(ApplyOtherFiles(staging, stream, stats));
   CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(staging, local::kReceivedDir)));
   Json record = {{"move", stream.manifest.move}, {"phase", PhaseName(stream.manifest.phase)}};
@@ -294,8 +301,8 @@ Result<Manifest> RefreshStagedManifest(const std::string& staging, const Receive
 // file the other end deleted is not kept here either. `listed_before`: a copy already went
 // through here, listing the blobs folder, and every blob placed since is in `manifest` (a
 // switch): the manifest alone says which blobs there are.
-Status DropDeletedContent(const std::string& staging, Manifest* manifest, bool listed_before) {
-  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(staging));
+Status DropDeletedContent(const std::string& staging, const Snapshot& snapshot, Manifest* manifest,
+                          bool listed_before) {
   std::vector<std::string> unreferenced;
   if (listed_before) {
     unreferenced = UnreferencedBlobsOf(*manifest, snapshot);
@@ -320,19 +327,35 @@ bool JournalAsCopied(const std::optional<Manifest>& held, const ReceivedStream& 
 }
 
 // The checks of capsule verify that do not need every byte read again: the layout's files are
-// listed, the snapshot names only listed blobs of the right size, the environment spec holds
+// listed, each blob under its digest, the snapshot (`snapshot`, as saved there) names only
+// listed blobs of the right size and every blob but the empty one, the environment spec holds
 // no secret value, the journal's chains hold (unless `journal_as_copied`: JournalAsCopied).
-Status CheckStaged(const std::string& staging, const Manifest& manifest, const ApplyOptions& options,
-                   bool journal_as_copied = false) {
+Status CheckStaged(const std::string& staging, const Manifest& manifest, const Snapshot& snapshot,
+                   const ApplyOptions& options, bool journal_as_copied = false) {
+  // The manifest's files are what is there (the staging area's own bookkeeping): the blobs
+  // need only their names checked, in one pass, and the rest goes through the shared checks.
+  const std::string blobs_prefix = std::string(kBlobsDir) + "/";
+  Manifest others;
   std::map<std::string, ObservedFile> observed;
+  std::vector<FoundBlob> blobs;
+  std::vector<std::string> problems;
   for (const auto& [path, digest] : manifest.files) {
-    observed[path] = ObservedFile{digest.sha256, digest.size, digest.sha256};
-  }
-  std::map<std::string, std::string> documents;
-  for (const char* path : {kSnapshotPath, kEnvironmentSpecPath}) {
-    if (PathExists(JoinPath(staging, path))) {
-      CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(staging, path)));
+    if (!StartsWith(path, blobs_prefix)) {
+      others.files.emplace_hint(others.files.end(), path, digest);
+      observed.emplace_hint(observed.end(), path, ObservedFile{digest.sha256, digest.size, digest.sha256});
+    } else if (!IsBlobPath(path)) {
+      problems.push_back(path + ": not a blob name (64 hex digits of its SHA-256)");
+    } else {
+      std::string_view name = std::string_view(path).substr(blobs_prefix.size());
+      if (name != digest.sha256) problems.push_back(path + ": blob digest does not match its name");
+      blobs.push_back(FoundBlob{name, digest.size});
     }
+  }
+  std::vector<std::string> snapshot_problems;
+  if (manifest.files.count(kSnapshotPath)) CheckSnapshotBlobs(snapshot, blobs, &snapshot_problems);
+  std::map<std::string, std::string> documents;
+  if (PathExists(JoinPath(staging, kEnvironmentSpecPath))) {
+    CAPSULE_ASSIGN_OR_RETURN(documents[kEnvironmentSpecPath], ReadFile(JoinPath(staging, kEnvironmentSpecPath)));
   }
   // Schedules, threads and skills are checked as capsule verify checks them.
   for (const auto& [path, digest] : manifest.files) {
@@ -359,8 +382,7 @@ Status CheckStaged(const std::string& staging, const Manifest& manifest, const A
     CAPSULE_ASSIGN_OR_RETURN(journal_fd, OpenFile(journal_path, O_RDONLY | O_CLOEXEC));
     journal = FileReadAt(journal_fd.get(), journal_path);
   }
-  std::vector<std::string> problems;
-  CheckAgainstManifest(manifest, observed, documents, journal, verify, &problems);
+  CheckAgainstManifest(others, observed, documents, journal, verify, &problems, &snapshot_problems);
   if (!problems.empty()) {
     return Status::Corruption("received capsule", "does not verify (" + problems.front() + ")");
   }
@@ -404,7 +426,8 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
     const StreamManifest& manifest = stream.manifest;
     CAPSULE_RETURN_IF_ERROR(CheckArrival(dir, held, manifest, options));
     if (held) CAPSULE_RETURN_IF_ERROR(CopyCapsule(dir, staging, {local::kMachine, local::kHolder, local::kMoveRecord}));
-    CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
+    Snapshot snapshot;
+    CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local, &snapshot));
     CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
     if (!PathExists(JoinPath(staging, local::kHolder))) {
       // A received copy is not held here until a move activates it.
@@ -421,8 +444,8 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
     apply.holder_epoch = held ? held->holder_epoch : manifest.epoch;
     CAPSULE_ASSIGN_OR_RETURN(Manifest staged, ManifestIfAny(staging));
     CAPSULE_ASSIGN_OR_RETURN(Manifest new_manifest, RefreshStagedManifest(staging, stream, apply, std::move(staged)));
-    CAPSULE_RETURN_IF_ERROR(DropDeletedContent(staging, &new_manifest, /*listed_before=*/false));
-    Status checked = CheckStaged(staging, new_manifest, apply);
+    CAPSULE_RETURN_IF_ERROR(DropDeletedContent(staging, snapshot, &new_manifest, /*listed_before=*/false));
+    Status checked = CheckStaged(staging, new_manifest, snapshot, apply);
     if (!checked.ok()) return checked.WithContext("nothing was placed");
     CAPSULE_RETURN_IF_ERROR(new_manifest.Save(staging));
     CAPSULE_RETURN_IF_ERROR(sync.Finish());
@@ -470,15 +493,16 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
   UnpackOptions unpack;
   unpack.sealed = options.sealed;
   CAPSULE_RETURN_IF_ERROR(CheckArrival(staging, held, stream.manifest, unpack));
-  CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local));
+  Snapshot snapshot;
+  CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local, &snapshot));
   const bool journal_as_copied = JournalAsCopied(held, stream, options);
   std::set<std::string> unchanged;
   if (journal_as_copied) unchanged.insert(kJournalPath);
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, RefreshStagedManifest(staging, stream, options,
                                                                     held ? std::move(*held) : Manifest(), unchanged));
   CAPSULE_RETURN_IF_ERROR(
-      DropDeletedContent(staging, &manifest, /*listed_before=*/options.expected_phase == Phase::kSwitch));
-  CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest, options, journal_as_copied));
+      DropDeletedContent(staging, snapshot, &manifest, /*listed_before=*/options.expected_phase == Phase::kSwitch));
+  CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest, snapshot, options, journal_as_copied));
   CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));
   CAPSULE_RETURN_IF_ERROR(sync.Finish());
   if (stats != nullptr) *stats = local;
