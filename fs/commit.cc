@@ -263,8 +263,9 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
   }
   WorkspaceTimes times = std::move(whole.times);
   Snapshot snapshot = SnapshotOf(std::move(whole));
-  std::string snapshot_sha256;
-  CAPSULE_RETURN_IF_ERROR(snapshot.Save(dir, &snapshot_sha256));
+  CAPSULE_ASSIGN_OR_RETURN(std::string snapshot_text, snapshot.ToCanonicalText());
+  const FileDigest snapshot_digest{Sha256Hex(snapshot_text), snapshot_text.size()};
+  CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kSnapshotPath), snapshot_text));
   CAPSULE_RETURN_IF_ERROR(SaveWorkspaceTimes(JoinPath(dir, local::kTimes), times));
   // Deleted means deleted: the blobs the snapshot no longer names leave the manifest first,
   // then the disk, so that no export or move carries them and the manifest never names a
@@ -294,11 +295,13 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
     for (const auto& [path, digest] : manifest_.files) {
       if (!IsBlobPath(path) && BelongsInManifest(path)) paths.insert(path);
     }
+    paths.erase(kSnapshotPath);  // named by the digest of the text written
     manifest_.files.erase(kSignaturePath);  // named by a manifest an earlier checkpoint wrote
     if (listed) unreferenced = UnreferencedBlobsOf(manifest_, snapshot);
     for (const std::string& blob : unreferenced) manifest_.files.erase(blob);
     CAPSULE_RETURN_IF_ERROR(
         RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &manifest_, &verified_blobs_));
+    manifest_.files[kSnapshotPath] = snapshot_digest;
     manifest = manifest_;
     ++generation_;
   }
@@ -307,7 +310,7 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
   CAPSULE_RETURN_IF_ERROR(RemoveBlobs(dir, unreferenced));
   blobs_listed_ = true;
   if (saved != nullptr) {
-    *saved = SavedCapsule{std::move(manifest), std::move(manifest_sha256), std::move(snapshot), std::move(snapshot_sha256)};
+    *saved = SavedCapsule{std::move(manifest), std::move(manifest_sha256), std::move(snapshot), snapshot_digest.sha256};
   }
   return log_ ? log_->Truncate() : Status::Ok();
 }

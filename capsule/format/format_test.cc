@@ -645,7 +645,8 @@ TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
   SavedCapsule saved;
   auto save = [&](const Snapshot& snapshot) {
     saved.snapshot = snapshot;
-    ASSERT_TRUE(saved.snapshot.Save(cap, &saved.snapshot_sha256).ok());
+    ASSERT_TRUE(saved.snapshot.Save(cap).ok());
+    saved.snapshot_sha256 = *Sha256File(cap + "/" + kSnapshotPath, nullptr);
     Result<Manifest> manifest = Manifest::Load(cap);
     ASSERT_TRUE(manifest.ok());
     ASSERT_TRUE(RefreshManifestEntries(cap, {kSnapshotPath}, &*manifest).ok());

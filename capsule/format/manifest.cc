@@ -26,7 +26,12 @@ Result<std::string> Manifest::ToCanonicalText() const {
   // Keys in canonical (byte) order: agent {id, name, owner}, files {path: {sha256, size}},
   // format, holder {epoch, machine}.
   CanonicalWriter out;
-  out.Reserve(256 + files.size() * 160);  // a blob's entry is about 150 bytes
+  // Room for the whole text, so that it is never copied as it grows: an entry is its path,
+  // its digest and 50 bytes of keys and size.
+  size_t bound = 256 + agent.id.size() + agent.name.size() + (agent.owner ? agent.owner->size() : 0) +
+                 holder_machine.size();
+  for (const auto& [path, digest] : files) bound += path.size() + digest.sha256.size() + 50;
+  out.Reserve(bound);
   out.Raw("{\"agent\":{\"id\":");
   out.String(agent.id);
   out.Raw(",\"name\":");

@@ -221,8 +221,12 @@ Result<Snapshot> Snapshot::Load(const std::string& capsule_dir) {
 }
 
 Result<std::string> Snapshot::ToCanonicalText() const {
+  // Room for the whole text, so that it is never copied as it grows: an entry is its name,
+  // its digest or link text, and at most about 150 bytes of keys and numbers.
+  size_t bound = 16;
+  for (const auto& [path, entry] : entries_) bound += path.size() + entry.sha256.size() + entry.target.size() + 160;
   CanonicalWriter out;
-  out.Reserve(16 + entries_.size() * 160);  // a file's entry is about 120 bytes and its name
+  out.Reserve(bound);
   out.Raw("{");
   bool first = true;
   for (const auto& [path, entry] : entries_) {
@@ -289,9 +293,8 @@ Result<std::string> Snapshot::ToCanonicalTextThroughJson() const {
   return CanonicalJson(json, kSnapshotPath);
 }
 
-Status Snapshot::Save(const std::string& capsule_dir, std::string* sha256) const {
+Status Snapshot::Save(const std::string& capsule_dir) const {
   CAPSULE_ASSIGN_OR_RETURN(std::string text, ToCanonicalText());
-  if (sha256 != nullptr) *sha256 = Sha256Hex(text);
   return WriteFileAtomic(JoinPath(capsule_dir, kSnapshotPath), text);
 }
 

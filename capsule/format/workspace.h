@@ -61,9 +61,7 @@ class Snapshot {
   // The same text, built as a Json document first: the general path ToCanonicalText falls
   // back to for a string that needs escaping (tests compare the two).
   Result<std::string> ToCanonicalTextThroughJson() const;
-  // Writes artifacts/snapshot.json through the durable-write path; `sha256`, when given,
-  // gets the SHA-256 (hex) of the text written.
-  Status Save(const std::string& capsule_dir, std::string* sha256 = nullptr) const;
+  Status Save(const std::string& capsule_dir) const;
 
   const std::map<std::string, SnapshotEntry>& entries() const { return entries_; }
   const SnapshotEntry* Find(const std::string& path) const;
