@@ -64,7 +64,8 @@ struct VerifyReport {
 Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& options = {});
 
 // A capsule as the one process that writes its folder has just saved it (a mount's
-// checkpoint): the manifest and snapshot it holds, and the SHA-256 of the texts it wrote.
+// checkpoint): the manifest and snapshot it holds, and the SHA-256 of the texts it wrote
+// (texts that Manifest::Parse and Snapshot::Parse read back as these).
 struct SavedCapsule {
   Manifest manifest;
   std::string manifest_sha256;
