@@ -689,6 +689,14 @@ TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
   EXPECT_TRUE(has(problems, BlobPath(Sha256Hex("third")) + ": unreferenced blob")) << problems.size();
   EXPECT_TRUE(has(problems, "files/f: size differs from its blob"));
   EXPECT_TRUE(has(problems, "files/nowhere: blob " + Sha256Hex("nowhere") + " missing"));
+  // A hard-link group whose names disagree: refused as Snapshot::Parse refuses it.
+  Snapshot linked = snapshot;
+  SnapshotEntry f_named = *linked.Find("f"), g_named = *linked.Find("g");
+  f_named.link = g_named.link = 7;
+  linked.Set("f", f_named);
+  linked.Set("g", g_named);
+  save(linked);
+  EXPECT_TRUE(has(judged(true), "hard link 7 differs"));
   save(snapshot);
   ASSERT_TRUE(judged(true).empty());
 

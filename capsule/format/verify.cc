@@ -119,6 +119,11 @@ bool IsAppendOnlyPath(const std::string& path) { return path == kJournalPath; }
 
 void CheckSnapshotBlobs(const Snapshot& snapshot, const std::vector<FoundBlob>& blobs,
                         std::vector<std::string>* problems) {
+  // As Snapshot::Parse would refuse it, for a snapshot that was never parsed.
+  if (Status groups = CheckSnapshotLinkGroups(snapshot); !groups.ok()) {
+    problems->push_back(groups.message());
+    return;
+  }
   std::vector<char> named(blobs.size(), 0);
   for (const auto& [path, entry] : snapshot.entries()) {
     if (entry.type != SnapshotEntry::Type::kFile) continue;
@@ -280,8 +285,10 @@ Status ObserveFiles(const std::string& dir, const std::vector<TreeEntry>& entrie
     }
     to_hash.push_back(&entry);
   }
-  // Largest first, so that the threads finish together.
-  std::sort(to_hash.begin(), to_hash.end(), [](const TreeEntry* a, const TreeEntry* b) { return a->size > b->size; });
+  // Largest first, so that the threads finish together; ties stay in path order, so that
+  // the problems found come in the same order whatever else was listed.
+  std::stable_sort(to_hash.begin(), to_hash.end(),
+                   [](const TreeEntry* a, const TreeEntry* b) { return a->size > b->size; });
   if (options.progress != nullptr) {
     uint64_t total = 0;
     for (const TreeEntry* entry : to_hash) total += entry->size;

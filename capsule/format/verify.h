@@ -81,7 +81,7 @@ struct SavedCapsule {
 // cost is a listing of the blobs folder and a lookup a blob. Whenever the folder is not as
 // saved (another manifest or snapshot, anything but regular files among the blobs), or
 // without that trust, or with a public key, this is VerifyFolder. The report's manifest is
-// not set.
+// set only when it is.
 Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsule& saved,
                                        const VerifyOptions& options);
 Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions& options = {});
@@ -104,9 +104,10 @@ struct FoundBlob {
   uint64_t size = 0;
 };
 
-// The snapshot's files against the blobs found (`blobs` in digest order, each once): every
-// file's blob is there with the file's size, and every blob but the empty one is named by a
-// file. Appends one line per problem, worded as capsule verify words them.
+// The snapshot's files against the blobs found (`blobs` in digest order, each once): its link
+// groups agree (as Snapshot::Parse checks them), every file's blob is there with the file's
+// size, and every blob but the empty one is named by a file. Appends one line per problem,
+// worded as capsule verify words them.
 void CheckSnapshotBlobs(const Snapshot& snapshot, const std::vector<FoundBlob>& blobs,
                         std::vector<std::string>* problems);
 

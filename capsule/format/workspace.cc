@@ -146,6 +146,8 @@ std::optional<Snapshot> Snapshot::ParseCanonical(std::string_view text) {
   return snapshot;
 }
 
+Status CheckSnapshotLinkGroups(const Snapshot& snapshot) { return CheckLinkGroups(snapshot.entries()); }
+
 Result<Snapshot> Snapshot::Parse(std::string_view text) {
   if (std::optional<Snapshot> fast = ParseCanonical(text)) {
     CAPSULE_RETURN_IF_ERROR(CheckLinkGroups(fast->entries_));

@@ -72,6 +72,10 @@ class Snapshot {
   std::map<std::string, SnapshotEntry> entries_;
 };
 
+// The check Snapshot::Parse makes across entries: the names of a hard-link group agree on
+// everything (type, content, mode, owner). For a snapshot built in memory.
+Status CheckSnapshotLinkGroups(const Snapshot& snapshot);
+
 // Stores the bytes read from `source_fd` as a blob, once by content; returns its digest and
 // sets `*size`. A blob that is already there is kept as it is.
 Result<std::string> PutBlobFromFd(const std::string& capsule_dir, int source_fd, uint64_t* size);

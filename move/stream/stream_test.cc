@@ -1012,8 +1012,6 @@ TEST_F(StreamTest, FileOrLinkArrivingWhereAFolderWasTakesOutWhatWasBeneath) {
   EXPECT_EQ(Snapshot::Load(dst)->Find("src")->type, SnapshotEntry::Type::kSymlink);
 }
 
-// A forged stream that puts a file beneath a file or link the capsule holds, without
-// replacing it by a folder, is refused.
 // Before anything is placed, the staged snapshot is checked against the blobs: one the
 // capsule held here lost (with its manifest entry), and the stream did not bring, is refused.
 TEST_F(StreamTest, RefusesAStagedSnapshotWhoseBlobIsGone) {
@@ -1035,6 +1033,8 @@ TEST_F(StreamTest, RefusesAStagedSnapshotWhoseBlobIsGone) {
   EXPECT_EQ(*ReadFile(dst + "/" + kSnapshotPath), snapshot_before) << "nothing was placed";
 }
 
+// A forged stream that puts a file beneath a file or link the capsule holds, without
+// replacing it by a folder, is refused.
 TEST_F(StreamTest, RefusesEntryBeneathAHeldFileOrLink) {
   std::string dst = ReceivedCopy();
   ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/README.md/x", "x").End().Finish(), dst,
