@@ -70,14 +70,14 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
   std::unique_ptr<CapsuleFs> fs(new CapsuleFs(options, state));
   const std::string& dir = fs->options_.dir;
   bool writable = state != MountState::kReadOnly;
-  CAPSULE_ASSIGN_OR_RETURN(fs->manifest_, Manifest::Load(dir));
+  CAPSULE_ASSIGN_OR_RETURN(*fs->manifest_, Manifest::Load(dir));
   if (writable) {
     CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(dir, local::kWorkDir)));
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, local::kWorkDir)));
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kScheduleDir)));
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kHarnessDir)));
     CAPSULE_RETURN_IF_ERROR(PutBlob(dir, "").status());
-    CAPSULE_RETURN_IF_ERROR(ScanBlobs(dir, &fs->manifest_));
+    CAPSULE_RETURN_IF_ERROR(ScanBlobs(dir, fs->manifest_.get()));
   }
   // The change log over the last snapshot; a line whose blob is not whole is not replayed.
   CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(dir));
@@ -85,7 +85,7 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
   std::string log_path = JoinPath(dir, local::kWorkspaceLog);
   if (PathExists(log_path)) {
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(log_path));
-    const Manifest& manifest = fs->manifest_;
+    const Manifest& manifest = *fs->manifest_;
     std::function<bool(const SnapshotEntry&)> blob_ok = [&](const SnapshotEntry& entry) {
       auto it = manifest.files.find(BlobPath(entry.sha256));
       return it != manifest.files.end() && it->second.size == entry.size;

@@ -231,7 +231,12 @@ class CapsuleFs {
   Status CommitAll();
   // Writes the snapshot, the workspace times and the manifest whole; `saved`, when given,
   // gets the manifest and snapshot as written (a freeze verifies them without reading back).
+  // Runs only while no write can come (before the mount serves, frozen, at shutdown): the
+  // tree it walks and the blobs it syncs stay as they are until it returns.
   Status Checkpoint(SavedCapsule* saved = nullptr);
+  // manifest_ to change, copied first while a checkpoint's reader still shares it. Needs
+  // tree_mu_ (unique).
+  Manifest& EditManifest();
   bool WritableRealPath(const std::string& rel) const;
   bool CreatableRealPath(const std::string& rel) const;
 
@@ -279,7 +284,9 @@ class CapsuleFs {
   uint64_t next_link_group_ = 1;                                 // guarded by tree_mu_
   std::shared_ptr<Node> root_;                                   // set once
   std::shared_ptr<Node> files_;                                  // set once: files/
-  Manifest manifest_;                                            // guarded by tree_mu_
+  // Guarded by tree_mu_; shared with what a checkpoint saved, so changed only through
+  // EditManifest.
+  std::shared_ptr<Manifest> manifest_ = std::make_shared<Manifest>();
   uint64_t generation_ = 0;                                      // guarded by tree_mu_: bumps on change
   std::mutex render_mu_;                                         // guards the render cache
   uint64_t rendered_generation_[3] = {~0ull, ~0ull, ~0ull};      // guarded by render_mu_

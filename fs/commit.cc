@@ -12,6 +12,7 @@
 #include <set>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -148,6 +149,11 @@ Status CapsuleFs::LogChange(const WorkspaceChange& change) {
 
 Status CapsuleFs::SyncLog() { return log_ ? log_->Sync() : Status::Ok(); }
 
+Manifest& CapsuleFs::EditManifest() {
+  if (manifest_.use_count() > 1) manifest_ = std::make_shared<Manifest>(*manifest_);
+  return *manifest_;
+}
+
 Status CapsuleFs::SyncAll() {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(options_.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (::syncfs(fd.get()) != 0) return Status::IOError(options_.dir, errno);
@@ -192,7 +198,7 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, bool durable) {
     // The change time is the last write's (or a later utimens's), as stat showed it while the
     // file was open: a commit at close is no change of its own (git compares ctimes).
     node->ctime = Later(node->ctime, mtime);
-    manifest_.files[BlobPath(sha)] = FileDigest{sha, size};
+    EditManifest().files[BlobPath(sha)] = FileDigest{sha, size};
     if (node->parent != nullptr) {
       WorkspaceChange change;
       RecordAllNames(node, &change);
@@ -234,7 +240,7 @@ Status CapsuleFs::CommitRealFile(Node* node) {
   std::unique_lock lock(tree_mu_);
   clock_gettime(CLOCK_REALTIME, &node->mtime);
   ++generation_;
-  return RefreshManifestEntries(options_.dir, {rel}, &manifest_);
+  return RefreshManifestEntries(options_.dir, {rel}, &EditManifest());
 }
 
 Status CapsuleFs::CommitAll() {
@@ -255,7 +261,9 @@ Status CapsuleFs::CommitAll() {
 
 Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
   const std::string& dir = options_.dir;
-  CAPSULE_RETURN_IF_ERROR(SyncAll());  // every blob the snapshot names is on disk first
+  // Every blob the snapshot names is on disk before the snapshot is: the file system syncs
+  // while the tree is walked (no commit can come meanwhile, see the header).
+  std::future<Status> blobs_synced = std::async(std::launch::async, [this] { return SyncAll(); });
   WorkspaceChange whole;
   {
     std::shared_lock lock(tree_mu_);
@@ -263,10 +271,10 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
   }
   WorkspaceTimes times = std::move(whole.times);
   Snapshot snapshot = SnapshotOf(std::move(whole));
-  CAPSULE_ASSIGN_OR_RETURN(std::string snapshot_text, snapshot.ToCanonicalText());
-  const FileDigest snapshot_digest{Sha256Hex(snapshot_text), snapshot_text.size()};
-  CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kSnapshotPath), snapshot_text));
-  CAPSULE_RETURN_IF_ERROR(SaveWorkspaceTimes(JoinPath(dir, local::kTimes), times));
+  // The snapshot's text is built on a thread of its own while the manifest's entries are
+  // brought up to date here.
+  std::future<Result<std::string>> snapshot_text =
+      std::async(std::launch::async, [&snapshot] { return snapshot.ToCanonicalText(); });
   // Deleted means deleted: the blobs the snapshot no longer names leave the manifest first,
   // then the disk, so that no export or move carries them and the manifest never names a
   // missing blob (a crash in between leaves an extra blob, which the next mount lists again
@@ -289,28 +297,40 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
       paths.insert(entry.path);
     }
   }
-  Manifest manifest;
+  paths.erase(kSnapshotPath);  // named by the digest of the text written
+  CAPSULE_ASSIGN_OR_RETURN(std::string snapshot_bytes, snapshot_text.get());
+  const FileDigest snapshot_digest{Sha256Hex(snapshot_bytes), snapshot_bytes.size()};
+  // The snapshot and the times reach the disk on another thread while the manifest's text is
+  // built here; the manifest, which names the snapshot's digest, is renamed into place only
+  // once the snapshot is durable.
+  std::future<Status> snapshot_saved = std::async(std::launch::async, [&]() -> Status {
+    CAPSULE_RETURN_IF_ERROR(blobs_synced.get());
+    CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kSnapshotPath), snapshot_bytes));
+    return SaveWorkspaceTimes(JoinPath(dir, local::kTimes), times);
+  });
+  std::shared_ptr<const Manifest> manifest;
   {
     std::unique_lock lock(tree_mu_);
-    for (const auto& [path, digest] : manifest_.files) {
-      if (!IsBlobPath(path) && BelongsInManifest(path)) paths.insert(path);
+    Manifest& current = EditManifest();
+    for (const auto& [path, digest] : current.files) {
+      if (!IsBlobPath(path) && BelongsInManifest(path) && path != kSnapshotPath) paths.insert(path);
     }
-    paths.erase(kSnapshotPath);  // named by the digest of the text written
-    manifest_.files.erase(kSignaturePath);  // named by a manifest an earlier checkpoint wrote
-    if (listed) unreferenced = UnreferencedBlobsOf(manifest_, snapshot);
-    for (const std::string& blob : unreferenced) manifest_.files.erase(blob);
+    current.files.erase(kSignaturePath);  // named by a manifest an earlier checkpoint wrote
+    if (listed) unreferenced = UnreferencedBlobsOf(current, snapshot);
+    for (const std::string& blob : unreferenced) current.files.erase(blob);
     CAPSULE_RETURN_IF_ERROR(
-        RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &manifest_, &verified_blobs_));
-    manifest_.files[kSnapshotPath] = snapshot_digest;
+        RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &current, &verified_blobs_));
+    current.files[kSnapshotPath] = snapshot_digest;
     manifest = manifest_;
     ++generation_;
   }
-  std::string manifest_sha256;
-  CAPSULE_RETURN_IF_ERROR(manifest.Save(dir, &manifest_sha256));
+  CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest->ToCanonicalText());
+  CAPSULE_RETURN_IF_ERROR(snapshot_saved.get());
+  CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kManifestPath), manifest_text));
   CAPSULE_RETURN_IF_ERROR(RemoveBlobs(dir, unreferenced));
   blobs_listed_ = true;
   if (saved != nullptr) {
-    *saved = SavedCapsule{std::move(manifest), std::move(manifest_sha256), std::move(snapshot), snapshot_digest.sha256};
+    *saved = SavedCapsule{std::move(manifest), Sha256Hex(manifest_text), std::move(snapshot), snapshot_digest.sha256};
   }
   return log_ ? log_->Truncate() : Status::Ok();
 }

@@ -123,8 +123,8 @@ Result<std::string> CapsuleFs::StatusJson() {
   Json json = {{"state", MountStateName(gate_.state())}};
   Result<HolderRecord> record = HolderRecord::Load(options_.dir);
   std::shared_lock lock(tree_mu_);
-  json["agent"] = manifest_.agent.id;
-  json["epoch"] = record.ok() ? record->epoch : manifest_.holder_epoch;
+  json["agent"] = manifest_->agent.id;
+  json["epoch"] = record.ok() ? record->epoch : manifest_->holder_epoch;
   json["dir"] = options_.dir;  // the capsule folder behind the mount, for capsule move
   return CanonicalJson(json, "status");
 }

@@ -409,7 +409,7 @@ Result<std::string> CapsuleFs::Render(Document document) {
   if (rendered_generation_[slot] == generation_) return rendered_[slot];
   uint64_t generation = generation_;
   CAPSULE_ASSIGN_OR_RETURN(std::string snapshot_text, SnapshotOf(WholeWorkspace()).ToCanonicalText());
-  Manifest manifest = manifest_;
+  Manifest manifest = *manifest_;
   lock.unlock();
   manifest.files[kSnapshotPath] = FileDigest{Sha256Hex(snapshot_text), snapshot_text.size()};
   CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest.ToCanonicalText());

@@ -193,7 +193,7 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
   }();
   CAPSULE_RETURN_IF_ERROR(OrDrop(request.agent, staged));
   std::lock_guard lock(mu_);
-  pending_[request.agent] = Pending{request.move, request.epoch, Phase::kOffered, {}, {}};
+  pending_[request.agent] = Pending{request.move, request.epoch, Phase::kOffered, {}, {}, std::nullopt};
   return reply;
 }
 
@@ -220,6 +220,7 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
   journal::CheckedJournal checked;
   std::vector<journal::Event> events;
   std::string sandbox;
+  std::optional<StagedDocuments> staged;
   Result<HaveMap> have = [&]() -> Result<HaveMap> {
     ApplyOptions options;
     options.expected_phase = move::Phase::kCopy;
@@ -229,6 +230,7 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
     options.holder_epoch = epoch;
     options.checked_journal = &checked;
     options.checked_events = &events;
+    options.staged = &staged;
     // Synced at its end, while the agent still runs, so that the switch's sync has only the
     // change to write; the whole journal is checked and rendered here, so that the switch
     // reads only what was appended since.
@@ -246,6 +248,7 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
   pending_[agent].phase = Phase::kCopied;
   pending_[agent].journal = std::move(checked);
   pending_[agent].sandbox = std::move(sandbox);
+  pending_[agent].staged = std::move(staged);
   return have;
 }
 
@@ -256,6 +259,11 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
   uint64_t epoch = pending->epoch;
   journal::CheckedJournal checked = pending->journal;
   std::string sandbox = pending->sandbox;
+  std::optional<StagedDocuments> staged;
+  {
+    std::lock_guard lock(mu_);
+    staged = std::exchange(pending->staged, std::nullopt);
+  }
   std::vector<journal::Event> added;
   Status applied = [&]() -> Status {
     CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<EnvelopeReader> opened, EnvelopeReader::Open(stream, seal_key_.get()));
@@ -268,6 +276,7 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
     options.holder_epoch = epoch;
     options.checked_journal = &checked;
     options.checked_events = &added;
+    options.staged = &staged;
     CAPSULE_RETURN_IF_ERROR(ApplyStreamToStaging(opened.get(), staging, options, nullptr));
     // Applied and synced: all of it is durable before activate can be answered.
     CAPSULE_RETURN_IF_ERROR(PrepareStaged(staging, added));

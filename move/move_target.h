@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "capsule/base/openssl_handles.h"
 #include "journal/check.h"
 #include "journal/event.h"
+#include "move/stream/unpack.h"
 #include "move/target_api.h"
 
 namespace capsule::move {
@@ -73,6 +75,7 @@ class MoveTarget : public TargetApi {
     Phase phase = Phase::kOffered;
     journal::CheckedJournal journal;  // what the copy checked of the staged journal
     std::string sandbox;              // the digest of the sandbox the copy built, if any
+    std::optional<StagedDocuments> staged;  // the staged manifest and snapshot as the copy saved them
   };
 
   MoveTarget(std::string root, EvpPkeyPtr seal_key, std::string seal_key_hex)

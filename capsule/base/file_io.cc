@@ -237,6 +237,13 @@ namespace {
 thread_local StagingSync* current_staging = nullptr;
 }  // namespace
 
+Result<FileStamp> StampOf(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return Status::IOError(path, errno);
+  return FileStamp{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+                   static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
+}
+
 StagingSync::StagingSync(std::string folder) : folder_(std::move(folder)), outer_(current_staging) {
   current_staging = this;
 }

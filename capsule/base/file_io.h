@@ -144,6 +144,17 @@ class AtomicFile {
   UniqueFd fd_;
 };
 
+// Which file a path names, as lstat(2) sees it: a file rewritten through the durable-write
+// path (a new file renamed over the old) gets another inode and change time.
+struct FileStamp {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  int64_t change_ns = 0;  // ctime in nanoseconds
+  bool operator==(const FileStamp&) const = default;
+};
+Result<FileStamp> StampOf(const std::string& path);
+
 // Durability for a whole staging folder at once. While a StagingSync is alive on this thread,
 // AtomicFile commits inside its folder still write a temporary and rename it, but leave the
 // fsyncs to Finish(), which syncs the file system holding the folder once. Safe because the

@@ -651,7 +651,7 @@ TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
     ASSERT_TRUE(manifest.ok());
     ASSERT_TRUE(RefreshManifestEntries(cap, {kSnapshotPath}, &*manifest).ok());
     ASSERT_TRUE(manifest->Save(cap, &saved.manifest_sha256).ok());
-    saved.manifest = *manifest;
+    saved.manifest = std::make_shared<const Manifest>(*manifest);
   };
   // Both verifies, compared; `fast`: the saved texts were not read back (no manifest is set).
   auto judged = [&](bool fast) -> std::vector<std::string> {
@@ -721,11 +721,11 @@ TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
   ASSERT_TRUE(WriteFileAtomic(cap + "/" + std::string(kBlobsDir) + "/stray/inside", "x").ok());
   EXPECT_TRUE(has(judged(false), std::string(kBlobsDir) + "/stray/inside: not in manifest"));
   ASSERT_TRUE(RemoveTree(cap + "/" + std::string(kBlobsDir) + "/stray").ok());
-  Manifest other = saved.manifest;
+  Manifest other = *saved.manifest;
   other.holder_epoch += 1;
   ASSERT_TRUE(other.Save(cap).ok());
   judged(false);
-  ASSERT_TRUE(saved.manifest.Save(cap).ok());
+  ASSERT_TRUE(saved.manifest->Save(cap).ok());
   judged(true);
   ASSERT_TRUE(changed.Save(cap).ok());
   EXPECT_TRUE(has(judged(false), std::string(kSnapshotPath) + ": size mismatch"));
@@ -746,6 +746,46 @@ TEST(WorkspaceTest, UnreferencedBlobsOfAManifestAreThoseTheFolderListingFinds) {
   // The empty blob every capsule keeps is never unreferenced.
   manifest->files[BlobPath(Sha256Hex(""))] = FileDigest{Sha256Hex(""), 0};
   EXPECT_EQ(UnreferencedBlobsOf(*manifest, *snapshot), expected);
+}
+
+// LoadHeader reads what Load reads but keeps no file: the same agent and holder, the same
+// refusals, whether the text is canonical (the fast reader) or not (the general one).
+TEST(ManifestTest, LoadHeaderIsLoadWithoutTheFiles) {
+  std::string cap = CapsuleOfFiles(testing::MakeTempDir("manifest_header"), {{"a", "a"}, {"b", "b"}});
+  Result<Manifest> whole = Manifest::Load(cap);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  whole->agent.owner = "owner-1";
+  whole->holder_machine = "machine-9";
+  whole->holder_epoch = 7;
+  ASSERT_TRUE(whole->Save(cap).ok());
+  const std::string path = cap + "/" + kManifestPath;
+  const std::string canonical = *ReadFile(path);
+  const std::string spaced = whole->ToJson().dump(1);  // not canonical: the general reader's
+  for (const std::string& text : {canonical, spaced}) {
+    ASSERT_TRUE(WriteFileAtomic(path, text).ok());
+    Result<Manifest> header = Manifest::LoadHeader(cap);
+    ASSERT_TRUE(header.ok()) << header.status().ToString();
+    EXPECT_EQ(header->agent.id, whole->agent.id);
+    EXPECT_EQ(header->agent.name, whole->agent.name);
+    EXPECT_EQ(header->agent.owner, std::optional<std::string>("owner-1"));
+    EXPECT_EQ(header->holder_machine, "machine-9");
+    EXPECT_EQ(header->holder_epoch, 7u);
+    EXPECT_TRUE(header->files.empty());
+  }
+  // A damaged entry, canonical or not, is refused as Load refuses it.
+  std::string bad_digest = canonical;
+  const size_t digest_at = bad_digest.find("\"sha256\":\"") + 10;
+  bad_digest[digest_at] = 'X';
+  for (const std::string& text : {bad_digest, std::string(canonical, 0, canonical.size() - 3), spaced + "x"}) {
+    ASSERT_TRUE(WriteFileAtomic(path, text).ok());
+    Result<Manifest> header = Manifest::LoadHeader(cap);
+    Result<Manifest> loaded = Manifest::Load(cap);
+    EXPECT_FALSE(loaded.ok());
+    ASSERT_FALSE(header.ok()) << text.substr(0, 80);
+    EXPECT_EQ(header.status().ToString(), loaded.status().ToString());
+  }
+  ASSERT_TRUE(::unlink(path.c_str()) == 0);
+  EXPECT_EQ(Manifest::LoadHeader(cap).status().code(), Code::kNotFound);
 }
 
 // ---- harness/ and schedule/ ----

@@ -75,7 +75,7 @@ namespace {
 // string plain ASCII without escapes), without building a Json document: the manifests this
 // program wrote, which is nearly every one it reads. Anything else, or anything the general
 // reader would refuse, gives nullopt, and the general reader then reads it (or says why not).
-std::optional<Manifest> ReadCanonicalManifest(std::string_view text) {
+std::optional<Manifest> ReadCanonicalManifest(std::string_view text, bool keep_files = true) {
   CanonicalReader in(text);
   Manifest m;
   if (!in.Literal("{\"agent\":{\"id\":") || !in.String(&m.agent.id) || !in.Literal(",\"name\":") ||
@@ -89,10 +89,12 @@ std::optional<Manifest> ReadCanonicalManifest(std::string_view text) {
   }
   if (!in.Literal("},\"files\":{")) return {};
   std::string previous;
+  std::string path;
+  FileDigest digest;
   for (bool first = true; !in.Literal("}"); first = false) {
     if (!first && !in.Literal(",")) return {};
-    std::string path;
-    FileDigest digest;
+    path.clear();
+    digest.sha256.clear();
     if (!in.String(&path) || !in.Literal(":{\"sha256\":") || !in.String(&digest.sha256) ||
         !in.Literal(",\"size\":") || !in.Unsigned(&digest.size) || !in.Literal("}")) {
       return {};
@@ -102,8 +104,12 @@ std::optional<Manifest> ReadCanonicalManifest(std::string_view text) {
         path.rfind(std::string(kLocalDir) + "/", 0) == 0 || !IsSha256Hex(digest.sha256)) {
       return {};
     }
-    previous = path;
-    m.files.emplace_hint(m.files.end(), std::move(path), std::move(digest));
+    if (keep_files) {
+      previous = path;
+      m.files.emplace_hint(m.files.end(), std::move(path), std::move(digest));
+    } else {
+      previous.swap(path);
+    }
   }
   uint64_t format = 0;
   if (!in.Literal(",\"format\":") || !in.Unsigned(&format) || format != static_cast<uint64_t>(kCapsuleFormat)) {
@@ -166,15 +172,29 @@ Result<Manifest> Manifest::ParseThroughJson(std::string_view text) {
   return manifest;
 }
 
-Result<Manifest> Manifest::Load(const std::string& capsule_dir) {
+namespace {
+
+Result<std::string> ReadManifestText(const std::string& capsule_dir) {
   Result<std::string> text = ReadFile(JoinPath(capsule_dir, kManifestPath));
-  if (!text.ok()) {
-    if (text.status().code() == Code::kNotFound) {
-      return Status::NotFound(JoinPath(capsule_dir, kManifestPath), "missing: not a capsule");
-    }
-    return text.status();
+  if (!text.ok() && text.status().code() == Code::kNotFound) {
+    return Status::NotFound(JoinPath(capsule_dir, kManifestPath), "missing: not a capsule");
   }
-  return Parse(*text);
+  return text;
+}
+
+}  // namespace
+
+Result<Manifest> Manifest::Load(const std::string& capsule_dir) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadManifestText(capsule_dir));
+  return Parse(text);
+}
+
+Result<Manifest> Manifest::LoadHeader(const std::string& capsule_dir) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadManifestText(capsule_dir));
+  if (std::optional<Manifest> fast = ReadCanonicalManifest(text, /*keep_files=*/false)) return std::move(*fast);
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, ParseThroughJson(text));
+  manifest.files.clear();
+  return manifest;
 }
 
 Status Manifest::Save(const std::string& capsule_dir, std::string* sha256) const {

@@ -44,6 +44,9 @@ struct Manifest {
   // ToCanonicalText writes (tests compare the two).
   static Result<Manifest> ParseThroughJson(std::string_view text);
   static Result<Manifest> Load(const std::string& capsule_dir);
+  // Load without keeping the files: the agent and holder of a manifest read and checked
+  // whole as Load reads it, its entries not stored (a mover's stream needs only those two).
+  static Result<Manifest> LoadHeader(const std::string& capsule_dir);
   // Writes manifest.json through the durable-write path; `sha256`, when given, gets the
   // SHA-256 (hex) of the text written.
   Status Save(const std::string& capsule_dir, std::string* sha256 = nullptr) const;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <future>
 #include <iterator>
 #include <set>
 #include <string_view>
@@ -400,20 +401,24 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
 
 Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsule& saved,
                                        const VerifyOptions& options) {
-  const Manifest& manifest = saved.manifest;
+  const Manifest& manifest = *saved.manifest;
   auto snapshot_listed = manifest.files.find(kSnapshotPath);
   if (options.blob_digests == nullptr || !options.trust_remembered_blobs || options.public_key_hex ||
       snapshot_listed == manifest.files.end() || snapshot_listed->second.sha256 != saved.snapshot_sha256 ||
       !BlobsFolderIsReal(dir)) {
     return VerifyFolder(dir, options);
   }
-  Result<std::string> manifest_sha256 = Sha256File(JoinPath(dir, kManifestPath), nullptr);
-  if (!manifest_sha256.ok() || *manifest_sha256 != saved.manifest_sha256) return VerifyFolder(dir, options);
+  // The manifest is hashed while the folders are listed.
+  std::future<Result<std::string>> manifest_sha256 =
+      std::async(std::launch::async, [&dir] { return Sha256File(JoinPath(dir, kManifestPath), nullptr); });
   const std::string blobs_dir = JoinPath(dir, kBlobsDir);
   std::vector<std::string> others;
   CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFileNames(blobs_dir, &others));
-  if (!others.empty()) return VerifyFolder(dir, options);
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir, kBlobsDir}));
+  Result<std::string> manifest_digest = manifest_sha256.get();
+  if (!manifest_digest.ok() || *manifest_digest != saved.manifest_sha256 || !others.empty()) {
+    return VerifyFolder(dir, options);
+  }
 
   // The blobs listed and found as the cache remembers them (the name is their digest, the
   // size the manifest's) are done here; every other blob, listed or found, joins `compared`

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,7 +68,7 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
 // checkpoint): the manifest and snapshot it holds, and the SHA-256 of the texts it wrote
 // (texts that Manifest::Parse and Snapshot::Parse read back as these).
 struct SavedCapsule {
-  Manifest manifest;
+  std::shared_ptr<const Manifest> manifest;
   std::string manifest_sha256;
   Snapshot snapshot;
   std::string snapshot_sha256;

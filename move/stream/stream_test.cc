@@ -1033,6 +1033,68 @@ TEST_F(StreamTest, RefusesAStagedSnapshotWhoseBlobIsGone) {
   EXPECT_EQ(*ReadFile(dst + "/" + kSnapshotPath), snapshot_before) << "nothing was placed";
 }
 
+// An apply to a move's staging area keeps the manifest and snapshot it saved; the next one
+// there (the switch after the copy) takes them instead of reading the files again, but only
+// while the files on disk are still the ones saved.
+TEST_F(StreamTest, AStagingAreaTakesItsSavedDocumentsOnlyWhileTheFilesAreThoseSaved) {
+  const std::string move(32, 'c');
+  auto apply_stream = [&](const std::string& staging, Phase phase, const HaveMap& have,
+                          std::optional<StagedDocuments>* staged) {
+    PackOptions pack;
+    pack.phase = phase;
+    pack.move_id = move;
+    pack.have = have;
+    StringSource source(Pack(src_, pack));
+    ApplyOptions apply;
+    apply.sealed = true;
+    apply.expected_phase = phase;
+    apply.expected_move = move;
+    apply.expected_agent = "agent-7";
+    apply.holder_machine = "machine-here";
+    apply.holder_epoch = 2;
+    apply.staged = staged;
+    return ApplyStreamToStaging(&source, staging, apply, nullptr);
+  };
+  for (bool rewritten_on_disk : {false, true}) {
+    SCOPED_TRACE(rewritten_on_disk ? "snapshot rewritten on disk" : "files as saved");
+    const std::string staging = root_ + (rewritten_on_disk ? "/staging-rewritten" : "/staging-as-saved");
+    ASSERT_TRUE(MakeDirectories(staging).ok());
+    std::optional<StagedDocuments> staged;
+    Status copied = apply_stream(staging, Phase::kCopy, {}, &staged);
+    ASSERT_TRUE(copied.ok()) << copied.ToString();
+    ASSERT_TRUE(staged.has_value());
+    EXPECT_EQ(*staged->manifest.ToCanonicalText(), *ReadFile(staging + "/" + kManifestPath));
+    EXPECT_EQ(*staged->snapshot.ToCanonicalText(), *ReadFile(staging + "/" + kSnapshotPath));
+    const HaveMap have = *HaveOfCapsule(staging);
+    // Another name for a blob the staging area holds, once in memory and once on disk: the
+    // switch keeps whichever it started from (the source removes only names in its have).
+    const SnapshotEntry readme = *staged->snapshot.Find("README.md");
+    staged->snapshot.Set("only-remembered.md", readme);
+    if (rewritten_on_disk) {
+      Result<Snapshot> on_disk = Snapshot::Load(staging);
+      ASSERT_TRUE(on_disk.ok());
+      on_disk->Set("only-on-disk.md", readme);
+      ASSERT_TRUE(on_disk->Save(staging).ok());
+      Result<Manifest> manifest = Manifest::Load(staging);
+      ASSERT_TRUE(RefreshManifestEntries(staging, {kSnapshotPath}, &*manifest).ok());
+      ASSERT_TRUE(manifest->Save(staging).ok());
+    }
+    PutSourceFile("src/new.py", "print('new')\n");
+    Status switched = apply_stream(staging, Phase::kSwitch, have, &staged);
+    ASSERT_TRUE(switched.ok()) << switched.ToString();
+    Result<Snapshot> result = Snapshot::Load(staging);
+    ASSERT_TRUE(result.ok());
+    EXPECT_NE(result->Find("src/new.py"), nullptr);
+    EXPECT_EQ(result->Find("only-remembered.md") != nullptr, !rewritten_on_disk);
+    EXPECT_EQ(result->Find("only-on-disk.md") != nullptr, rewritten_on_disk);
+    Result<VerifyReport> report = VerifyFolder(staging);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_TRUE(report->ok()) << report->problems.front();
+    ASSERT_TRUE(staged.has_value());
+    EXPECT_EQ(*staged->snapshot.ToCanonicalText(), *ReadFile(staging + "/" + kSnapshotPath));
+  }
+}
+
 // A forged stream that puts a file beneath a file or link the capsule holds, without
 // replacing it by a folder, is refused.
 TEST_F(StreamTest, RefusesEntryBeneathAHeldFileOrLink) {

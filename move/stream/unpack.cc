@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <future>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
@@ -70,13 +72,10 @@ Status TakeJournal(const std::string& staging, const std::string& received_path)
   return WriteFileAtomic(target, result);
 }
 
-// Applies the stream's workspace entries to the staged snapshot and saves it; `*out` gets
-// the snapshot as saved.
-Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats, Snapshot* out) {
-  Snapshot snapshot;
-  if (PathExists(JoinPath(staging, kSnapshotPath))) {
-    CAPSULE_ASSIGN_OR_RETURN(snapshot, Snapshot::Load(staging));
-  }
+// Applies the stream's workspace entries to `*snapshot`, the staged snapshot (not saved).
+Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats,
+                      Snapshot* staged) {
+  Snapshot& snapshot = *staged;
   CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(staging, kBlobsDir)));
   for (const std::string& removed : stream.manifest.removed) {
     if (!StartsWith(removed, "files/")) continue;
@@ -177,8 +176,6 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
                                 "lies beneath the link or file '" + path + "' the capsule holds; the whole stream is refused");
     }
   }
-  CAPSULE_RETURN_IF_ERROR(snapshot.Save(staging));
-  *out = std::move(snapshot);
   return Status::Ok();
 }
 
@@ -246,7 +243,7 @@ Status CheckArrival(const std::string& dir, const std::optional<Manifest>& held,
 
 // Applies a received stream onto the capsule folder `staging` (a private copy): the move id,
 // the workspace, the other files, and the record of which move's stream was applied.
-// `*snapshot` gets the staged snapshot as saved.
+// `*snapshot`: the staged snapshot, with the stream's workspace applied; the caller saves it.
 Status ApplyReceived(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats,
                      Snapshot* snapshot) {
   CAPSULE_RETURN_IF_ERROR(CheckMoveId(staging, stream.manifest));
@@ -261,6 +258,19 @@ Status ApplyReceived(const std::string& staging, const ReceivedStream& stream, U
 Result<Manifest> ManifestIfAny(const std::string& dir) {
   if (!PathExists(JoinPath(dir, kManifestPath))) return Manifest();
   return Manifest::Load(dir);
+}
+
+// The snapshot of `dir`, or an empty one where there is none yet.
+Result<Snapshot> SnapshotIfAny(const std::string& dir) {
+  if (!PathExists(JoinPath(dir, kSnapshotPath))) return Snapshot();
+  return Snapshot::Load(dir);
+}
+
+// Whether `staging`'s manifest and snapshot are still the files `saved` describes.
+bool StillSaved(const std::string& staging, const StagedDocuments& saved) {
+  Result<FileStamp> manifest = StampOf(JoinPath(staging, kManifestPath));
+  Result<FileStamp> snapshot = StampOf(JoinPath(staging, kSnapshotPath));
+  return manifest.ok() && snapshot.ok() && *manifest == saved.manifest_file && *snapshot == saved.snapshot_file;
 }
 
 // The manifest of `staging` brought up to date by hashing only what may have changed: every
@@ -426,8 +436,9 @@ Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOpti
     const StreamManifest& manifest = stream.manifest;
     CAPSULE_RETURN_IF_ERROR(CheckArrival(dir, held, manifest, options));
     if (held) CAPSULE_RETURN_IF_ERROR(CopyCapsule(dir, staging, {local::kMachine, local::kHolder, local::kMoveRecord}));
-    Snapshot snapshot;
+    CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, SnapshotIfAny(staging));
     CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local, &snapshot));
+    CAPSULE_RETURN_IF_ERROR(snapshot.Save(staging));
     CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
     if (!PathExists(JoinPath(staging, local::kHolder))) {
       // A received copy is not held here until a move activates it.
@@ -465,9 +476,18 @@ namespace capsule::move {
 
 Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, const ApplyOptions& options,
                             UnpackStats* stats) {
+  std::optional<StagedDocuments> before;
+  if (options.staged != nullptr) before = std::exchange(*options.staged, std::nullopt);
   std::optional<Manifest> held;
-  if (PathExists(JoinPath(staging, kManifestPath))) {
-    CAPSULE_ASSIGN_OR_RETURN(held, Manifest::Load(staging));
+  Snapshot snapshot;
+  if (before && StillSaved(staging, *before)) {
+    held = std::move(before->manifest);
+    snapshot = std::move(before->snapshot);
+  } else {
+    if (PathExists(JoinPath(staging, kManifestPath))) {
+      CAPSULE_ASSIGN_OR_RETURN(held, Manifest::Load(staging));
+    }
+    CAPSULE_ASSIGN_OR_RETURN(snapshot, SnapshotIfAny(staging));
   }
   UnpackStats local;
   // The staging area is itself the temporary: one syncfs at the end instead of an fsync a file.
@@ -493,18 +513,38 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
   UnpackOptions unpack;
   unpack.sealed = options.sealed;
   CAPSULE_RETURN_IF_ERROR(CheckArrival(staging, held, stream.manifest, unpack));
-  Snapshot snapshot;
   CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local, &snapshot));
+  // The snapshot's text is built while the manifest is brought up to date, which names it by
+  // the digest of that text (as a mount's checkpoint does) instead of reading it back.
+  std::future<Result<std::string>> snapshot_text =
+      std::async(std::launch::async, [&snapshot] { return snapshot.ToCanonicalText(); });
   const bool journal_as_copied = JournalAsCopied(held, stream, options);
-  std::set<std::string> unchanged;
+  std::set<std::string> unchanged = {kSnapshotPath};
   if (journal_as_copied) unchanged.insert(kJournalPath);
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, RefreshStagedManifest(staging, stream, options,
                                                                     held ? std::move(*held) : Manifest(), unchanged));
   CAPSULE_RETURN_IF_ERROR(
       DropDeletedContent(staging, snapshot, &manifest, /*listed_before=*/options.expected_phase == Phase::kSwitch));
-  CAPSULE_RETURN_IF_ERROR(CheckStaged(staging, manifest, snapshot, options, journal_as_copied));
-  CAPSULE_RETURN_IF_ERROR(manifest.Save(staging));
+  CAPSULE_ASSIGN_OR_RETURN(const std::string snapshot_bytes, snapshot_text.get());
+  manifest.files[kSnapshotPath] = FileDigest{Sha256Hex(snapshot_bytes), snapshot_bytes.size()};
+  // Both documents are written while the staged capsule is checked: nothing here is placed
+  // before the check passes and the one sync below, and a refused stream's staging area goes.
+  std::future<Status> documents_saved = std::async(std::launch::async, [&]() -> Status {
+    StagingSync same(staging);  // synced by `sync` below, as on this thread
+    CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(staging, kSnapshotPath), snapshot_bytes));
+    return manifest.Save(staging);
+  });
+  Status checked = CheckStaged(staging, manifest, snapshot, options, journal_as_copied);
+  Status written = documents_saved.get();
+  CAPSULE_RETURN_IF_ERROR(checked);
+  CAPSULE_RETURN_IF_ERROR(written);
   CAPSULE_RETURN_IF_ERROR(sync.Finish());
+  if (options.staged != nullptr) {
+    StagedDocuments saved{std::move(manifest), {}, std::move(snapshot), {}};
+    CAPSULE_ASSIGN_OR_RETURN(saved.manifest_file, StampOf(JoinPath(staging, kManifestPath)));
+    CAPSULE_ASSIGN_OR_RETURN(saved.snapshot_file, StampOf(JoinPath(staging, kSnapshotPath)));
+    *options.staged = std::move(saved);
+  }
   if (stats != nullptr) *stats = local;
   return Status::Ok();
 }

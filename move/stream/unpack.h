@@ -14,11 +14,15 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "capsule/base/byte_stream.h"
+#include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
+#include "capsule/format/manifest.h"
+#include "capsule/format/workspace.h"
 #include "journal/check.h"
 #include "move/stream/format.h"
 
@@ -39,6 +43,17 @@ struct UnpackStats {
 
 Status UnpackStream(ByteSource* source, const std::string& dir, const UnpackOptions& options,
                     UnpackStats* stats);
+
+// A staging area's manifest and snapshot as the last apply saved them, with the files it
+// saved them as. Only the process applying a move writes its staging area (move_target.h), so
+// the next apply there (the switch after the copy) takes them from memory instead of reading
+// and parsing them again, for as long as both files are still the ones saved (FileStamp).
+struct StagedDocuments {
+  Manifest manifest;
+  FileStamp manifest_file;
+  Snapshot snapshot;
+  FileStamp snapshot_file;
+};
 
 // For a move's staging area, a capsule folder that only this move touches (see move_target.h):
 // the stream is applied onto `staging` in place, with no second copy, and only what changed
@@ -62,6 +77,9 @@ struct ApplyOptions {
   // Receives the events the journal check read: every event, or only the new ones when the
   // journal only grew from `checked_journal`.
   std::vector<journal::Event>* checked_events = nullptr;
+  // In: what the last apply to this staging area saved, if anything. Out: what this apply
+  // saved (emptied first, so that an apply that fails leaves nothing to take).
+  std::optional<StagedDocuments>* staged = nullptr;
 };
 Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, const ApplyOptions& options,
                             UnpackStats* stats);

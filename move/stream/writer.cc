@@ -142,7 +142,8 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
       }
     }
     AddFolders(item.stream_path, &plan);
-    plan[item.stream_path] = std::move(item);
+    std::string key = item.stream_path;
+    plan.insert_or_assign(plan.end(), std::move(key), std::move(item));  // in path order
   }
   if (phase == Phase::kFiles) return plan;
   for (const char* capsule_path : {kWorkingMemoryPath, kJournalPath, kVectorIndexPath, kEnvironmentSpecPath}) {
@@ -226,7 +227,7 @@ Result<HaveMap> HaveOfCapsule(const std::string& dir) {
 }
 
 Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink* sink, PackStats* stats) {
-  CAPSULE_ASSIGN_OR_RETURN(Manifest capsule_manifest, Manifest::Load(dir));
+  CAPSULE_ASSIGN_OR_RETURN(Manifest capsule_manifest, Manifest::LoadHeader(dir));
   StreamManifest manifest;
   manifest.phase = options.phase;
   if (options.move_id) {
@@ -243,9 +244,13 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
   if (options.phase == Phase::kSwitch) CAPSULE_RETURN_IF_ERROR(CheckSchedulesMayTravel(dir));
   CAPSULE_ASSIGN_OR_RETURN(auto plan, PlanStream(dir, options.phase));
   if (options.phase == Phase::kSwitch) {
+    // Both in path order: one pass over each.
+    auto planned = plan.begin();
     for (const auto& [path, sha] : options.have) {
       bool tracked = path.rfind("files/", 0) == 0 || path.rfind("memory/", 0) == 0;
-      if (tracked && !plan.count(path)) manifest.removed.push_back(path);
+      if (!tracked) continue;
+      while (planned != plan.end() && planned->first < path) ++planned;
+      if (planned == plan.end() || planned->first != path) manifest.removed.push_back(path);
     }
   }
   CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest.ToCanonicalText());
