@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <map>
@@ -406,12 +407,23 @@ Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_di
 }
 
 std::vector<std::string> UnreferencedBlobsOf(const Manifest& manifest, const Snapshot& snapshot) {
-  std::unordered_set<std::string_view> named = NamedDigests(snapshot);
-  const size_t digest_at = std::string_view(kBlobsDir).size() + 1;
+  // The digests the snapshot names, sorted, walked beside the manifest's blobs (in digest
+  // order, as their paths are): one pass over each, no set built.
+  std::vector<std::string_view> named;
+  named.reserve(snapshot.entries().size());
+  for (const auto& [path, entry] : snapshot.entries()) {
+    if (entry.type == SnapshotEntry::Type::kFile) named.push_back(entry.sha256);
+  }
+  std::sort(named.begin(), named.end());
+  const std::string prefix = std::string(kBlobsDir) + "/";
   std::vector<std::string> unreferenced;
-  for (const auto& [path, digest] : manifest.files) {
+  auto next_named = named.begin();
+  for (auto it = manifest.files.lower_bound(prefix); it != manifest.files.end() && it->first.starts_with(prefix); ++it) {
+    const std::string& path = it->first;
     if (!IsBlobPath(path) || IsEmptyBlobPath(path)) continue;
-    if (named.count(std::string_view(path).substr(digest_at)) == 0) unreferenced.push_back(path);
+    const std::string_view digest = std::string_view(path).substr(prefix.size());
+    next_named = std::lower_bound(next_named, named.end(), digest);
+    if (next_named == named.end() || *next_named != digest) unreferenced.push_back(path);
   }
   return unreferenced;
 }
