@@ -235,7 +235,9 @@ class CapsuleFs {
   // tree it walks and the blobs it syncs stay as they are until it returns.
   Status Checkpoint(SavedCapsule* saved = nullptr);
   // manifest_ to change, copied first while a checkpoint's reader still shares it. Needs
-  // tree_mu_ (unique).
+  // tree_mu_ (unique). use_count() orders nothing by itself: a reference is taken only under
+  // tree_mu_, and the one a freeze's verify holds is dropped before the freeze lets writers
+  // on (StateGate), so no edit races a reader.
   Manifest& EditManifest();
   bool WritableRealPath(const std::string& rel) const;
   bool CreatableRealPath(const std::string& rel) const;

@@ -271,8 +271,8 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
   }
   WorkspaceTimes times = std::move(whole.times);
   Snapshot snapshot = SnapshotOf(std::move(whole));
-  // The snapshot's text is built on a thread of its own while the manifest's entries are
-  // brought up to date here.
+  // The snapshot's text is built on a thread of its own while the blobs and files to list in
+  // the manifest are found here.
   std::future<Result<std::string>> snapshot_text =
       std::async(std::launch::async, [&snapshot] { return snapshot.ToCanonicalText(); });
   // Deleted means deleted: the blobs the snapshot no longer names leave the manifest first,
@@ -300,9 +300,12 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
   paths.erase(kSnapshotPath);  // named by the digest of the text written
   CAPSULE_ASSIGN_OR_RETURN(std::string snapshot_bytes, snapshot_text.get());
   const FileDigest snapshot_digest{Sha256Hex(snapshot_bytes), snapshot_bytes.size()};
-  // The snapshot and the times reach the disk on another thread while the manifest's text is
-  // built here; the manifest, which names the snapshot's digest, is renamed into place only
-  // once the snapshot is durable.
+  // The snapshot and the times reach the disk on another thread while the manifest is brought
+  // up to date and its text built here; the manifest, which names the snapshot's digest, is
+  // renamed into place only once the snapshot is durable. Should that write fail, manifest_
+  // is left naming a snapshot not written and without the blobs found unreferenced: nothing
+  // but a checkpoint writes it, and the next one (blobs_listed_ is false) lists the blobs
+  // folder and names everything afresh.
   std::future<Status> snapshot_saved = std::async(std::launch::async, [&]() -> Status {
     CAPSULE_RETURN_IF_ERROR(blobs_synced.get());
     CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kSnapshotPath), snapshot_bytes));

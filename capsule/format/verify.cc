@@ -39,6 +39,15 @@ bool InBlobsFolder(std::string_view path) {
   return path.substr(0, kPrefix.size()) == kPrefix;
 }
 
+// Appends the blobs among `files` (each named by its digest) to `found`, in digest order.
+void AddObservedBlobs(const std::map<std::string, ObservedFile>& files, std::vector<FoundBlob>* found) {
+  const size_t digest_at = std::string_view(kBlobsDir).size() + 1;
+  for (auto it = files.lower_bound(std::string(kBlobsDir) + "/"); it != files.end() && InBlobsFolder(it->first);
+       ++it) {
+    if (IsBlobPath(it->first)) found->push_back(FoundBlob{std::string_view(it->first).substr(digest_at), it->second.size});
+  }
+}
+
 void CheckSnapshot(const std::string& text, const std::map<std::string, ObservedFile>& files,
                    std::vector<std::string>* problems) {
   Result<Snapshot> snapshot = Snapshot::Parse(text);
@@ -47,12 +56,8 @@ void CheckSnapshot(const std::string& text, const std::map<std::string, Observed
     return;
   }
   // The blobs found, in digest order (their paths' order).
-  const size_t digest_at = std::string_view(kBlobsDir).size() + 1;
   std::vector<FoundBlob> blobs;
-  for (auto it = files.lower_bound(std::string(kBlobsDir) + "/"); it != files.end() && InBlobsFolder(it->first);
-       ++it) {
-    if (IsBlobPath(it->first)) blobs.push_back(FoundBlob{std::string_view(it->first).substr(digest_at), it->second.size});
-  }
+  AddObservedBlobs(files, &blobs);
   CheckSnapshotBlobs(*snapshot, blobs, problems);
 }
 
@@ -401,6 +406,7 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
 
 Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsule& saved,
                                        const VerifyOptions& options) {
+  if (saved.manifest == nullptr) return VerifyFolder(dir, options);
   const Manifest& manifest = *saved.manifest;
   auto snapshot_listed = manifest.files.find(kSnapshotPath);
   if (options.blob_digests == nullptr || !options.trust_remembered_blobs || options.public_key_hex ||
@@ -478,10 +484,7 @@ Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsul
   }
   // The snapshot is checked as saved, against every blob found: those done above and those
   // observed (a blob named by its digest).
-  const size_t digest_at = prefix.size();
-  for (auto it = observed.files.lower_bound(prefix); it != observed.files.end() && InBlobsFolder(it->first); ++it) {
-    if (IsBlobPath(it->first)) found.push_back(FoundBlob{std::string_view(it->first).substr(digest_at), it->second.size});
-  }
+  AddObservedBlobs(observed.files, &found);
   std::sort(found.begin(), found.end(), [](const FoundBlob& a, const FoundBlob& b) { return a.sha256 < b.sha256; });
   // CheckAgainstManifest checks the snapshot among the documents; the saved one is checked
   // in its place, where it would be.
