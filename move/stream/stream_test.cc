@@ -347,6 +347,8 @@ TEST_F(StreamTest, HaveSkipsWhatTheReceiverHoldsAndSwitchRemovesWhatIsGone) {
   std::string dst = ReceivedCopy();
   PutSourceFile("src/main.py", "print('changed')\n");
   PutSourceFile("src/new.py", "print('new')\n");
+  // Between "src/old.py" and what would lie beneath it in path order: not removed with it.
+  PutSourceFile("src/old.py.orig", "print('kept')\n");
   RemoveSourceFile("src/old.py");
 
   PackOptions copy;
@@ -354,8 +356,9 @@ TEST_F(StreamTest, HaveSkipsWhatTheReceiverHoldsAndSwitchRemovesWhatIsGone) {
   copy.have = *HaveOfCapsule(dst);
   PackStats stats;
   std::string stream = Pack(src_, copy, &stats);
-  EXPECT_EQ(stats.files_sent, 2u);  // changed and new: nothing else
-  EXPECT_EQ(stats.file_bytes_sent, std::string("print('changed')\n").size() + std::string("print('new')\n").size());
+  EXPECT_EQ(stats.files_sent, 3u);  // changed and new: nothing else
+  EXPECT_EQ(stats.file_bytes_sent, std::string("print('changed')\n").size() + std::string("print('new')\n").size() +
+                                       std::string("print('kept')\n").size());
   EXPECT_EQ(stats.removed, 0u);  // a copy removes nothing
   EXPECT_FALSE(Contains(stream, "# sample"));
   ASSERT_TRUE(Unpack(stream, dst).ok());
@@ -380,6 +383,7 @@ TEST_F(StreamTest, HaveSkipsWhatTheReceiverHoldsAndSwitchRemovesWhatIsGone) {
   EXPECT_EQ(unpack.manifest.removed, std::vector<std::string>{"files/src/old.py"});
   EXPECT_FALSE(ReadWorkspaceFile(dst, "src/old.py").ok());
   EXPECT_EQ(Snapshot::Load(dst)->Find("src/old.py"), nullptr);
+  EXPECT_EQ(*ReadWorkspaceFile(dst, "src/old.py.orig"), "print('kept')\n");
   EXPECT_TRUE(VerifyFolder(dst)->ok());
   EXPECT_EQ(*HaveOfCapsule(dst), *HaveOfCapsule(src_));
 }

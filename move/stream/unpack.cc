@@ -80,9 +80,13 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
   for (const std::string& removed : stream.manifest.removed) {
     if (!StartsWith(removed, "files/")) continue;
     std::string rel = removed.substr(6);
+    // The path and what lies beneath it: those start with "<path>/", together in path order.
     std::vector<std::string> doomed;
-    for (const auto& [path, entry] : snapshot.entries()) {
-      if (path == rel || StartsWith(path, rel + "/")) doomed.push_back(path);
+    if (snapshot.Find(rel) != nullptr) doomed.push_back(rel);
+    const std::string beneath = rel + "/";
+    for (auto it = snapshot.entries().lower_bound(beneath); it != snapshot.entries().end() && StartsWith(it->first, beneath);
+         ++it) {
+      doomed.push_back(it->first);
     }
     for (const std::string& path : doomed) snapshot.Remove(path);
     ++stats->removed;
