@@ -1105,6 +1105,9 @@ TEST_F(StreamTest, RefusesEntryBeneathAHeldFileOrLink) {
   std::string dst = ReceivedCopy();
   ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/README.md/x", "x").End().Finish(), dst,
                 "lies beneath the link or file 'README.md'");
+  // Deeper, with no entry for the folders between.
+  ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/src/main.py/deep/z", "z").End().Finish(), dst,
+                "lies beneath the link or file 'src/main.py'");
 }
 
 }  // namespace

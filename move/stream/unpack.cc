@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "capsule/base/file_io.h"
@@ -91,23 +92,28 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
     for (const std::string& path : doomed) snapshot.Remove(path);
     ++stats->removed;
   }
-  // A switch carries every folder, link, FIFO and device the sender holds (only files are
-  // skipped for the have): one it does not carry is gone there.
-  if (stream.manifest.phase == Phase::kSwitch) {
-    std::vector<std::string> gone;
-    for (const auto& [path, entry] : snapshot.entries()) {
-      if (entry.type != SnapshotEntry::Type::kFile && !stream.entries.count("files/" + path)) gone.push_back(path);
-    }
-    for (const std::string& path : gone) snapshot.Remove(path);
-  }
-  // Hard links: every name of a hard-linked file travels in each stream, so a name kept from
-  // before and not in this stream is one of its own now; the groups are numbered afresh.
+  // One pass over what is held before. A switch carries every folder, link, FIFO and device
+  // the sender holds (only files are skipped for the have): one it does not carry is gone
+  // there. Hard links: every name of a hard-linked file travels in each stream, so a name
+  // kept from before and not in this stream is one of its own now; the groups are numbered
+  // afresh.
+  const bool is_switch = stream.manifest.phase == Phase::kSwitch;
+  std::vector<std::string> gone;
+  std::vector<std::string> alone;
+  std::string stream_path = "files/";
   for (const auto& [path, entry] : snapshot.entries()) {
-    if (entry.link != 0 && !stream.entries.count("files/" + path)) {
-      SnapshotEntry alone = entry;
-      alone.link = 0;
-      snapshot.Set(path, alone);
-    }
+    const bool maybe_gone = is_switch && entry.type != SnapshotEntry::Type::kFile;
+    if (!maybe_gone && entry.link == 0) continue;
+    stream_path.resize(6);
+    stream_path += path;
+    if (stream.entries.count(stream_path)) continue;
+    (maybe_gone ? gone : alone).push_back(path);
+  }
+  for (const std::string& path : gone) snapshot.Remove(path);
+  for (const std::string& path : alone) {
+    SnapshotEntry entry = *snapshot.Find(path);
+    entry.link = 0;
+    snapshot.Set(path, entry);
   }
   std::map<std::string, uint64_t> groups;  // stream path of a group's first name -> its number
   for (const auto& [path, entry] : stream.entries) {
@@ -169,15 +175,34 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
     }
     snapshot.Set(rel, item);
   }
-  // Nothing may lie beneath a file or link of the workspace: what would is listed right
-  // after "<it>/" in path order.
+  // Nothing may lie beneath a file or link of the workspace. Each entry's nearest ancestor
+  // held must be a folder: one beneath a file or link either has that file or link as its
+  // nearest ancestor or a folder that is itself beneath it. Entries in path order share
+  // their parent in runs, so the parent's verdict is kept from one entry to the next.
+  std::string_view checked_parent;
+  std::string_view blocking;  // the file or link `checked_parent` lies beneath, if any
   for (const auto& [path, entry] : snapshot.entries()) {
-    if (entry.type == SnapshotEntry::Type::kDirectory) continue;
-    const std::string folder = path + "/";
-    auto beneath = snapshot.entries().lower_bound(folder);
-    if (beneath != snapshot.entries().end() && StartsWith(beneath->first, folder)) {
-      return Status::Corruption("stream entry 'files/" + beneath->first + "'",
-                                "lies beneath the link or file '" + path + "' the capsule holds; the whole stream is refused");
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos) continue;
+    const std::string_view parent = std::string_view(path).substr(0, slash);
+    if (parent != checked_parent) {
+      checked_parent = parent;
+      blocking = {};
+      for (std::string_view ancestor = parent;;) {
+        const SnapshotEntry* held = snapshot.Find(std::string(ancestor));
+        if (held != nullptr) {
+          if (held->type != SnapshotEntry::Type::kDirectory) blocking = ancestor;
+          break;
+        }
+        const size_t up = ancestor.rfind('/');
+        if (up == std::string_view::npos) break;
+        ancestor = ancestor.substr(0, up);
+      }
+    }
+    if (!blocking.empty()) {
+      return Status::Corruption("stream entry 'files/" + path + "'", "lies beneath the link or file '" +
+                                                                         std::string(blocking) +
+                                                                         "' the capsule holds; the whole stream is refused");
     }
   }
   return Status::Ok();
