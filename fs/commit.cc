@@ -299,7 +299,7 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
   }
   paths.erase(kSnapshotPath);  // named by the digest of the text written
   CAPSULE_ASSIGN_OR_RETURN(std::string snapshot_bytes, snapshot_text.get());
-  const FileDigest snapshot_digest{Sha256Hex(snapshot_bytes), snapshot_bytes.size()};
+  const FileDigest snapshot_digest = FileDigest::OfText(snapshot_bytes);
   // The snapshot and the times reach the disk on another thread while the manifest is brought
   // up to date and its text built here; the manifest, which names the snapshot's digest, is
   // renamed into place only once the snapshot is durable. Should that write fail, manifest_

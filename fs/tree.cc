@@ -413,7 +413,7 @@ Result<std::string> CapsuleFs::Render(Document document) {
   CAPSULE_ASSIGN_OR_RETURN(std::string snapshot_text, SnapshotOf(WholeWorkspace()).ToCanonicalText());
   Manifest manifest = *manifest_;
   lock.unlock();
-  manifest.files[kSnapshotPath] = FileDigest{Sha256Hex(snapshot_text), snapshot_text.size()};
+  manifest.files[kSnapshotPath] = FileDigest::OfText(snapshot_text);
   CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest.ToCanonicalText());
   int s = static_cast<int>(Document::kSnapshot), m = static_cast<int>(Document::kManifest);
   rendered_[s] = std::move(snapshot_text);

@@ -68,6 +68,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   capsule::Result<capsule::Manifest> manifest_general = capsule::Manifest::ParseThroughJson(text);
   if (manifest.ok() != manifest_general.ok()) std::abort();
   if (manifest.ok() && manifest->ToJson() != manifest_general->ToJson()) std::abort();
+  // The header reader refuses what Parse refuses and keeps what it keeps but the files.
+  capsule::Result<capsule::Manifest> header = capsule::Manifest::ParseHeader(text);
+  if (header.ok() != manifest.ok() || (header.ok() && !header->files.empty())) std::abort();
+  if (header.ok()) {
+    capsule::Manifest without_files = *manifest;
+    without_files.files.clear();
+    if (header->ToJson() != without_files.ToJson()) std::abort();
+  }
   capsule::Result<capsule::Snapshot> snapshot = capsule::Snapshot::Parse(text);
   capsule::Result<capsule::Snapshot> snapshot_general = capsule::Snapshot::ParseThroughJson(text);
   if (snapshot.ok() != snapshot_general.ok()) std::abort();

@@ -189,17 +189,22 @@ Result<Manifest> Manifest::Load(const std::string& capsule_dir) {
   return Parse(text);
 }
 
-Result<Manifest> Manifest::LoadHeader(const std::string& capsule_dir) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadManifestText(capsule_dir));
+Result<Manifest> Manifest::ParseHeader(std::string_view text) {
   if (std::optional<Manifest> fast = ReadCanonicalManifest(text, /*keep_files=*/false)) return std::move(*fast);
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, ParseThroughJson(text));
   manifest.files.clear();
   return manifest;
 }
 
-Status Manifest::Save(const std::string& capsule_dir, std::string* sha256) const {
+Result<Manifest> Manifest::LoadHeader(const std::string& capsule_dir) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadManifestText(capsule_dir));
+  return ParseHeader(text);
+}
+
+FileDigest FileDigest::OfText(std::string_view text) { return FileDigest{Sha256Hex(text), text.size()}; }
+
+Status Manifest::Save(const std::string& capsule_dir) const {
   CAPSULE_ASSIGN_OR_RETURN(std::string text, ToCanonicalText());
-  if (sha256 != nullptr) *sha256 = Sha256Hex(text);
   return WriteFileAtomic(JoinPath(capsule_dir, kManifestPath), text);
 }
 

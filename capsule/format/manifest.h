@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
@@ -27,6 +28,8 @@ struct FileDigest {
   std::string sha256;
   uint64_t size = 0;
   bool operator==(const FileDigest&) const = default;
+  // The digest of a file whose bytes are `text` (one about to be written).
+  static FileDigest OfText(std::string_view text);
 };
 
 struct Manifest {
@@ -44,12 +47,13 @@ struct Manifest {
   // ToCanonicalText writes (tests compare the two).
   static Result<Manifest> ParseThroughJson(std::string_view text);
   static Result<Manifest> Load(const std::string& capsule_dir);
-  // Load without keeping the files: the agent and holder of a manifest read and checked
-  // whole as Load reads it, its entries not stored (a mover's stream needs only those two).
+  // Parse without keeping the files: the agent and holder of a manifest read and checked
+  // whole as Parse reads it, its entries not stored (a mover's stream needs only those two).
+  static Result<Manifest> ParseHeader(std::string_view text);
+  // Load, as ParseHeader reads.
   static Result<Manifest> LoadHeader(const std::string& capsule_dir);
-  // Writes manifest.json through the durable-write path; `sha256`, when given, gets the
-  // SHA-256 (hex) of the text written.
-  Status Save(const std::string& capsule_dir, std::string* sha256 = nullptr) const;
+  // Writes manifest.json through the durable-write path.
+  Status Save(const std::string& capsule_dir) const;
 };
 
 // Hashes each listed path under `capsule_dir` into `manifest->files`; a path that no longer

@@ -11,7 +11,6 @@
 #include <optional>
 #include <set>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
@@ -383,47 +382,41 @@ bool IsEmptyBlobPath(const std::string& blob_path) {
 namespace {
 
 // The digests the files of `snapshot` name, viewing its entries.
-std::unordered_set<std::string_view> NamedDigests(const Snapshot& snapshot) {
-  std::unordered_set<std::string_view> named;
-  named.reserve(snapshot.entries().size());
-  for (const auto& [path, entry] : snapshot.entries()) {
-    if (entry.type == SnapshotEntry::Type::kFile) named.insert(entry.sha256);
-  }
-  return named;
-}
-
-}  // namespace
-
-Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_dir, const Snapshot& snapshot) {
-  std::unordered_set<std::string_view> named = NamedDigests(snapshot);
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> blobs, ListFileNames(JoinPath(capsule_dir, kBlobsDir)));
-  std::vector<std::string> unreferenced;
-  for (const std::string& name : blobs) {
-    std::string path = std::string(kBlobsDir) + "/" + name;
-    if (!IsBlobPath(path) || IsEmptyBlobPath(path)) continue;
-    if (named.count(name) == 0) unreferenced.push_back(std::move(path));
-  }
-  return unreferenced;
-}
-
-std::vector<std::string> UnreferencedBlobsOf(const Manifest& manifest, const Snapshot& snapshot) {
-  // The digests the snapshot names, sorted, walked beside the manifest's blobs (in digest
-  // order, as their paths are): one pass over each, no set built.
+// The digests the snapshot's files name, sorted (for binary_search).
+std::vector<std::string_view> SortedNamedDigests(const Snapshot& snapshot) {
   std::vector<std::string_view> named;
   named.reserve(snapshot.entries().size());
   for (const auto& [path, entry] : snapshot.entries()) {
     if (entry.type == SnapshotEntry::Type::kFile) named.push_back(entry.sha256);
   }
   std::sort(named.begin(), named.end());
+  return named;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_dir, const Snapshot& snapshot) {
+  const std::vector<std::string_view> named = SortedNamedDigests(snapshot);
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> blobs, ListFileNames(JoinPath(capsule_dir, kBlobsDir)));
+  std::vector<std::string> unreferenced;
+  for (const std::string& name : blobs) {
+    std::string path = std::string(kBlobsDir) + "/" + name;
+    if (!IsBlobPath(path) || IsEmptyBlobPath(path)) continue;
+    if (!std::binary_search(named.begin(), named.end(), std::string_view(name))) unreferenced.push_back(std::move(path));
+  }
+  return unreferenced;
+}
+
+std::vector<std::string> UnreferencedBlobsOf(const Manifest& manifest, const Snapshot& snapshot) {
+  const std::vector<std::string_view> named = SortedNamedDigests(snapshot);
   const std::string prefix = std::string(kBlobsDir) + "/";
   std::vector<std::string> unreferenced;
-  auto next_named = named.begin();
   for (auto it = manifest.files.lower_bound(prefix); it != manifest.files.end() && it->first.starts_with(prefix); ++it) {
     const std::string& path = it->first;
     if (!IsBlobPath(path) || IsEmptyBlobPath(path)) continue;
-    const std::string_view digest = std::string_view(path).substr(prefix.size());
-    next_named = std::lower_bound(next_named, named.end(), digest);
-    if (next_named == named.end() || *next_named != digest) unreferenced.push_back(path);
+    if (!std::binary_search(named.begin(), named.end(), std::string_view(path).substr(prefix.size()))) {
+      unreferenced.push_back(path);
+    }
   }
   return unreferenced;
 }

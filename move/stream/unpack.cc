@@ -555,7 +555,7 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
   CAPSULE_RETURN_IF_ERROR(
       DropDeletedContent(staging, snapshot, &manifest, /*listed_before=*/options.expected_phase == Phase::kSwitch));
   CAPSULE_ASSIGN_OR_RETURN(const std::string snapshot_bytes, snapshot_text.get());
-  manifest.files[kSnapshotPath] = FileDigest{Sha256Hex(snapshot_bytes), snapshot_bytes.size()};
+  manifest.files[kSnapshotPath] = FileDigest::OfText(snapshot_bytes);
   // Both documents are written while the staged capsule is checked: nothing here is placed
   // before the check passes and the one sync below, and a refused stream's staging area goes.
   std::future<Status> documents_saved = std::async(std::launch::async, [&]() -> Status {
