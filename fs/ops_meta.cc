@@ -42,6 +42,16 @@ Result<fuse_entry_param> CapsuleFs::do_lookup(fuse_ino_t parent, const std::stri
   {
     std::unique_lock lock(tree_mu_);
     CAPSULE_ASSIGN_OR_RETURN(Node* dir, NodeOf(parent, name));
+    // A name missing from a workspace folder stays missing until an operation through this
+    // mount adds it, and the kernel drops a negative entry when it does: it may remember the
+    // absence as long as a present entry (Python's imports, a compiler's include search and
+    // git look for the same missing names again and again).
+    if (dir->kind == NodeKind::kWsDir && name.size() <= NAME_MAX && dir->children.find(name) == dir->children.end()) {
+      fuse_entry_param absent{};
+      absent.ino = 0;
+      absent.entry_timeout = CacheTimeout(NodeKind::kWsDir);
+      return absent;
+    }
     CAPSULE_ASSIGN_OR_RETURN(child, Child(dir, name));
     ++child->nlookup;
   }

@@ -75,6 +75,28 @@ class CapsulefsTest : public ::testing::Test {
   }
   std::string F(const std::string& rel) { return mnt_ + "/files/" + rel; }
 
+  // Whether a stat of `path`, in a child of its own, is answered within a second while the
+  // driver is stopped (from the kernel's caches): found with content when `found`, else
+  // missing (ENOENT). Stops the driver and lets it go on.
+  static bool AnsweredWhileStopped(const Mount& mount, const std::string& path, bool found) {
+    if (::kill(mount.pid(), SIGSTOP) != 0) return false;
+    pid_t child = ::fork();
+    if (child == 0) {
+      struct stat child_st;
+      int got = ::stat(path.c_str(), &child_st);
+      ::_exit(found ? (got == 0 && child_st.st_size > 0 ? 0 : 1) : (got != 0 && errno == ENOENT ? 0 : 1));
+    }
+    bool answered = false;
+    int status = 0;
+    for (int i = 0; i < 100 && !answered; ++i) {
+      answered = ::waitpid(child, &status, WNOHANG) == child;
+      if (!answered) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(mount.pid(), SIGCONT);
+    if (!answered) ::waitpid(child, &status, 0);
+    return answered && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+
   std::string root_, dir_, mnt_;
 };
 
@@ -345,28 +367,56 @@ TEST_F(CapsulefsTest, TheKernelKeepsWorkspaceEntriesAndAsksAgainForTheCapsulesOw
   ASSERT_EQ(::stat(F("kept.txt").c_str(), &st), 0);
   ASSERT_EQ(::stat((mnt_ + "/memory/working_memory.md").c_str(), &st), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  // Each stat in a child of its own, given a second while the driver is stopped.
-  auto stat_while_stopped = [&](const std::string& path) {
-    pid_t child = ::fork();
-    if (child == 0) {
-      struct stat child_st;
-      ::_exit(::stat(path.c_str(), &child_st) == 0 && child_st.st_size > 0 ? 0 : 1);
-    }
-    bool answered = false;
-    int status = 0;
-    for (int i = 0; i < 100 && !answered; ++i) {
-      answered = ::waitpid(child, &status, WNOHANG) == child;
-      if (!answered) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ::kill(mount.pid(), SIGCONT);
-    if (!answered) ::waitpid(child, &status, 0);
-    return answered && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  };
-  ASSERT_EQ(::kill(mount.pid(), SIGSTOP), 0);
-  EXPECT_TRUE(stat_while_stopped(F("kept.txt"))) << "a workspace file's attributes were asked for again";
-  ASSERT_EQ(::kill(mount.pid(), SIGSTOP), 0);
-  EXPECT_FALSE(stat_while_stopped(mnt_ + "/memory/working_memory.md")) << "a capsule file's were kept";
+  EXPECT_TRUE(AnsweredWhileStopped(mount, F("kept.txt"), true)) << "a workspace file's attributes were asked for again";
+  EXPECT_FALSE(AnsweredWhileStopped(mount, mnt_ + "/memory/working_memory.md", true)) << "a capsule file's were kept";
   ASSERT_EQ(mount.Unmount(), 0);
+  ExpectVerifies();
+}
+
+// A name missing from a workspace folder is remembered by the kernel (a negative entry) until
+// an operation through the mount adds it, whichever operation; a name missing from the
+// capsule's own folders is asked for each time (capsule commands write them beside the mount).
+TEST_F(CapsulefsTest, AMissingWorkspaceNameIsRememberedUntilTheMountAddsIt) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  struct stat st;
+  auto missing = [&](const std::string& path) { return ::lstat(path.c_str(), &st) != 0 && errno == ENOENT; };
+  ASSERT_TRUE(missing(F("src/later.py")));
+  EXPECT_TRUE(AnsweredWhileStopped(mount, F("src/later.py"), false)) << "the driver was asked again";
+
+  // Each way of adding a name, each after the name was found missing.
+  const std::vector<std::string> names = {"created", "folder", "symlink", "hardlink", "renamed", "fifo", "later.py"};
+  for (const std::string& name : names) ASSERT_TRUE(missing(F("src/" + name))) << name;
+  ASSERT_EQ(Put(F("src/created"), "created"), 0);
+  ASSERT_EQ(::mkdir(F("src/folder").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink("created", F("src/symlink").c_str()), 0);
+  ASSERT_EQ(::link(F("src/created").c_str(), F("src/hardlink").c_str()), 0);
+  ASSERT_EQ(Put(F("moving"), "moved"), 0);
+  ASSERT_EQ(::rename(F("moving").c_str(), F("src/renamed").c_str()), 0);
+  ASSERT_EQ(::mkfifo(F("src/fifo").c_str(), 0644), 0);
+  ASSERT_EQ(Put(F("src/later.py"), "print('later')\n"), 0);
+  for (const std::string& name : names) EXPECT_EQ(::lstat(F("src/" + name).c_str(), &st), 0) << name;
+  EXPECT_EQ(Slurp(F("src/renamed")), "moved");
+  EXPECT_TRUE(AnsweredWhileStopped(mount, F("src/later.py"), true));
+  // Removed again: missing again, at once.
+  ASSERT_EQ(::unlink(F("src/later.py").c_str()), 0);
+  EXPECT_TRUE(missing(F("src/later.py")));
+
+  // The capsule's own folder: a file written beside the mount is found at once.
+  ASSERT_TRUE(missing(mnt_ + "/memory/beside.md"));
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/memory/beside.md", "written beside").ok());
+  EXPECT_EQ(Slurp(mnt_ + "/memory/beside.md"), "written beside");
+  ASSERT_EQ(::unlink((dir_ + "/memory/beside.md").c_str()), 0);
+
+  ASSERT_EQ(mount.Unmount(), 0);
+  Mount again(dir_, mnt_);
+  ASSERT_TRUE(again.up());
+  for (const std::string& name : names) {
+    if (name != "later.py") {
+      EXPECT_EQ(::lstat(F("src/" + name).c_str(), &st), 0) << name;
+    }
+  }
+  ASSERT_EQ(again.Unmount(), 0);
   ExpectVerifies();
 }
 
