@@ -230,10 +230,12 @@ class CapsuleFs {
   Status SyncAll();  // syncfs(2) of the capsule's file system
   Status CommitAll();
   // Writes the snapshot, the workspace times and the manifest whole; `saved`, when given,
-  // gets the manifest and snapshot as written (a freeze verifies them without reading back).
+  // gets the manifest and snapshot as written (a freeze verifies them without reading back),
+  // and with `verify` also the blobs folder, listed for VerifySavedFolder with those options
+  // on a thread of its own while the tree is walked.
   // Runs only while no write can come (before the mount serves, frozen, at shutdown): the
   // tree it walks and the blobs it syncs stay as they are until it returns.
-  Status Checkpoint(SavedCapsule* saved = nullptr);
+  Status Checkpoint(SavedCapsule* saved = nullptr, const VerifyOptions* verify = nullptr);
   // manifest_ to change, copied first while a checkpoint's reader still shares it. Needs
   // tree_mu_ (unique). use_count() orders nothing by itself: a reference is taken only under
   // tree_mu_, and the one a freeze's verify holds is dropped before the freeze lets writers

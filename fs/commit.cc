@@ -259,11 +259,17 @@ Status CapsuleFs::CommitAll() {
   return first;
 }
 
-Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
+Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
   const std::string& dir = options_.dir;
   // Every blob the snapshot names is on disk before the snapshot is: the file system syncs
   // while the tree is walked (no commit can come meanwhile, see the header).
   std::future<Status> blobs_synced = std::async(std::launch::async, [this] { return SyncAll(); });
+  // The blobs folder holds every blob it will (but those removed below) and the verify's
+  // listing of it is taken meanwhile, on the core the sync leaves idle.
+  std::future<Result<ListedBlobs>> blobs_listed;
+  if (saved != nullptr && verify != nullptr) {
+    blobs_listed = std::async(std::launch::async, [&dir, verify] { return ListBlobsToVerify(dir, *verify); });
+  }
   WorkspaceChange whole;
   {
     std::shared_lock lock(tree_mu_);
@@ -282,9 +288,13 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
   // The first checkpoint of a mount lists the blobs on disk (a crash may have left one the
   // manifest does not name), and so does the one after any checkpoint or commit that failed
   // half-way; otherwise every blob on disk is one this mount put in its manifest.
+  // Found while the snapshot's text is built.
   const bool listed = blobs_listed_.exchange(false);
   std::vector<std::string> unreferenced;
-  if (!listed) {
+  if (listed) {
+    std::shared_lock lock(tree_mu_);
+    unreferenced = UnreferencedBlobsOf(*manifest_, snapshot);
+  } else {
     CAPSULE_ASSIGN_OR_RETURN(unreferenced, UnreferencedBlobs(dir, snapshot));
   }
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(dir, {kLocalDir, kBlobsDir}));
@@ -319,7 +329,6 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
       if (!IsBlobPath(path) && BelongsInManifest(path) && path != kSnapshotPath) paths.insert(path);
     }
     current.files.erase(kSignaturePath);  // named by a manifest an earlier checkpoint wrote
-    if (listed) unreferenced = UnreferencedBlobsOf(current, snapshot);
     for (const std::string& blob : unreferenced) current.files.erase(blob);
     CAPSULE_RETURN_IF_ERROR(
         RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &current, &verified_blobs_));
@@ -333,7 +342,14 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved) {
   CAPSULE_RETURN_IF_ERROR(RemoveBlobs(dir, unreferenced));
   blobs_listed_ = true;
   if (saved != nullptr) {
-    *saved = SavedCapsule{std::move(manifest), Sha256Hex(manifest_text), std::move(snapshot), snapshot_digest.sha256};
+    *saved = SavedCapsule{std::move(manifest), Sha256Hex(manifest_text), std::move(snapshot), snapshot_digest.sha256, {}};
+    if (blobs_listed.valid()) {
+      // A listing that failed is taken again by the verify.
+      if (Result<ListedBlobs> blobs = blobs_listed.get(); blobs.ok()) {
+        saved->blobs = std::move(blobs).value();
+        saved->blobs->Remove(unreferenced);
+      }
+    }
   }
   return log_ ? log_->Truncate() : Status::Ok();
 }

@@ -24,14 +24,15 @@ Result<uint64_t> CapsuleFs::Freeze(const std::string& move) {
   uint64_t read_before = verified_blobs_.files_read();
   Status frozen = gate_.Freeze([&]() -> Status {
     CAPSULE_RETURN_IF_ERROR(CommitAll());
-    SavedCapsule saved;
-    CAPSULE_RETURN_IF_ERROR(Checkpoint(&saved));
     VerifyOptions verify;
     verify.blob_digests = &verified_blobs_;
     // Right after a preverify, the blobs it read are taken as it found them: only this mount
     // has written the folder since, and it never rewrites a blob. The manifest and snapshot
-    // just written are checked against their digests, not parsed again.
+    // just written are checked against their digests, not parsed again, and the blobs folder
+    // as the checkpoint listed it.
     verify.trust_remembered_blobs = preverified_.exchange(false);
+    SavedCapsule saved;
+    CAPSULE_RETURN_IF_ERROR(Checkpoint(&saved, &verify));
     CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifySavedFolder(options_.dir, saved, verify));
     if (!report.ok()) return Status::Corruption(options_.dir, "does not verify: " + report.problems.front());
     return TransitionHolder(options_.dir, freeze).status();

@@ -661,6 +661,16 @@ TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
     EXPECT_TRUE(quick.ok() && full.ok());
     if (!quick.ok() || !full.ok()) return {"error"};
     EXPECT_EQ(quick->problems, full->problems);
+    // The same with the blobs folder listed beforehand, as a checkpoint lists it.
+    Result<ListedBlobs> listed = ListBlobsToVerify(cap, options);
+    EXPECT_TRUE(listed.ok());
+    if (!listed.ok()) return {"error"};
+    saved.blobs = std::move(listed).value();
+    Result<VerifyReport> quick_listed = VerifySavedFolder(cap, saved, options);
+    saved.blobs.reset();
+    EXPECT_TRUE(quick_listed.ok());
+    if (!quick_listed.ok()) return {"error"};
+    EXPECT_EQ(quick_listed->problems, full->problems);
     EXPECT_EQ(quick->files_checked, full->files_checked);
     EXPECT_EQ(!quick->manifest.has_value(), fast);
     return quick->problems;
@@ -730,6 +740,68 @@ TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
   judged(true);
   ASSERT_TRUE(changed.Save(cap).ok());
   EXPECT_TRUE(has(judged(false), std::string(kSnapshotPath) + ": size mismatch"));
+}
+
+// A freeze's checkpoint lists the blobs folder while it saves, then removes the blobs its
+// snapshot no longer names: the verify judges that listing, with those blobs taken out.
+TEST(VerifyTest, ASavedFolderIsJudgedByTheBlobsListedWhileSaving) {
+  std::string root = testing::MakeTempDir("verify_listed");
+  std::string cap = CapsuleOfFiles(root, {{"f", "first"}, {"g", "second"}, {"h", "third"}});
+  DigestCache cache;
+  VerifyOptions options;
+  options.blob_digests = &cache;
+  options.trust_remembered_blobs = true;
+  ASSERT_TRUE(VerifyFolder(cap, options)->ok());  // the cache now remembers every blob
+  Result<ListedBlobs> listed = ListBlobsToVerify(cap, options);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->names.size(), 3u);
+  ASSERT_EQ(listed->remembered.size(), 3u);
+
+  // The checkpoint: "h" gone from the snapshot, its blob from the manifest, then the disk.
+  Snapshot snapshot = *Snapshot::Load(cap);
+  snapshot.Remove("h");
+  ASSERT_TRUE(snapshot.Save(cap).ok());
+  Manifest manifest = *Manifest::Load(cap);
+  std::vector<std::string> unreferenced = UnreferencedBlobsOf(manifest, snapshot);
+  ASSERT_EQ(unreferenced, std::vector<std::string>{BlobPath(Sha256Hex("third"))});
+  for (const std::string& blob : unreferenced) manifest.files.erase(blob);
+  ASSERT_TRUE(RefreshManifestEntries(cap, {kSnapshotPath}, &manifest).ok());
+  ASSERT_TRUE(manifest.Save(cap).ok());
+  ASSERT_TRUE(RemoveBlobs(cap, unreferenced).ok());
+  SavedCapsule saved{std::make_shared<const Manifest>(manifest), *Sha256File(cap + "/" + kManifestPath, nullptr),
+                     snapshot, *Sha256File(cap + "/" + kSnapshotPath, nullptr), *listed};
+
+  // The listing is what is judged: as taken, it still holds the removed blob, which is then
+  // what VerifyFolder would say of that blob on disk.
+  Result<VerifyReport> stale = VerifySavedFolder(cap, saved, options);
+  ASSERT_TRUE(stale.ok());
+  ASSERT_EQ(stale->problems.size(), 2u);
+  EXPECT_EQ(stale->problems[0], unreferenced.front() + ": not in manifest");
+  EXPECT_EQ(stale->problems[1].rfind(unreferenced.front() + ": unreferenced blob", 0), 0u) << stale->problems[1];
+
+  // With the removed blobs taken out, it is the folder as it is; each name keeps its own
+  // remembered digest.
+  saved.blobs->Remove(unreferenced);
+  ASSERT_EQ(saved.blobs->names.size(), 2u);
+  ASSERT_EQ(saved.blobs->remembered.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(saved.blobs->remembered[i].has_value());
+    EXPECT_EQ(saved.blobs->remembered[i]->sha256, saved.blobs->names[i]);
+  }
+  Result<VerifyReport> quick = VerifySavedFolder(cap, saved, options);
+  ASSERT_TRUE(quick.ok());
+  EXPECT_TRUE(quick->ok()) << quick->problems.front();
+  EXPECT_TRUE(VerifyFolder(cap, options)->ok());
+
+  // A listing taken without the remembered digests is judged by VerifyFolder.
+  VerifyOptions untrusting = options;
+  untrusting.trust_remembered_blobs = false;
+  saved.blobs = *ListBlobsToVerify(cap, untrusting);
+  ASSERT_TRUE(saved.blobs->remembered.empty());
+  Result<VerifyReport> judged_whole = VerifySavedFolder(cap, saved, options);
+  ASSERT_TRUE(judged_whole.ok());
+  EXPECT_TRUE(judged_whole->ok());
+  EXPECT_TRUE(judged_whole->manifest.has_value()) << "VerifyFolder read the manifest";
 }
 
 TEST(WorkspaceTest, UnreferencedBlobsOfAManifestAreThoseTheFolderListingFinds) {

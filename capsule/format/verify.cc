@@ -404,6 +404,44 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
   return report;
 }
 
+void ListedBlobs::Remove(const std::vector<std::string>& paths) {
+  if (paths.empty()) return;
+  const std::string prefix = std::string(kBlobsDir) + "/";
+  std::vector<std::string_view> gone;
+  gone.reserve(paths.size());
+  for (const std::string& path : paths) {
+    if (path.starts_with(prefix)) gone.push_back(std::string_view(path).substr(prefix.size()));
+  }
+  std::sort(gone.begin(), gone.end());
+  size_t kept = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (std::binary_search(gone.begin(), gone.end(), std::string_view(names[i]))) continue;
+    if (kept != i) {
+      names[kept] = std::move(names[i]);
+      if (i < remembered.size()) remembered[kept] = std::move(remembered[i]);
+    }
+    ++kept;
+  }
+  names.resize(kept);
+  if (remembered.size() > kept) remembered.resize(kept);
+}
+
+Result<ListedBlobs> ListBlobsToVerify(const std::string& dir, const VerifyOptions& options) {
+  ListedBlobs listed;
+  const std::string blobs_dir = JoinPath(dir, kBlobsDir);
+  CAPSULE_ASSIGN_OR_RETURN(listed.names, ListFileNames(blobs_dir, &listed.others));
+  if (options.blob_digests == nullptr || !options.trust_remembered_blobs) return listed;
+  listed.remembered.reserve(listed.names.size());
+  std::string full_path = blobs_dir + "/";
+  const size_t name_at = full_path.size();
+  for (const std::string& name : listed.names) {
+    full_path.resize(name_at);
+    full_path += name;
+    listed.remembered.push_back(options.blob_digests->Remembered(full_path));
+  }
+  return listed;
+}
+
 Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsule& saved,
                                        const VerifyOptions& options) {
   if (saved.manifest == nullptr) return VerifyFolder(dir, options);
@@ -417,12 +455,16 @@ Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsul
   // The manifest is hashed while the folders are listed.
   std::future<Result<std::string>> manifest_sha256 =
       std::async(std::launch::async, [&dir] { return Sha256File(JoinPath(dir, kManifestPath), nullptr); });
-  const std::string blobs_dir = JoinPath(dir, kBlobsDir);
-  std::vector<std::string> others;
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFileNames(blobs_dir, &others));
+  ListedBlobs listed_now;
+  if (!saved.blobs) {
+    CAPSULE_ASSIGN_OR_RETURN(listed_now, ListBlobsToVerify(dir, options));
+  }
+  const ListedBlobs& blobs = saved.blobs ? *saved.blobs : listed_now;
+  const std::vector<std::string>& names = blobs.names;
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir, kBlobsDir}));
   Result<std::string> manifest_digest = manifest_sha256.get();
-  if (!manifest_digest.ok() || *manifest_digest != saved.manifest_sha256 || !others.empty()) {
+  if (!manifest_digest.ok() || *manifest_digest != saved.manifest_sha256 || !blobs.others.empty() ||
+      blobs.remembered.size() != names.size()) {
     return VerifyFolder(dir, options);
   }
 
@@ -434,8 +476,6 @@ Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsul
   found.reserve(names.size());
   std::vector<TreeEntry> blob_entries;
   const std::string prefix = std::string(kBlobsDir) + "/";
-  std::string full_path = blobs_dir + "/";
-  const size_t name_at = full_path.size();
   auto listed = manifest.files.lower_bound(prefix);
   auto listed_end = listed;
   while (listed_end != manifest.files.end() && InBlobsFolder(listed_end->first)) ++listed_end;
@@ -454,9 +494,7 @@ Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsul
       ++name;
       continue;
     }
-    full_path.resize(name_at);
-    full_path += *name;
-    std::optional<DigestCache::Digest> remembered = options.blob_digests->Remembered(full_path);
+    const std::optional<DigestCache::Digest>& remembered = blobs.remembered[name - names.begin()];
     if (remembered && remembered->sha256 == *name && remembered->size == listed->second.size &&
         listed->second.sha256 == *name && IsBlobPath(listed->first)) {
       found.push_back(FoundBlob{*name, listed->second.size});

@@ -64,6 +64,18 @@ struct VerifyReport {
 // A fatal error (the folder cannot be read at all) is a Status; damage is in the report.
 Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& options = {});
 
+// The blobs folder as VerifySavedFolder reads it: the regular files' names (sorted), every
+// other entry's name, and, with trust_remembered_blobs, what the digest cache remembers of
+// each name (DigestCache::Remembered, in the order of `names`).
+struct ListedBlobs {
+  std::vector<std::string> names;
+  std::vector<std::string> others;
+  std::vector<std::optional<DigestCache::Digest>> remembered;
+  // Takes out the blobs at `paths` (capsule paths, "artifacts/blobs/<name>"), as removed.
+  void Remove(const std::vector<std::string>& paths);
+};
+Result<ListedBlobs> ListBlobsToVerify(const std::string& dir, const VerifyOptions& options);
+
 // A capsule as the one process that writes its folder has just saved it (a mount's
 // checkpoint): the manifest and snapshot it holds, and the SHA-256 of the texts it wrote
 // (texts that Manifest::Parse and Snapshot::Parse read back as these).
@@ -72,6 +84,9 @@ struct SavedCapsule {
   std::string manifest_sha256;
   Snapshot snapshot;
   std::string snapshot_sha256;
+  // The blobs folder listed while the rest was saved, after its last blob was written, the
+  // blobs the save removed taken out; VerifySavedFolder lists the folder itself without it.
+  std::optional<ListedBlobs> blobs;
 };
 
 // What VerifyFolder with `options` reports (the same problems, in the same order) for a
