@@ -522,8 +522,11 @@ Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsul
   }
   // The snapshot is checked as saved, against every blob found: those done above and those
   // observed (a blob named by its digest).
+  // Both parts come in digest order (the listing's names; the observed paths): one merge.
+  const size_t remembered_count = found.size();
   AddObservedBlobs(observed.files, &found);
-  std::sort(found.begin(), found.end(), [](const FoundBlob& a, const FoundBlob& b) { return a.sha256 < b.sha256; });
+  std::inplace_merge(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(remembered_count), found.end(),
+                     [](const FoundBlob& a, const FoundBlob& b) { return a.sha256 < b.sha256; });
   // CheckAgainstManifest checks the snapshot among the documents; the saved one is checked
   // in its place, where it would be.
   std::vector<std::string> snapshot_problems;
