@@ -29,7 +29,8 @@ namespace {
 struct Planned {
   enum class Kind { kFolder, kFile, kLink, kHardLink, kSpecial } kind = Kind::kFile;
   std::string stream_path;
-  std::string source;       // kFile: the file to read, under the capsule folder
+  std::string source;       // kFile: the file to read, under the capsule folder; a workspace
+                            // file's blob when empty (named when sent: most are not)
   std::string sha256;       // kFile
   uint64_t size = 0;        // kFile
   mode_t mode = 0644;
@@ -95,6 +96,7 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
   root.mode = 0755;
   plan["files"] = root;
   std::map<uint64_t, std::string> first_names;  // link group -> stream path of its first name
+  std::string last_folder;
   for (const auto& [path, entry] : snapshot.entries()) {
     Planned item;
     item.stream_path = "files/" + path;
@@ -106,7 +108,6 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
         item.kind = Planned::Kind::kFolder;
         break;
       case SnapshotEntry::Type::kFile:
-        item.source = JoinPath(dir, BlobPath(entry.sha256));
         item.sha256 = entry.sha256;
         item.size = entry.size;
         break;
@@ -141,7 +142,12 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
         item.link_target = first->second;
       }
     }
-    AddFolders(item.stream_path, &plan);
+    // Entries in path order share their folder in runs: its folders are planned once a run.
+    const std::string_view folder = std::string_view(item.stream_path).substr(0, item.stream_path.rfind('/'));
+    if (folder != last_folder) {
+      AddFolders(item.stream_path, &plan);
+      last_folder = folder;
+    }
     std::string key = item.stream_path;
     plan.insert_or_assign(plan.end(), std::move(key), std::move(item));  // in path order
   }
@@ -182,7 +188,8 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
 
 // Sends one file. Its digest is checked on another thread, behind the sending: the caller
 // asks `digests` before it ends the stream.
-Status WriteFileEntry(const Planned& file, TarWriter* tar, DigestCheck* digests, Progress* progress) {
+Status WriteFileEntry(const std::string& dir, const Planned& file, TarWriter* tar, DigestCheck* digests,
+                      Progress* progress) {
   std::map<std::string, std::string> pax = OwnerRecords(file);
   pax[kDigestRecord] = file.sha256;
   CAPSULE_RETURN_IF_ERROR(tar->BeginFile(file.stream_path, file.size, file.mode, pax));
@@ -191,16 +198,17 @@ Status WriteFileEntry(const Planned& file, TarWriter* tar, DigestCheck* digests,
     if (progress != nullptr) progress->Add(file.inline_data.size(), 1);
     return tar->EndFile();
   }
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(file.source, O_RDONLY));
+  const std::string source = file.source.empty() ? JoinPath(dir, BlobPath(file.sha256)) : file.source;
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(source, O_RDONLY));
   uint64_t done = 0;
   while (done < file.size) {
     DigestCheck::Buffer* buffer = digests->Take();
     size_t want = static_cast<size_t>(std::min<uint64_t>(buffer->size(), file.size - done));
-    Result<size_t> n = ReadAt(fd.get(), buffer->data(), want, static_cast<off_t>(done), file.source);
+    Result<size_t> n = ReadAt(fd.get(), buffer->data(), want, static_cast<off_t>(done), source);
     if (!n.ok() || *n == 0) {
       digests->Give(buffer);
       if (!n.ok()) return n.status();
-      return Status::Corruption(file.source, "shrank while being sent");
+      return Status::Corruption(source, "shrank while being sent");
     }
     Status sent = tar->WriteFileData(std::string_view(buffer->data(), *n));
     digests->Hash(buffer, *n);
@@ -209,7 +217,7 @@ Status WriteFileEntry(const Planned& file, TarWriter* tar, DigestCheck* digests,
     if (progress != nullptr) progress->Add(*n, 0);
   }
   // What is sent must be what the digest says, even if the file changed under us.
-  digests->EndFile(file.source, file.sha256);
+  digests->EndFile(source, file.sha256);
   if (progress != nullptr) progress->Add(0, 1);
   return tar->EndFile();
 }
@@ -296,7 +304,7 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
           ++local.files_skipped;
           break;
         }
-        CAPSULE_RETURN_IF_ERROR(WriteFileEntry(item, &tar, &digests, options.progress));
+        CAPSULE_RETURN_IF_ERROR(WriteFileEntry(dir, item, &tar, &digests, options.progress));
         ++local.files_sent;
         local.file_bytes_sent += item.size;
         break;
