@@ -631,16 +631,30 @@ TEST(VerifyTest, TrustedRememberedBlobsAreNotLookedAtButEverythingElseIs) {
   EXPECT_EQ(cache.files_read(), 5u) << "only the extra blob was read (the other verify remembered it)";
 }
 
+// A capsule of three files whose blobs `cache` remembers (a verify read them all), with
+// options that trust it: as a mount's freeze right after its preverify has them.
+struct RememberedCapsule {
+  explicit RememberedCapsule(const std::string& name)
+      : root(testing::MakeTempDir(name)),
+        cap(CapsuleOfFiles(root, {{"f", "first"}, {"g", "second"}, {"h", "third"}})) {
+    options.blob_digests = &cache;
+    options.trust_remembered_blobs = true;
+    verified = VerifyFolder(cap, options).ok();
+  }
+  std::string root, cap;
+  DigestCache cache;
+  VerifyOptions options;
+  bool verified = false;
+};
+
 // A mount's freeze checks the capsule it has just saved without parsing its manifest and
 // snapshot again: whatever is on disk, it must report what VerifyFolder reports.
 TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
-  std::string root = testing::MakeTempDir("verify_saved");
-  std::string cap = CapsuleOfFiles(root, {{"f", "first"}, {"g", "second"}, {"h", "third"}});
-  DigestCache cache;
-  VerifyOptions options;
-  options.blob_digests = &cache;
-  options.trust_remembered_blobs = true;
-  ASSERT_TRUE(VerifyFolder(cap, options)->ok());  // the cache now remembers every blob
+  RememberedCapsule remembered("verify_saved");
+  ASSERT_TRUE(remembered.verified);
+  const std::string& root = remembered.root;
+  const std::string& cap = remembered.cap;
+  VerifyOptions& options = remembered.options;
   // Saves `snapshot` and the manifest that lists it, as a mount's checkpoint does.
   SavedCapsule saved;
   auto save = [&](const Snapshot& snapshot) {
@@ -745,13 +759,10 @@ TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
 // A freeze's checkpoint lists the blobs folder while it saves, then removes the blobs its
 // snapshot no longer names: the verify judges that listing, with those blobs taken out.
 TEST(VerifyTest, ASavedFolderIsJudgedByTheBlobsListedWhileSaving) {
-  std::string root = testing::MakeTempDir("verify_listed");
-  std::string cap = CapsuleOfFiles(root, {{"f", "first"}, {"g", "second"}, {"h", "third"}});
-  DigestCache cache;
-  VerifyOptions options;
-  options.blob_digests = &cache;
-  options.trust_remembered_blobs = true;
-  ASSERT_TRUE(VerifyFolder(cap, options)->ok());  // the cache now remembers every blob
+  RememberedCapsule remembered("verify_listed");
+  ASSERT_TRUE(remembered.verified);
+  const std::string& cap = remembered.cap;
+  VerifyOptions& options = remembered.options;
   Result<ListedBlobs> listed = ListBlobsToVerify(cap, options);
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->names.size(), 3u);
