@@ -50,6 +50,11 @@ struct Caller {
   bool InGroup(gid_t g) const;
 };
 
+// A workspace name or link target, checked before the tree changes, so that a refused one
+// leaves nothing behind: the snapshot and the change log are JSON, which holds UTF-8 text only
+// (EINVAL otherwise).
+Status CheckRecordable(const std::string& text, const std::string& what);
+
 // What fi->fh points to.
 struct Handle {
   std::shared_ptr<Node> node;
@@ -231,8 +236,8 @@ class CapsuleFs {
   Status CommitAll();
   // Writes the snapshot, the workspace times and the manifest whole; `saved`, when given,
   // gets the manifest and snapshot as written (a freeze verifies them without reading back),
-  // and with `verify` also the blobs folder, listed for VerifySavedFolder with those options
-  // on a thread of its own while the tree is walked.
+  // and with `verify` trusting remembered digests also the blobs folder, listed for
+  // VerifySavedFolder with those options on a thread of its own while the tree is walked.
   // Runs only while no write can come (before the mount serves, frozen, at shutdown): the
   // tree it walks and the blobs it syncs stay as they are until it returns.
   Status Checkpoint(SavedCapsule* saved = nullptr, const VerifyOptions* verify = nullptr);

@@ -266,9 +266,9 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
   std::future<Status> blobs_synced = std::async(std::launch::async, [this] { return SyncAll(); });
   // The blobs folder holds every blob it will (but those removed below) and the verify's
   // listing of it is taken meanwhile, on the core the sync leaves idle.
-  std::future<Result<ListedBlobs>> blobs_listed;
-  if (saved != nullptr && verify != nullptr) {
-    blobs_listed = std::async(std::launch::async, [&dir, verify] { return ListBlobsToVerify(dir, *verify); });
+  std::future<Result<ListedBlobs>> verify_listing;
+  if (saved != nullptr && verify != nullptr && verify->blob_digests != nullptr && verify->trust_remembered_blobs) {
+    verify_listing = std::async(std::launch::async, [&dir, verify] { return ListBlobsToVerify(dir, *verify); });
   }
   WorkspaceChange whole;
   {
@@ -343,9 +343,9 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
   blobs_listed_ = true;
   if (saved != nullptr) {
     *saved = SavedCapsule{std::move(manifest), Sha256Hex(manifest_text), std::move(snapshot), snapshot_digest.sha256, {}};
-    if (blobs_listed.valid()) {
+    if (verify_listing.valid()) {
       // A listing that failed is taken again by the verify.
-      if (Result<ListedBlobs> blobs = blobs_listed.get(); blobs.ok()) {
+      if (Result<ListedBlobs> blobs = verify_listing.get(); blobs.ok()) {
         saved->blobs = std::move(blobs).value();
         saved->blobs->Remove(unreferenced);
       }

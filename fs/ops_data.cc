@@ -161,6 +161,7 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
     } else if (ToErrno(existing.status()) != ENOENT) {
       return existing.status();
     } else {
+      CAPSULE_RETURN_IF_ERROR(CheckRecordable(name, "name"));
       node = NewNode(NodeKind::kWsFile, parent.get(), name);
       node->mode = mode & 07777;
       node->sha256 = Sha256Hex("");

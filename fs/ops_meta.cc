@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <climits>
 
+#include "capsule/base/canonical_json.h"
 #include "capsule/format/attachments.h"
 #include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
@@ -36,6 +37,12 @@ bool IsWs(NodeKind kind) {
 }
 
 }  // namespace
+
+Status CheckRecordable(const std::string& text, const std::string& what) {
+  // The snapshot and the change log are JSON, which holds UTF-8 text only.
+  if (!CanonicalJson(Json(text), what).ok()) return FsError(EINVAL, what + ": not valid UTF-8");
+  return Status::Ok();
+}
 
 Result<fuse_entry_param> CapsuleFs::do_lookup(fuse_ino_t parent, const std::string& name) {
   std::shared_ptr<Node> child;
@@ -104,7 +111,9 @@ Status CapsuleFs::AddWorkspaceEntry(Node* node, Node* parent, const Caller& call
   WorkspaceChange change;
   Record(node, WsPath(node), &change);
   EntriesChanged(parent, &change);
-  return LogChange(change);
+  Status logged = LogChange(change);
+  if (!logged.ok()) (void)Detach(node);  // not logged, not there: the kernel was told it failed
+  return logged;
 }
 
 Status CapsuleFs::TruncateNow(Node* node, uint64_t size) {
@@ -246,6 +255,7 @@ Result<fuse_entry_param> CapsuleFs::do_mknod(fuse_ino_t parent_ino, const std::s
     if (parent->parent == nullptr) return FsError(ENOENT, name);  // its folder was removed
     if (parent->children.count(name) != 0) return FsError(EEXIST, name);
     if (name.size() > NAME_MAX) return FsError(ENAMETOOLONG, name);
+    CAPSULE_RETURN_IF_ERROR(CheckRecordable(name, "name"));
     // Metadata only: the kernel serves a FIFO, a socket or a device itself, never through us.
     node = NewNode(NodeKind::kWsSpecial, parent, name);
     node->special = mode & S_IFMT;
@@ -271,6 +281,7 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
       CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
       CAPSULE_ASSIGN_OR_RETURN(node, Child(parent, name));
     } else if (parent->kind == NodeKind::kWsDir) {
+      CAPSULE_RETURN_IF_ERROR(CheckRecordable(name, "name"));
       node = NewNode(NodeKind::kWsDir, parent, name);
       node->mode = mode & 07777;
       CAPSULE_RETURN_IF_ERROR(AddWorkspaceEntry(node.get(), parent, caller));
@@ -291,6 +302,8 @@ Result<fuse_entry_param> CapsuleFs::do_symlink(const std::string& target, fuse_i
     CAPSULE_ASSIGN_OR_RETURN(Node* parent, NodeOf(parent_ino, name));
     if (parent->kind != NodeKind::kWsDir) return FsError(EPERM, name + ": links live only under files/");
     if (parent->children.count(name) != 0) return FsError(EEXIST, name);
+    CAPSULE_RETURN_IF_ERROR(CheckRecordable(name, "name"));
+    CAPSULE_RETURN_IF_ERROR(CheckRecordable(target, name + ": link target"));
     node = NewNode(NodeKind::kWsLink, parent, name);
     node->target = target;
     CAPSULE_RETURN_IF_ERROR(AddWorkspaceEntry(node.get(), parent, caller));
@@ -318,6 +331,7 @@ Result<fuse_entry_param> CapsuleFs::do_link(fuse_ino_t ino, fuse_ino_t newparent
     if (newparent->children.count(newname) != 0) return FsError(EEXIST, newname);
     if (node->parent == nullptr) return FsError(ENOENT, newname + ": the file has no name left");
     if (node->other_links.size() + 1 >= kMaxLinks) return FsError(EMLINK, newname);
+    CAPSULE_RETURN_IF_ERROR(CheckRecordable(newname, "name"));
     if (node->link_group == 0) node->link_group = next_link_group_++;
     newparent->children.Put(newname, node);
     node->other_links.push_back(NodeLink{newparent, newname});
@@ -325,7 +339,11 @@ Result<fuse_entry_param> CapsuleFs::do_link(fuse_ino_t ino, fuse_ino_t newparent
     WorkspaceChange change;
     RecordAllNames(node.get(), &change);  // every name now carries the link group
     EntriesChanged(newparent, &change);
-    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    Status logged = LogChange(change);
+    if (!logged.ok()) {
+      RemoveName(newparent, newname, node.get());  // not logged, not there
+      return logged;
+    }
     ++node->nlookup;
   }
   return Entry(node);
@@ -413,6 +431,7 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
     if (target && IsDirKind(node->kind) && !IsDirKind(target->kind)) return FsError(ENOTDIR, new_rel);
     if (target && !IsDirKind(node->kind) && IsDirKind(target->kind)) return FsError(EISDIR, new_rel);
     if (target && IsDirKind(target->kind) && !target->children.empty()) return FsError(ENOTEMPTY, new_rel);
+    if (ws) CAPSULE_RETURN_IF_ERROR(CheckRecordable(newname, "name"));
     if (real && IsAttachmentsPath(new_rel)) {  // named by a digest: the bytes must be those it says (EINVAL)
       CAPSULE_RETURN_IF_ERROR(CheckAttachmentFile(JoinPath(options_.dir, rel), new_rel));
     }

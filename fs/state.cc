@@ -32,7 +32,11 @@ Result<uint64_t> CapsuleFs::Freeze(const std::string& move) {
     // as the checkpoint listed it.
     verify.trust_remembered_blobs = preverified_.exchange(false);
     SavedCapsule saved;
-    CAPSULE_RETURN_IF_ERROR(Checkpoint(&saved, &verify));
+    if (Status checkpointed = Checkpoint(&saved, &verify); !checkpointed.ok()) {
+      // Not as far as the verify: the preverify still holds for the next freeze.
+      if (verify.trust_remembered_blobs) preverified_ = true;
+      return checkpointed;
+    }
     CAPSULE_ASSIGN_OR_RETURN(VerifyReport report, VerifySavedFolder(options_.dir, saved, verify));
     if (!report.ok()) return Status::Corruption(options_.dir, "does not verify: " + report.problems.front());
     return TransitionHolder(options_.dir, freeze).status();

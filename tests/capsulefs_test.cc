@@ -420,6 +420,43 @@ TEST_F(CapsulefsTest, AMissingWorkspaceNameIsRememberedUntilTheMountAddsIt) {
   ExpectVerifies();
 }
 
+// A name the snapshot cannot hold (not UTF-8) is refused by every operation that adds one,
+// before anything changes: nothing is listed, the mount checkpoints and the capsule verifies.
+TEST_F(CapsulefsTest, ANameThatIsNotUtf8IsRefusedAndLeavesNothing) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  const std::string bad = "bad\xff";
+  ASSERT_EQ(Put(F("src/good"), "good"), 0);
+  struct stat st;
+  auto refused = [&](int result, const std::string& what) {
+    EXPECT_EQ(result, -1) << what;
+    EXPECT_EQ(errno, EINVAL) << what;
+    EXPECT_NE(::lstat(F("src/" + bad).c_str(), &st), 0) << what << " left the name";
+  };
+  refused(::open(F("src/" + bad).c_str(), O_CREAT | O_WRONLY, 0644), "create");
+  refused(::mkdir(F("src/" + bad).c_str(), 0755), "mkdir");
+  refused(::mkfifo(F("src/" + bad).c_str(), 0644), "mkfifo");
+  refused(::symlink("good", F("src/" + bad).c_str()), "symlink");
+  refused(::link(F("src/good").c_str(), F("src/" + bad).c_str()), "link");
+  refused(::rename(F("src/good").c_str(), F("src/" + bad).c_str()), "rename");
+  EXPECT_EQ(::symlink(("to-" + bad).c_str(), F("src/link").c_str()), -1) << "a link whose target is not UTF-8";
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(Slurp(F("src/good")), "good");
+  EXPECT_NE(::lstat(F("src/link").c_str(), &st), 0);
+  std::set<std::string> listed;
+  DIR* dir = ::opendir(F("src").c_str());
+  ASSERT_NE(dir, nullptr);
+  while (struct dirent* entry = ::readdir(dir)) listed.insert(entry->d_name);
+  ::closedir(dir);
+  EXPECT_EQ(listed, (std::set<std::string>{".", "..", "good", "main.py"}));
+  auto freeze = RunCapsule({"freeze", mnt_});
+  EXPECT_EQ(freeze.exit_code, 0) << freeze.err;
+  auto thaw = RunCapsule({"thaw", mnt_});
+  EXPECT_EQ(thaw.exit_code, 0) << thaw.err;
+  ASSERT_EQ(mount.Unmount(), 0);
+  ExpectVerifies();
+}
+
 // A file written in order from its start is hashed beside its writes (each write is answered
 // before it is hashed, and the next may be hashed on another thread): the blob it commits to
 // is named by its content's digest, whoever wrote which part.
@@ -955,6 +992,11 @@ TEST_F(CapsulefsTest, FreezeAfterPreverifyReadsOnlyWhatChangedAndStillCatchesDam
 
   ASSERT_EQ(Put(F("new-1"), "new one"), 0);
   ASSERT_EQ(Put(F("new-2"), "new two"), 0);
+  // A file deleted meanwhile: the freeze's checkpoint removes its blob, and its verify judges
+  // the blobs folder as it is after that removal.
+  ASSERT_EQ(::unlink(F("f5").c_str()), 0);
+  const std::string deleted_blob = dir_ + "/" + BlobPath(Sha256Hex("body 5"));
+  ASSERT_TRUE(PathExists(deleted_blob));
   // The journal grows meanwhile: the checkpoint and the verify hash only what was appended,
   // and the manifest's digest of it is still the whole file's.
   const std::string journal = mnt_ + "/memory/timeline_events.jsonl";
@@ -970,6 +1012,7 @@ TEST_F(CapsulefsTest, FreezeAfterPreverifyReadsOnlyWhatChangedAndStillCatchesDam
   Result<Json> frozen = fs::SendControl(*socket, "freeze");
   ASSERT_TRUE(frozen.ok()) << frozen.status().message();
   EXPECT_EQ((*frozen)["blobs_read"], 2) << "the freeze reads the two new blobs only";
+  EXPECT_FALSE(PathExists(deleted_blob));
   expect_journal_listed_whole();
   ExpectVerifies();
   ASSERT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
