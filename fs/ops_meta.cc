@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <climits>
 
-#include "capsule/base/canonical_json.h"
+#include "capsule/base/canonical_scan.h"
 #include "capsule/format/attachments.h"
 #include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
@@ -40,7 +40,7 @@ bool IsWs(NodeKind kind) {
 
 Status CheckRecordable(const std::string& text, const std::string& what) {
   // The snapshot and the change log are JSON, which holds UTF-8 text only.
-  if (!CanonicalJson(Json(text), what).ok()) return FsError(EINVAL, what + ": not valid UTF-8");
+  if (!IsUtf8(text)) return FsError(EINVAL, what + ": not valid UTF-8");
   return Status::Ok();
 }
 

@@ -14,6 +14,7 @@
 
 #include "capsule/base/background_sha256.h"
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/canonical_scan.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/parallel.h"
 #include "capsule/base/read_ahead.h"
@@ -288,6 +289,28 @@ TEST(CanonicalJsonTest, StringsKeepUtf8AndEscapeControls) {
   EXPECT_EQ(*CanonicalJson(*value), "{\"k\":\"caf\xc3\xa9\\n\\u0001/\"}");
   Json bad = std::string("\xff\xfe");
   EXPECT_FALSE(CanonicalJson(bad).ok());
+}
+
+// IsUtf8 accepts exactly the strings CanonicalJson can write.
+TEST(CanonicalJsonTest, IsUtf8IsWhatCanonicalJsonCanWrite) {
+  const std::vector<std::pair<std::string, bool>> samples = {
+      {"", true},
+      {"plain/ascii name", true},
+      {"caf\xc3\xa9", true},
+      {"\xe2\x82\xac euro", true},
+      {"\xf0\x9f\x98\x80", true},
+      {"\xf4\x8f\xbf\xbf", true},          // U+10FFFF
+      {"bad\xff", false},
+      {"\xc0\x80", false},                  // overlong
+      {"\xed\xa0\x80", false},              // a surrogate
+      {"\xf4\x90\x80\x80", false},          // past U+10FFFF
+      {"\xe2\x82", false},                  // cut short
+      {"\x80 alone", false},
+  };
+  for (const auto& [text, utf8] : samples) {
+    EXPECT_EQ(IsUtf8(text), utf8) << text;
+    EXPECT_EQ(CanonicalJson(Json(text)).ok(), utf8) << text;
+  }
 }
 
 TEST(CanonicalJsonTest, IsCanonicalAndParseErrors) {

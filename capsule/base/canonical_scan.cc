@@ -61,6 +61,21 @@ bool CanonicalFloat(std::string_view token) {
 
 }  // namespace
 
+bool IsUtf8(std::string_view text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = p + text.size();
+  while (p < end) {
+    if (*p < 0x80) {
+      ++p;
+      continue;
+    }
+    const size_t length = Utf8Length(p, end);
+    if (length == 0) return false;
+    p += length;
+  }
+  return true;
+}
+
 bool CanonicalScanner::Literal(std::string_view literal) {
   if (static_cast<size_t>(end_ - p_) < literal.size() || std::memcmp(p_, literal.data(), literal.size()) != 0) {
     return false;

@@ -18,6 +18,10 @@
 
 namespace capsule {
 
+// Whether `text` is UTF-8 as RFC 3629 has it (no overlong form, no surrogate, nothing past
+// U+10FFFF): what a string in a JSON document of ours may hold.
+bool IsUtf8(std::string_view text);
+
 class CanonicalScanner {
  public:
   explicit CanonicalScanner(std::string_view text) : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()) {}

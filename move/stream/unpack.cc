@@ -101,10 +101,11 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
   std::vector<std::string> gone;
   std::vector<std::string> alone;
   std::string stream_path = "files/";
+  const size_t path_at = stream_path.size();
   for (const auto& [path, entry] : snapshot.entries()) {
     const bool maybe_gone = is_switch && entry.type != SnapshotEntry::Type::kFile;
     if (!maybe_gone && entry.link == 0) continue;
-    stream_path.resize(6);
+    stream_path.resize(path_at);
     stream_path += path;
     if (stream.entries.count(stream_path)) continue;
     (maybe_gone ? gone : alone).push_back(path);
