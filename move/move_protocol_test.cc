@@ -666,6 +666,30 @@ TEST_F(MoveProtocolTest, CorruptedCopyChunkRollsBack) {
   ExpectStayed();
 }
 
+// A move's source sends blobs as read; the target's hash is the check. A blob damaged in
+// place at the source (same size) makes the target refuse the copy, naming the file; nothing
+// is staged and the source keeps the agent. Once the blob is whole again the move goes.
+TEST_F(MoveProtocolTest, ABlobDamagedAtTheSourceIsRefusedByTheTargetAndTheSourceKeepsTheAgent) {
+  const std::string whole(200 << 10, 'x');
+  const std::string blob = JoinPath(src_, BlobPath(Sha256Hex(whole)));
+  ASSERT_TRUE(PathExists(blob)) << blob;
+  std::string damaged = whole;
+  damaged[150 << 10] = 'y';
+  ASSERT_TRUE(WriteFileAtomic(blob, damaged).ok());
+  Result<MoveReport> report = RunMove(src_, target_.get(), options_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("files/src/big.bin"), std::string::npos) << report.status().ToString();
+  EXPECT_NE(report.status().message().find("digest differs"), std::string::npos) << report.status().ToString();
+  EXPECT_EQ(StateOf(src_), "active@1");
+  EXPECT_NE(StateOf(Held()).rfind("active", 0), 0u);
+  EXPECT_FALSE(PathExists(Staging())) << "the refused copy left its staging area";
+
+  ASSERT_TRUE(WriteFileAtomic(blob, whole).ok());
+  report = RunMove(src_, target_.get(), options_);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ExpectMoved();
+}
+
 TEST_F(MoveProtocolTest, CorruptedSealedSwitchRollsBackAndThaws) {
   target_->Arm("switch", Fault::kCorrupt);
   Result<MoveReport> report = RunMove(src_, target_.get(), options_);

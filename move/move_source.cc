@@ -160,6 +160,7 @@ Result<MoveReport> Mover::Run() {
   copy.have = offer->have;
   copy.epoch = move.epoch;
   copy.progress = options_.progress;
+  copy.hash_blobs = false;  // the target hashes what it writes
   PackStats copy_stats;
   Clock::time_point copy_start = Clock::now();
   HaveMap staged;
@@ -197,6 +198,7 @@ Result<MoveReport> Mover::Run() {
   change.have = staged;
   change.epoch = move.epoch;
   change.progress = options_.progress;
+  change.hash_blobs = false;
   PackStats switch_stats;
   Status switched = PackAndSend(dir_, change, *seal_to, "switch", &switch_stats, &report.switch_bytes,
                                 [&](ByteSource* s) { return target_->Switch(move.agent, move.move, s); });

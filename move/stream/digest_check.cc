@@ -54,10 +54,14 @@ void DigestCheck::Queue(Item item) {
   if (wake) work_.notify_one();
 }
 
-void DigestCheck::Hash(Buffer* buffer, size_t size) { Queue(Item{buffer, size, {}, {}}); }
+void DigestCheck::Hash(Buffer* buffer, size_t size) { Queue(Item{buffer, size, {}, {}, {}}); }
+
+void DigestCheck::WriteFile(UniqueFd file, std::string path) {
+  Queue(Item{nullptr, 0, std::move(path), {}, std::move(file)});
+}
 
 void DigestCheck::EndFile(std::string name, std::string sha256) {
-  Queue(Item{nullptr, 0, std::move(name), std::move(sha256)});
+  Queue(Item{nullptr, 0, std::move(name), std::move(sha256), {}});
 }
 
 std::optional<std::string> DigestCheck::Finish() {
@@ -69,8 +73,23 @@ std::optional<std::string> DigestCheck::Finish() {
   return differed_;
 }
 
+Status DigestCheck::Written() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return written_;
+}
+
+void DigestCheck::WritePiece(Writing* writing, std::string_view piece) {
+  if (!writing->file.valid() || writing->failed) return;
+  Status status = WriteAll(writing->file.get(), piece, writing->path);
+  if (status.ok()) return;
+  writing->failed = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (written_.ok()) written_ = std::move(status);
+}
+
 void DigestCheck::Run() {
   Sha256 file;
+  Writing writing;
   std::vector<Item> items;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -86,10 +105,15 @@ void DigestCheck::Run() {
     for (size_t i = 0; i < items.size(); ++i) {
       Item& item = items[i];
       if (item.buffer != nullptr) {
-        file.Update(std::string_view(item.buffer->data(), item.size));
+        std::string_view piece(item.buffer->data(), item.size);
+        WritePiece(&writing, piece);
+        file.Update(piece);
+      } else if (item.file.valid()) {
+        writing = Writing{std::move(item.file), std::move(item.name)};
       } else {
         if (file.FinishHex() != item.sha256 && !differed) differed = std::move(item.name);
         file.Reset();
+        writing = Writing();  // closes the file written
       }
       bool last = i + 1 == items.size();
       if (item.buffer != nullptr || last) {

@@ -2,12 +2,16 @@
 // sent: the caller reads each piece of a file into a buffer taken from here, writes or sends
 // it, and hands it back to be hashed; when the file ends, it hands over the digest the file
 // must have. Hashing then costs the caller no time of its own (on two cores or more). The
-// receiver checks what it writes; the sender checks that what it sends is still what the
-// snapshot says.
+// receiver checks what it writes; a pack checks that what it sends is still what the
+// snapshot says (a move's source, whose target checks, only for files outside the blobs).
+//
+// A receiver may also leave the writing to the checking thread (WriteFile): each piece is
+// then written to the file before it is hashed, so that receiving the next piece (a TLS
+// record decrypted, a tar header parsed) overlaps copying this one into the page cache.
 //
 // A file whose digest differs is known only once its pieces are hashed: the caller must call
 // Finish before it uses what it wrote (a staging folder is refused whole) or ends what it
-// sends (a stream without its end is refused whole).
+// sends (a stream without its end is refused whole). Likewise a write that failed.
 //
 // Thread-safety: one caller thread calls everything; the hashing thread is internal, and
 // starts with the first piece or file handed over.
@@ -22,7 +26,9 @@
 #include <thread>
 #include <vector>
 
+#include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
+#include "capsule/base/status.h"
 
 namespace capsule::move {
 
@@ -52,19 +58,34 @@ class DigestCheck {
   void Hash(Buffer* buffer, size_t size);
   // Gives back a buffer taken but not handed to Hash.
   void Give(Buffer* buffer);
+  // The pieces handed to Hash from here to the next EndFile are written to `file` (a new,
+  // empty file open for writing, named `path` in errors), in order, before they are hashed;
+  // EndFile closes it.
+  void WriteFile(UniqueFd file, std::string path);
   // The current file ended: its pieces must have the digest `sha256` (lowercase hex). The next
   // piece begins the next file.
   void EndFile(std::string name, std::string sha256);
-  // Waits until every piece is hashed. The name of the first file whose digest differed, if
-  // one did.
+  // Waits until every piece is hashed (and written). The name of the first file whose digest
+  // differed, if one did.
   std::optional<std::string> Finish();
+  // The first write that failed so far (of them all, after Finish); Ok if none did.
+  Status Written();
 
  private:
   struct Item {
-    Buffer* buffer = nullptr;  // a piece, or (null) the end of a file
+    Buffer* buffer = nullptr;  // a piece; when null, the end of a file, or with `file`, its start
     size_t size = 0;
     std::string name, sha256;
+    UniqueFd file;  // where the file's pieces are written (WriteFile)
   };
+  // The file being written on the hashing thread, if any.
+  struct Writing {
+    UniqueFd file;
+    std::string path;
+    bool failed = false;
+  };
+  // Writes a piece into `writing`, the first failure kept in written_.
+  void WritePiece(Writing* writing, std::string_view piece);
   void Run();
 
   void Queue(Item item);
@@ -85,6 +106,7 @@ class DigestCheck {
   bool busy_ = false;                      // guarded by mu_: the hashing thread holds items
   bool stopping_ = false;                  // guarded by mu_
   std::optional<std::string> differed_;    // guarded by mu_: the first file whose digest differed
+  Status written_;                         // guarded by mu_: the first write that failed
 };
 
 }  // namespace capsule::move

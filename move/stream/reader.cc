@@ -83,9 +83,11 @@ Status ReceiveFile(TarReader* reader, const TarEntry& entry, Landing* landing, R
   out->sha256 = expected;
   if (StagingSync::Covers(target)) {
     // Inside a staging folder (the receivers' case) the folder is the temporary: a file is
-    // written where it belongs, its digest checked on another thread meanwhile, and a refused
-    // stream takes the whole folder with it.
+    // written where it belongs, by the checking thread, which then hashes each piece, while
+    // this one receives the next; a refused stream takes the whole folder with it.
+    CAPSULE_RETURN_IF_ERROR(landing->digests.Written());  // a disk full stops the stream here
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    landing->digests.WriteFile(std::move(fd), target);
     for (;;) {
       DigestCheck::Buffer* buffer = landing->digests.Take();
       Result<size_t> n = reader->ReadData(buffer->data(), buffer->size());
@@ -94,9 +96,7 @@ Status ReceiveFile(TarReader* reader, const TarEntry& entry, Landing* landing, R
         if (!n.ok()) return n.status();
         break;
       }
-      Status written = WriteAll(fd.get(), std::string_view(buffer->data(), *n), target);
       landing->digests.Hash(buffer, *n);
-      CAPSULE_RETURN_IF_ERROR(written);
       size += *n;
     }
     landing->digests.EndFile(entry.path, expected);
@@ -232,6 +232,7 @@ Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
   // its digest: a file that differs came first, and is the fault to name.
   std::optional<std::string> differed = landing.digests.Finish();
   if (differed) return Refuse(*differed, "digest differs from its LNK.sha256");
+  CAPSULE_RETURN_IF_ERROR(landing.digests.Written());
   return stream;
 }
 

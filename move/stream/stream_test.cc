@@ -1,12 +1,14 @@
 // The Move Stream at the library level: round trips, have and removed, the journal rule, and
 // every refusal, each checking that nothing was placed. Refused streams are forged with
 // TarWriter directly, so that they exercise the reader and not the writer.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 
 #include "capsule/base/file_io.h"
@@ -19,6 +21,7 @@
 #include "capsule/format/verify.h"
 #include "capsule/format/workspace.h"
 #include "journal/journal.h"
+#include "move/stream/digest_check.h"
 #include "move/stream/reader.h"
 #include "move/stream/unpack.h"
 #include "move/stream/writer.h"
@@ -621,6 +624,41 @@ TEST_F(StreamTest, APackOfABlobChangedInPlaceFailsAndLeavesAStreamWithoutItsEnd)
   EXPECT_TRUE(Contains(status.ToString(), blob + ": changed while being sent")) << status.ToString();
   EXPECT_EQ(sink.data().find(kStreamEndName), std::string::npos);
   ExpectRefused(sink.data(), root_ + "/new", "stream");
+}
+
+// A receiver leaves the writing to the checking thread: every piece lands in its file, in
+// order, before Finish returns, and a write that fails is named then (and stops the next
+// file's start, through Written).
+TEST_F(StreamTest, TheCheckingThreadWritesEachFileWholeAndNamesAWriteThatFails) {
+  DigestCheck digests(/*buffers=*/2, /*buffer_size=*/4);  // pieces smaller than a file
+  const std::string content = "one piece, then the next, then the last";
+  auto send = [&](const std::string& path, UniqueFd fd) {
+    digests.WriteFile(std::move(fd), path);
+    for (size_t at = 0; at < content.size(); at += 4) {
+      DigestCheck::Buffer* buffer = digests.Take();
+      size_t n = std::min<size_t>(4, content.size() - at);
+      std::memcpy(buffer->data(), content.data() + at, n);
+      digests.Hash(buffer, n);
+    }
+    digests.EndFile(path, Sha256Hex(content));
+  };
+  std::string written = root_ + "/written";
+  Result<UniqueFd> out = OpenFile(written, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  send(written, std::move(*out));
+  EXPECT_EQ(digests.Finish(), std::nullopt);
+  EXPECT_TRUE(digests.Written().ok()) << digests.Written().ToString();
+  EXPECT_EQ(*ReadFile(written), content);
+
+  std::string unwritable = root_ + "/unwritable";
+  ASSERT_TRUE(WriteFileAtomic(unwritable, "").ok());
+  Result<UniqueFd> read_only = OpenFile(unwritable, O_RDONLY | O_CLOEXEC);
+  ASSERT_TRUE(read_only.ok());
+  send(unwritable, std::move(*read_only));
+  EXPECT_EQ(digests.Finish(), std::nullopt) << "the bytes handed over had their digest";
+  Status status = digests.Written();
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(Contains(status.ToString(), unwritable)) << status.ToString();
 }
 
 TEST_F(StreamTest, RefusesFileWithoutDigest) {

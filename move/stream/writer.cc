@@ -186,10 +186,10 @@ Result<std::map<std::string, Planned>> PlanStream(const std::string& dir, Phase 
   return plan;
 }
 
-// Sends one file. Its digest is checked on another thread, behind the sending: the caller
-// asks `digests` before it ends the stream.
-Status WriteFileEntry(const std::string& dir, const Planned& file, TarWriter* tar, DigestCheck* digests,
-                      Progress* progress) {
+// Sends one file. Its digest is checked on another thread, behind the sending (the caller
+// asks `digests` before it ends the stream), unless it is a blob and `hash_blobs` is off.
+Status WriteFileEntry(const std::string& dir, const Planned& file, bool hash_blobs, TarWriter* tar,
+                      DigestCheck* digests, Progress* progress) {
   std::map<std::string, std::string> pax = OwnerRecords(file);
   pax[kDigestRecord] = file.sha256;
   CAPSULE_RETURN_IF_ERROR(tar->BeginFile(file.stream_path, file.size, file.mode, pax));
@@ -199,6 +199,7 @@ Status WriteFileEntry(const std::string& dir, const Planned& file, TarWriter* ta
     return tar->EndFile();
   }
   const std::string source = file.source.empty() ? JoinPath(dir, BlobPath(file.sha256)) : file.source;
+  const bool hash = hash_blobs || !file.source.empty();
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(source, O_RDONLY));
   uint64_t done = 0;
   while (done < file.size) {
@@ -211,13 +212,17 @@ Status WriteFileEntry(const std::string& dir, const Planned& file, TarWriter* ta
       return Status::Corruption(source, "shrank while being sent");
     }
     Status sent = tar->WriteFileData(std::string_view(buffer->data(), *n));
-    digests->Hash(buffer, *n);
+    if (hash) {
+      digests->Hash(buffer, *n);
+    } else {
+      digests->Give(buffer);
+    }
     CAPSULE_RETURN_IF_ERROR(sent);
     done += *n;
     if (progress != nullptr) progress->Add(*n, 0);
   }
   // What is sent must be what the digest says, even if the file changed under us.
-  digests->EndFile(source, file.sha256);
+  if (hash) digests->EndFile(source, file.sha256);
   if (progress != nullptr) progress->Add(0, 1);
   return tar->EndFile();
 }
@@ -304,7 +309,7 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
           ++local.files_skipped;
           break;
         }
-        CAPSULE_RETURN_IF_ERROR(WriteFileEntry(dir, item, &tar, &digests, options.progress));
+        CAPSULE_RETURN_IF_ERROR(WriteFileEntry(dir, item, options.hash_blobs, &tar, &digests, options.progress));
         ++local.files_sent;
         local.file_bytes_sent += item.size;
         break;

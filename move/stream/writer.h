@@ -23,6 +23,13 @@ struct PackOptions {
   // Phase named after the stream's (copy, switch, files): the file bytes and files sent, of
   // those the receiver does not hold.
   Progress* progress = nullptr;
+  // Whether each blob sent is hashed as it is read, so that a pack of a blob changed in
+  // place fails here and its stream gets no end. A move turns it off: its target hashes every
+  // file it writes and refuses the stream at the first that differs (capsule-protocol(7)),
+  // so the check here only came earlier, at the price of a second SHA-256 of every byte sent
+  // on the same machine's cores. Files sent from elsewhere (the journal, memory/), which may
+  // change while they are sent, are hashed either way.
+  bool hash_blobs = true;
 };
 
 struct PackStats {
