@@ -119,7 +119,7 @@ move_s=$best_move
 printf 'capsule move (copy+switch+activate), best of %d  %6.2fs  %7.1f MB/s\n' "$move_rounds" "$move_s" "$(mbps "$ws_bytes" "$move_s")"
 printf 'tar | s_client -> s_server | tar x, best of %d   %6.2fs  %7.1f MB/s   capsule move takes %sx as long\n' \
   "$move_rounds" "$best_tls" "$(mbps "$ws_bytes" "$best_tls")" "$(ratio "$move_s" "$best_tls")"
-echo "(capsule move also hashes every file on both ends, verifies, seals the switch and syncs before activating)"
+echo "(capsule move also hashes every file it receives, checks the staged capsule, seals the switch and syncs before activating)"
 echo "target verifies"
 rm -rf "$work"/tls-x*
 # The last round's sidecar holds a retired copy from here on: the moves below go to it.
