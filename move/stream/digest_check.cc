@@ -83,8 +83,9 @@ void DigestCheck::WritePiece(Writing* writing, std::string_view piece) {
   Status status = WriteAll(writing->file.get(), piece, writing->path);
   if (status.ok()) return;
   writing->failed = true;
+  write_failed_.store(true, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
-  if (written_.ok()) written_ = std::move(status);
+  if (written_.ok() && !differed_) written_ = std::move(status);
 }
 
 void DigestCheck::Run() {
@@ -101,7 +102,6 @@ void DigestCheck::Run() {
     queued_bytes_ = 0;
     busy_ = true;
     lock.unlock();
-    std::optional<std::string> differed;
     for (size_t i = 0; i < items.size(); ++i) {
       Item& item = items[i];
       if (item.buffer != nullptr) {
@@ -111,7 +111,10 @@ void DigestCheck::Run() {
       } else if (item.file.valid()) {
         writing = Writing{std::move(item.file), std::move(item.name)};
       } else {
-        if (file.FinishHex() != item.sha256 && !differed) differed = std::move(item.name);
+        if (file.FinishHex() != item.sha256) {
+          std::lock_guard<std::mutex> relock(mu_);
+          if (!differed_ && written_.ok()) differed_ = std::move(item.name);
+        }
         file.Reset();
         writing = Writing();  // closes the file written
       }
@@ -120,10 +123,7 @@ void DigestCheck::Run() {
         // Each buffer goes back as soon as it is hashed: the receiver may be waiting for one.
         std::lock_guard<std::mutex> relock(mu_);
         if (item.buffer != nullptr) free_.push_back(item.buffer);
-        if (last) {
-          busy_ = false;
-          if (differed && !differed_) differed_ = std::move(differed);
-        }
+        if (last) busy_ = false;
         if (receiver_waiting_) done_.notify_one();
       }
     }

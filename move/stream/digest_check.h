@@ -11,12 +11,14 @@
 //
 // A file whose digest differs is known only once its pieces are hashed: the caller must call
 // Finish before it uses what it wrote (a staging folder is refused whole) or ends what it
-// sends (a stream without its end is refused whole). Likewise a write that failed.
+// sends (a stream without its end is refused whole). Likewise a write that failed; the first
+// fault in the files' order is the one kept, a digest that differs or a write that failed.
 //
 // Thread-safety: one caller thread calls everything; the hashing thread is internal, and
 // starts with the first piece or file handed over.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <cstddef>
@@ -60,16 +62,21 @@ class DigestCheck {
   void Give(Buffer* buffer);
   // The pieces handed to Hash from here to the next EndFile are written to `file` (a new,
   // empty file open for writing, named `path` in errors), in order, before they are hashed;
-  // EndFile closes it.
+  // EndFile closes it. A file held open here holds a buffer until it ends (its pieces do),
+  // except an empty one: the caller closes an empty file itself, so that a run of empty
+  // files keeps no descriptors open.
   void WriteFile(UniqueFd file, std::string path);
   // The current file ended: its pieces must have the digest `sha256` (lowercase hex). The next
   // piece begins the next file.
   void EndFile(std::string name, std::string sha256);
   // Waits until every piece is hashed (and written). The name of the first file whose digest
-  // differed, if one did.
+  // differed, if one did and no write failed before it.
   std::optional<std::string> Finish();
-  // The first write that failed so far (of them all, after Finish); Ok if none did.
+  // The first write that failed (after Finish: of them all), if no digest differed before it;
+  // Ok otherwise.
   Status Written();
+  // Whether a write has failed: cheap enough to ask for every piece.
+  bool WriteFailed() const { return write_failed_.load(std::memory_order_relaxed); }
 
  private:
   struct Item {
@@ -84,7 +91,7 @@ class DigestCheck {
     std::string path;
     bool failed = false;
   };
-  // Writes a piece into `writing`, the first failure kept in written_.
+  // Writes a piece into `writing`, a failure kept in written_ when it is the first fault.
   void WritePiece(Writing* writing, std::string_view piece);
   void Run();
 
@@ -106,7 +113,8 @@ class DigestCheck {
   bool busy_ = false;                      // guarded by mu_: the hashing thread holds items
   bool stopping_ = false;                  // guarded by mu_
   std::optional<std::string> differed_;    // guarded by mu_: the first file whose digest differed
-  Status written_;                         // guarded by mu_: the first write that failed
+  Status written_;                         // guarded by mu_: the first write that failed, if the first fault
+  std::atomic<bool> write_failed_{false};
 };
 
 }  // namespace capsule::move

@@ -85,10 +85,14 @@ Status ReceiveFile(TarReader* reader, const TarEntry& entry, Landing* landing, R
     // Inside a staging folder (the receivers' case) the folder is the temporary: a file is
     // written where it belongs, by the checking thread, which then hashes each piece, while
     // this one receives the next; a refused stream takes the whole folder with it.
-    CAPSULE_RETURN_IF_ERROR(landing->digests.Written());  // a disk full stops the stream here
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    landing->digests.WriteFile(std::move(fd), target);
+    // An empty file is done here (closed at once); any other holds a buffer while it is open.
+    if (entry.size > 0) landing->digests.WriteFile(std::move(fd), target);
+    fd.Reset();
     for (;;) {
+      // A write that failed (a full disk) stops the stream at the next piece; ReadStream
+      // names the first fault instead of this.
+      if (landing->digests.WriteFailed()) return Status::IOError(target, "not received: a write failed");
       DigestCheck::Buffer* buffer = landing->digests.Take();
       Result<size_t> n = reader->ReadData(buffer->data(), buffer->size());
       if (!n.ok() || *n == 0) {
@@ -228,11 +232,12 @@ Result<ReceivedStream> ReadStream(ByteSource* source, const std::string& into) {
   Landing landing;
   landing.into = into;
   Result<ReceivedStream> stream = ReadEntries(source, &landing);
-  // Every file before the one the stream ended at, or failed at, has been handed over for
-  // its digest: a file that differs came first, and is the fault to name.
+  // Every file before the one the stream ended at, or failed at, has been handed over to be
+  // written and hashed: a write that failed or a file that differs came first, and is the
+  // fault to name (DigestCheck keeps only the first of the two).
   std::optional<std::string> differed = landing.digests.Finish();
-  if (differed) return Refuse(*differed, "digest differs from its LNK.sha256");
   CAPSULE_RETURN_IF_ERROR(landing.digests.Written());
+  if (differed) return Refuse(*differed, "digest differs from its LNK.sha256");
   return stream;
 }
 

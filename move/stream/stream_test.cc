@@ -3,7 +3,9 @@
 // TarWriter directly, so that they exercise the reader and not the writer.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/sysmacros.h>
 
 #include <algorithm>
@@ -627,8 +629,8 @@ TEST_F(StreamTest, APackOfABlobChangedInPlaceFailsAndLeavesAStreamWithoutItsEnd)
 }
 
 // A receiver leaves the writing to the checking thread: every piece lands in its file, in
-// order, before Finish returns, and a write that fails is named then (and stops the next
-// file's start, through Written).
+// order, before Finish returns, and a write that fails is named then (WriteFailed tells the
+// receiving thread at once).
 TEST_F(StreamTest, TheCheckingThreadWritesEachFileWholeAndNamesAWriteThatFails) {
   DigestCheck digests(/*buffers=*/2, /*buffer_size=*/4);  // pieces smaller than a file
   const std::string content = "one piece, then the next, then the last";
@@ -657,8 +659,78 @@ TEST_F(StreamTest, TheCheckingThreadWritesEachFileWholeAndNamesAWriteThatFails) 
   send(unwritable, std::move(*read_only));
   EXPECT_EQ(digests.Finish(), std::nullopt) << "the bytes handed over had their digest";
   Status status = digests.Written();
+  EXPECT_TRUE(digests.WriteFailed());
   ASSERT_FALSE(status.ok());
   EXPECT_TRUE(Contains(status.ToString(), unwritable)) << status.ToString();
+}
+
+// A move's source sends blobs as read (hash_blobs off): a pack of a blob changed in place
+// then succeeds, ends its stream, and the receiver's hash is what refuses it, naming the file.
+TEST_F(StreamTest, APackThatLeavesBlobsToTheReceiverEndsItsStreamAndTheReceiverRefusesADamagedOne) {
+  PutSourceFile("big.bin", std::string(3 << 20, 'b'));
+  Snapshot snapshot = *Snapshot::Load(src_);
+  std::string blob = JoinPath(src_, BlobPath(snapshot.Find("big.bin")->sha256));
+  std::string changed(3 << 20, 'b');
+  changed[2 << 20] = 'c';
+  ASSERT_TRUE(WriteFileAtomic(blob, changed).ok());
+  StringSink sink;
+  PackOptions options;
+  options.move_id = std::string(32, 'a');
+  options.hash_blobs = false;
+  Status status = PackCapsule(src_, options, &sink, nullptr);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_NE(sink.data().find(kStreamEndName), std::string::npos);
+  ExpectRefused(sink.data(), root_ + "/new", "'files/big.bin': digest differs from its LNK.sha256");
+}
+
+// Empty files are closed by the receiving thread as they come: a workspace of many empty
+// files unpacks with few descriptors to spare (each would otherwise wait open in the checking
+// thread's queue, which no bytes wake).
+TEST_F(StreamTest, ManyEmptyFilesArriveWithFewDescriptors) {
+  std::string ws = root_ + "/empties";
+  ASSERT_TRUE(MakeDirectories(ws).ok());
+  for (int i = 0; i < 600; ++i) ASSERT_TRUE(WriteFileAtomic(ws + "/e" + std::to_string(i), "").ok());
+  std::string src = root_ + "/empty-src";
+  CreateOptions create;
+  create.agent = {"agent-8", "Empties", std::nullopt};
+  create.workspace_source = ws;
+  ASSERT_TRUE(CreateCapsule(src, create).ok());
+  PackOptions options;
+  options.move_id = std::string(32, 'a');
+  std::string stream = Pack(src, options);
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  struct rlimit few = saved;
+  few.rlim_cur = 128;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &few), 0);
+  Status status = Unpack(stream, root_ + "/empty-dst");
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(*Snapshot::Load(root_ + "/empty-dst")->Find("e599"), *Snapshot::Load(src)->Find("e599"));
+}
+
+// A write that fails at the receiver (here: past the file size limit) stops the stream and is
+// named, the file with it; nothing is placed.
+TEST_F(StreamTest, AWriteThatFailsAtTheReceiverIsNamedAndPlacesNothing) {
+  PutSourceFile("big.bin", std::string(3 << 20, 'b'));
+  PackOptions options;
+  options.move_id = std::string(32, 'a');
+  std::string stream = Pack(src_, options);
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  sighandler_t old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 1 << 20;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string before = Listing(root_ + "/new");
+  Status status = Unpack(stream, root_ + "/new");
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::signal(SIGXFSZ, old_handler);
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(Contains(status.ToString(), "files/big.bin")) << status.ToString();
+  EXPECT_TRUE(Contains(status.ToString(), "File too large")) << status.ToString();
+  EXPECT_EQ(Listing(root_ + "/new"), before);
+  EXPECT_TRUE(Debris(root_).empty()) << Debris(root_).front();
 }
 
 TEST_F(StreamTest, RefusesFileWithoutDigest) {
