@@ -33,6 +33,30 @@ namespace {
 
 using ::capsule::testing::MakeTempDir;
 
+// Lowers a resource limit's soft value for the scope (SIGXFSZ ignored meanwhile, so that a
+// write past RLIMIT_FSIZE fails with EFBIG instead of ending the test).
+class ScopedLimit {
+ public:
+  ScopedLimit(int resource, rlim_t soft) : resource_(resource) {
+    EXPECT_EQ(::getrlimit(resource_, &saved_), 0);
+    struct rlimit lowered = saved_;
+    lowered.rlim_cur = soft;
+    EXPECT_EQ(::setrlimit(resource_, &lowered), 0);
+    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
+  }
+  ~ScopedLimit() {
+    ::setrlimit(resource_, &saved_);
+    ::signal(SIGXFSZ, old_handler_);
+  }
+  ScopedLimit(const ScopedLimit&) = delete;
+  ScopedLimit& operator=(const ScopedLimit&) = delete;
+
+ private:
+  int resource_;
+  struct rlimit saved_ {};
+  sighandler_t old_handler_;
+};
+
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
@@ -184,6 +208,21 @@ class StreamTest : public ::testing::Test {
     auto fresh = BuildManifest(dir, old.agent, old.holder_machine, old.holder_epoch);
     ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
     ASSERT_TRUE(fresh->Save(dir).ok());
+  }
+
+  // Puts a 3 MiB big.bin (over a buffer: hashed in pieces) into src_, then changes one byte of
+  // its blob in place (the same size); returns the blob's path.
+  std::string DamagedBigBlob() {
+    PutSourceFile("big.bin", std::string(3 << 20, 'b'));
+    Snapshot snapshot = *Snapshot::Load(src_);
+    const SnapshotEntry* entry = snapshot.Find("big.bin");
+    EXPECT_NE(entry, nullptr);
+    std::string blob = JoinPath(src_, BlobPath(entry ? entry->sha256 : ""));
+    EXPECT_TRUE(PathExists(blob)) << blob;
+    std::string changed(3 << 20, 'b');
+    changed[2 << 20] = 'c';
+    EXPECT_TRUE(WriteFileAtomic(blob, changed).ok());
+    return blob;
   }
 
   // `stream` must be refused into `dir` with an error containing `expect`, placing nothing.
@@ -609,15 +648,7 @@ TEST_F(StreamTest, ADigestThatDiffersIsNamedBeforeAFaultThatComesAfterIt) {
 // a blob changed in place (same size) fails the pack naming it, and the stream written so far
 // has no end, so a receiver refuses it whole.
 TEST_F(StreamTest, APackOfABlobChangedInPlaceFailsAndLeavesAStreamWithoutItsEnd) {
-  PutSourceFile("big.bin", std::string(3 << 20, 'b'));  // over a buffer: hashed in pieces
-  Snapshot snapshot = *Snapshot::Load(src_);
-  const SnapshotEntry* entry = snapshot.Find("big.bin");
-  ASSERT_NE(entry, nullptr);
-  std::string blob = JoinPath(src_, BlobPath(entry->sha256));
-  ASSERT_TRUE(PathExists(blob)) << blob;
-  std::string changed(3 << 20, 'b');
-  changed[2 << 20] = 'c';
-  ASSERT_TRUE(WriteFileAtomic(blob, changed).ok());
+  std::string blob = DamagedBigBlob();
   StringSink sink;
   PackOptions options;
   options.move_id = std::string(32, 'a');
@@ -667,12 +698,7 @@ TEST_F(StreamTest, TheCheckingThreadWritesEachFileWholeAndNamesAWriteThatFails) 
 // A move's source sends blobs as read (hash_blobs off): a pack of a blob changed in place
 // then succeeds, ends its stream, and the receiver's hash is what refuses it, naming the file.
 TEST_F(StreamTest, APackThatLeavesBlobsToTheReceiverEndsItsStreamAndTheReceiverRefusesADamagedOne) {
-  PutSourceFile("big.bin", std::string(3 << 20, 'b'));
-  Snapshot snapshot = *Snapshot::Load(src_);
-  std::string blob = JoinPath(src_, BlobPath(snapshot.Find("big.bin")->sha256));
-  std::string changed(3 << 20, 'b');
-  changed[2 << 20] = 'c';
-  ASSERT_TRUE(WriteFileAtomic(blob, changed).ok());
+  DamagedBigBlob();
   StringSink sink;
   PackOptions options;
   options.move_id = std::string(32, 'a');
@@ -698,15 +724,16 @@ TEST_F(StreamTest, ManyEmptyFilesArriveWithFewDescriptors) {
   PackOptions options;
   options.move_id = std::string(32, 'a');
   std::string stream = Pack(src, options);
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
-  struct rlimit few = saved;
-  few.rlim_cur = 128;
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &few), 0);
-  Status status = Unpack(stream, root_ + "/empty-dst");
-  ::setrlimit(RLIMIT_NOFILE, &saved);
+  Status status;
+  {
+    ScopedLimit few_descriptors(RLIMIT_NOFILE, 128);
+    status = Unpack(stream, root_ + "/empty-dst");
+  }
   ASSERT_TRUE(status.ok()) << status.ToString();
-  EXPECT_EQ(*Snapshot::Load(root_ + "/empty-dst")->Find("e599"), *Snapshot::Load(src)->Find("e599"));
+  Snapshot arrived = *Snapshot::Load(root_ + "/empty-dst"), sent = *Snapshot::Load(src);
+  ASSERT_NE(arrived.Find("e599"), nullptr);
+  EXPECT_EQ(*arrived.Find("e599"), *sent.Find("e599"));
+  EXPECT_EQ(arrived.entries().size(), sent.entries().size());
 }
 
 // A write that fails at the receiver (here: past the file size limit) stops the stream and is
@@ -716,16 +743,12 @@ TEST_F(StreamTest, AWriteThatFailsAtTheReceiverIsNamedAndPlacesNothing) {
   PackOptions options;
   options.move_id = std::string(32, 'a');
   std::string stream = Pack(src_, options);
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  sighandler_t old_handler = ::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = saved;
-  small.rlim_cur = 1 << 20;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string before = Listing(root_ + "/new");
-  Status status = Unpack(stream, root_ + "/new");
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  ::signal(SIGXFSZ, old_handler);
+  Status status;
+  {
+    ScopedLimit small_files(RLIMIT_FSIZE, 1 << 20);
+    status = Unpack(stream, root_ + "/new");
+  }
   ASSERT_FALSE(status.ok());
   EXPECT_TRUE(Contains(status.ToString(), "files/big.bin")) << status.ToString();
   EXPECT_TRUE(Contains(status.ToString(), "File too large")) << status.ToString();
