@@ -709,6 +709,34 @@ TEST_F(StreamTest, APackThatLeavesBlobsToTheReceiverEndsItsStreamAndTheReceiverR
   ExpectRefused(sink.data(), root_ + "/new", "'files/big.bin': digest differs from its LNK.sha256");
 }
 
+// With blobs left to the receiver, a file sent from its own path (memory/, the journal) is
+// still hashed as it is sent: one that changes after the plan fails the pack, naming it.
+TEST_F(StreamTest, APackThatLeavesBlobsToTheReceiverStillHashesFilesSentFromTheirPaths) {
+  PutSourceFile("big.bin", std::string(3 << 20, 'b'));  // sent before memory/, through the sink
+  const std::string memory = JoinPath(src_, "memory/working_memory.md");
+  std::string text = *ReadFile(memory);
+  ASSERT_FALSE(text.empty());
+  // Changes memory/working_memory.md (the same size) once the stream has begun.
+  struct ChangingSink : StringSink {
+    std::string path, changed;
+    bool done = false;
+    Status Write(std::string_view data) override {
+      if (!done) done = WriteFileAtomic(path, changed).ok();
+      return StringSink::Write(data);
+    }
+  } sink;
+  sink.path = memory;
+  sink.changed = std::string(text.size(), '#');
+  PackOptions options;
+  options.move_id = std::string(32, 'a');
+  options.hash_blobs = false;
+  Status status = PackCapsule(src_, options, &sink, nullptr);
+  ASSERT_TRUE(sink.done);
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(Contains(status.ToString(), memory + ": changed while being sent")) << status.ToString();
+  EXPECT_EQ(sink.data().find(kStreamEndName), std::string::npos);
+}
+
 // Empty files are closed by the receiving thread as they come: a workspace of many empty
 // files unpacks with few descriptors to spare (each would otherwise wait open in the checking
 // thread's queue, which no bytes wake).
