@@ -2,7 +2,6 @@
 #include "journal/journal.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/scoped_limit.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
@@ -292,15 +292,11 @@ TEST_F(JournalTest, MergeThatCannotWriteChangesNothing) {
 
   // Files may not grow past 2 MiB: the merged journal's writes fail (EFBIG) after megabytes of
   // it went to the digest, pieces of the blocks being read.
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  sighandler_t old_handler = ::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = saved;
-  small.rlim_cur = 2 << 20;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  Result<MergeResult> merged = here.MergeFrom(*OtherJournal::Load(other));
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  ::signal(SIGXFSZ, old_handler);
+  Result<MergeResult> merged = [&] {
+    ::capsule::testing::ScopedLimit small_files(RLIMIT_FSIZE, 2 << 20);
+    EXPECT_TRUE(small_files.ok());
+    return here.MergeFrom(*OtherJournal::Load(other));
+  }();
   ASSERT_FALSE(merged.ok());
   EXPECT_EQ(merged.status().code(), Code::kIOError) << merged.status().message();
   EXPECT_NE(merged.status().message().find(kJournalPath), std::string::npos) << merged.status().message();

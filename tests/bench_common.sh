@@ -5,6 +5,9 @@ now() { date +%s.%N; }
 elapsed() { echo "$(now) - $1" | bc -l; }
 ratio() { echo "scale=2; $1 / $2" | bc -l; }
 mbps() { echo "$1 / 1000000 / $2" | bc -l; }
+# The best of rounds so far: smaller A B (times) and larger A B (rates); A empty before the first.
+smaller() { if [ -z "$1" ] || awk -v a="$2" -v b="$1" 'BEGIN { exit !(a < b) }'; then echo "$2"; else echo "$1"; fi; }
+larger() { if [ -z "$1" ] || awk -v a="$2" -v b="$1" 'BEGIN { exit !(a > b) }'; then echo "$2"; else echo "$1"; fi; }
 
 # generate_workspace DIR SMALL_FILES SMALL_KIB LARGE_FILES LARGE_MIB
 generate_workspace() {

@@ -101,8 +101,8 @@ for round in 1 2; do
   sync
   read -r _ m added total < <("$journal_bench" merge "$work/a" "$work/b")
   "$journal_bench" verify "$work/a" > /dev/null || { echo "the merged journal does not verify"; exit 1; }
-  if [ -z "$sort_s" ] || awk -v a="$s" -v b="$sort_s" 'BEGIN { exit !(a < b) }'; then sort_s=$s; fi
-  if [ -z "$merge_s" ] || awk -v a="$m" -v b="$merge_s" 'BEGIN { exit !(a < b) }'; then merge_s=$m; fi
+  sort_s=$(smaller "$sort_s" "$s")
+  merge_s=$(smaller "$merge_s" "$m")
   printf '  round %d: merge %6.2fs   sort -m -u %6.2fs\n' "$round" "$m" "$s"
 done
 printf 'journal merge    %6.2fs   sort -m -u %6.2fs   ratio %sx   (%s added, %s in all; sort gave %s lines)\n' \
@@ -141,7 +141,6 @@ cc -O2 -o "$work/append_loop" "$work/append_loop.c"
 line_bytes=$(tail -n 16 "$work/append/memory/timeline_events.jsonl" | wc -c)
 line_bytes=$((line_bytes / 16))
 echo "(lines of $line_bytes bytes)"
-best() { if [ -z "$1" ] || awk -v a="$2" -v b="$1" 'BEGIN { exit !(a > b) }'; then echo "$2"; else echo "$1"; fi; }
 for writers in 1 4 16; do
   best_rate="" best_loop=""
   for round in $(seq 1 "$append_rounds"); do
@@ -150,8 +149,8 @@ for writers in 1 4 16; do
     rate=$("$journal_bench" append "$work/append" "$appends" "$writers" | awk '{print $2}')
     [ "$loop_first" = 1 ] || loop=$("$work/append_loop" "$work/append/loop.bin" "$appends" "$line_bytes" | awk '{print $2}')
     printf '  %2d writer(s), round %d: %8.0f events/s   loop %8.0f/s   %sx\n' "$writers" "$round" "$rate" "$loop" "$(ratio "$rate" "$loop")"
-    best_rate=$(best "$best_rate" "$rate")
-    best_loop=$(best "$best_loop" "$loop")
+    best_rate=$(larger "$best_rate" "$rate")
+    best_loop=$(larger "$best_loop" "$loop")
   done
   printf 'append, %2d writer(s)  %8.0f events/s   C write+fdatasync loop %8.0f/s   ratio %sx   (best of %d each)\n' \
     "$writers" "$best_rate" "$best_loop" "$(ratio "$best_rate" "$best_loop")" "$append_rounds"

@@ -111,8 +111,8 @@ for round in $(seq 1 "$move_rounds"); do
     "$round" "$([ $((round % 2)) -eq 1 ] && echo tar || echo move)" "$move_s" "$(mbps "$ws_bytes" "$move_s")" \
     "$(field "$out" copy_bytes)" "$(field "$out" copy_seconds)" "$(field "$out" frozen_seconds)" "$tls_s" "$(mbps "$ws_bytes" "$tls_s")" \
     "$(ratio "$move_s" "$tls_s")"
-  if [ -z "$best_move" ] || [ "$(echo "$move_s < $best_move" | bc -l)" = 1 ]; then best_move=$move_s; fi
-  if [ -z "$best_tls" ] || [ "$(echo "$tls_s < $best_tls" | bc -l)" = 1 ]; then best_tls=$tls_s; fi
+  best_move=$(smaller "$best_move" "$move_s")
+  best_tls=$(smaller "$best_tls" "$tls_s")
   "$capsule" verify "$holder" >/dev/null || { echo "the moved capsule does not verify"; exit 1; }
 done
 move_s=$best_move

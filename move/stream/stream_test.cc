@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/scoped_limit.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
 #include "capsule/base/temp_dir.h"
@@ -32,30 +33,7 @@ namespace capsule::move {
 namespace {
 
 using ::capsule::testing::MakeTempDir;
-
-// Lowers a resource limit's soft value for the scope (SIGXFSZ ignored meanwhile, so that a
-// write past RLIMIT_FSIZE fails with EFBIG instead of ending the test).
-class ScopedLimit {
- public:
-  ScopedLimit(int resource, rlim_t soft) : resource_(resource) {
-    EXPECT_EQ(::getrlimit(resource_, &saved_), 0);
-    struct rlimit lowered = saved_;
-    lowered.rlim_cur = soft;
-    EXPECT_EQ(::setrlimit(resource_, &lowered), 0);
-    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
-  }
-  ~ScopedLimit() {
-    ::setrlimit(resource_, &saved_);
-    ::signal(SIGXFSZ, old_handler_);
-  }
-  ScopedLimit(const ScopedLimit&) = delete;
-  ScopedLimit& operator=(const ScopedLimit&) = delete;
-
- private:
-  int resource_;
-  struct rlimit saved_ {};
-  sighandler_t old_handler_;
-};
+using ::capsule::testing::ScopedLimit;
 
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -755,6 +733,7 @@ TEST_F(StreamTest, ManyEmptyFilesArriveWithFewDescriptors) {
   Status status;
   {
     ScopedLimit few_descriptors(RLIMIT_NOFILE, 128);
+    ASSERT_TRUE(few_descriptors.ok());
     status = Unpack(stream, root_ + "/empty-dst");
   }
   ASSERT_TRUE(status.ok()) << status.ToString();
@@ -775,6 +754,7 @@ TEST_F(StreamTest, AWriteThatFailsAtTheReceiverIsNamedAndPlacesNothing) {
   Status status;
   {
     ScopedLimit small_files(RLIMIT_FSIZE, 1 << 20);
+    ASSERT_TRUE(small_files.ok());
     status = Unpack(stream, root_ + "/new");
   }
   ASSERT_FALSE(status.ok());
