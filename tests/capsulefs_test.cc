@@ -366,10 +366,15 @@ TEST_F(CapsulefsTest, TheKernelKeepsWorkspaceEntriesAndAsksAgainForTheCapsulesOw
   struct stat st;
   ASSERT_EQ(::stat(F("kept.txt").c_str(), &st), 0);
   ASSERT_EQ(::stat((mnt_ + "/memory/working_memory.md").c_str(), &st), 0);
-  // Twice the capsule file's second, and it is looked at first (on a loaded machine the
-  // first look may take most of a second).
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
-  EXPECT_FALSE(AnsweredWhileStopped(mount, mnt_ + "/memory/working_memory.md", true)) << "a capsule file's were kept";
+  // Twice the capsule file's second, and it is looked at first. A loaded machine (CI's ASan
+  // run beside the rest) has kept it past two seconds twice in many runs: it is looked at
+  // again, up to three times two seconds, where the workspace's hour would keep it throughout.
+  bool kept = true;
+  for (int look = 0; look < 3 && kept; ++look) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    kept = AnsweredWhileStopped(mount, mnt_ + "/memory/working_memory.md", true);
+  }
+  EXPECT_FALSE(kept) << "a capsule file's were kept";
   EXPECT_TRUE(AnsweredWhileStopped(mount, F("kept.txt"), true)) << "a workspace file's attributes were asked for again";
   ASSERT_EQ(mount.Unmount(), 0);
   ExpectVerifies();
