@@ -53,6 +53,30 @@ Status ScanBlobs(const std::string& dir, Manifest* manifest) {
 
 }  // namespace
 
+// The workspace's tree: the last snapshot and the change log over it (a line whose blob is not
+// whole is not replayed). Both are dropped once the tree is built, before a checkpoint builds
+// its own.
+Status CapsuleFs::LoadWorkspace(bool writable) {
+  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(options_.dir));
+  WorkspaceTimes times = LoadWorkspaceTimes(JoinPath(options_.dir, local::kTimes));
+  std::string log_path = JoinPath(options_.dir, local::kWorkspaceLog);
+  if (PathExists(log_path)) {
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(log_path));
+    const Manifest& manifest = *manifest_;
+    std::function<bool(const SnapshotEntry&)> blob_ok = [&](const SnapshotEntry& entry) {
+      auto it = manifest.files.find(BlobPath(entry.sha256));
+      return it != manifest.files.end() && it->second.size == entry.size;
+    };
+    if (!writable) blob_ok = nullptr;
+    CAPSULE_RETURN_IF_ERROR(ReplayChanges(text, &snapshot, blob_ok, &times).status());
+  }
+  if (writable) {
+    CAPSULE_ASSIGN_OR_RETURN(ChangeLog * log, ChangeLog::Open(log_path));
+    log_.reset(log);
+  }
+  return BuildTree(snapshot, times);
+}
+
 Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
   MountOptions options = given;
   char resolved[PATH_MAX];
@@ -79,25 +103,7 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
     CAPSULE_RETURN_IF_ERROR(PutBlob(dir, "").status());
     CAPSULE_RETURN_IF_ERROR(ScanBlobs(dir, fs->manifest_.get()));
   }
-  // The change log over the last snapshot; a line whose blob is not whole is not replayed.
-  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(dir));
-  WorkspaceTimes times = LoadWorkspaceTimes(JoinPath(dir, local::kTimes));
-  std::string log_path = JoinPath(dir, local::kWorkspaceLog);
-  if (PathExists(log_path)) {
-    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(log_path));
-    const Manifest& manifest = *fs->manifest_;
-    std::function<bool(const SnapshotEntry&)> blob_ok = [&](const SnapshotEntry& entry) {
-      auto it = manifest.files.find(BlobPath(entry.sha256));
-      return it != manifest.files.end() && it->second.size == entry.size;
-    };
-    if (!writable) blob_ok = nullptr;
-    CAPSULE_RETURN_IF_ERROR(ReplayChanges(text, &snapshot, blob_ok, &times).status());
-  }
-  if (writable) {
-    CAPSULE_ASSIGN_OR_RETURN(ChangeLog * log, ChangeLog::Open(log_path));
-    fs->log_.reset(log);
-  }
-  CAPSULE_RETURN_IF_ERROR(fs->BuildTree(snapshot, times));
+  CAPSULE_RETURN_IF_ERROR(fs->LoadWorkspace(writable));
   if (writable) CAPSULE_RETURN_IF_ERROR(fs->Checkpoint());
   return fs;
 }

@@ -187,6 +187,7 @@ class CapsuleFs {
   // Every name of `node` under files/ (hard links have several); needs tree_mu_.
   std::vector<std::string> WsPaths(const Node* node) const;
   // The workspace from a snapshot; a node gets its time from `times` (now when absent).
+  Status LoadWorkspace(bool writable);  // the snapshot and the change log into the tree
   Status BuildTree(const Snapshot& snapshot, const WorkspaceTimes& times);
   // The whole workspace as one change: every entry and its time; needs tree_mu_.
   WorkspaceChange WholeWorkspace() const;

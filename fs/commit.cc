@@ -117,7 +117,7 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
     if (wc.size == 0) wc.hash = std::make_shared<RunningHash>();
     wc.mtime = committed_mtime;  // unchanged until a write says otherwise
   }
-  node->wc.emplace(std::move(wc));
+  node->wc = std::make_unique<WorkingCopy>(std::move(wc));
   return Status::Ok();
 }
 

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/memory.h"
 #include "fs/capsule_fs.h"
 #include "fs/control_client.h"
 
@@ -126,6 +127,7 @@ void ControlServer::Serve() {
     }
     reply += "\n";
     (void)WriteAll(conn.get(), reply, "control");
+    ReturnFreedMemory();  // a freeze's checkpoint and verify, once they are answered
   }
 }
 

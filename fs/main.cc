@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/memory.h"
 #include "capsule/format/holder.h"
 #include "capsule/base/version.h"
 #include "capsule/format/local_files.h"
@@ -124,6 +125,7 @@ int Run(const Args& args) {
     return 1;
   }
   std::unique_ptr<capsule::fs::CapsuleFs> fs = std::move(opened).value();
+  capsule::ReturnFreedMemory();  // what reading the capsule and the first checkpoint built
   std::string socket_path = capsule::JoinPath(fs->dir(), capsule::local::kControlSocket);
   fs->SetControlPath(socket_path);
   if (fs->gate().state() != capsule::fs::MountState::kReadOnly) {

@@ -120,7 +120,7 @@ struct Node {
   // count moved on).
   std::mutex wc_mu;
   std::set<Handle*> writers;
-  std::optional<WorkingCopy> wc;
+  std::unique_ptr<WorkingCopy> wc;  // a pointer: most nodes never have one
   uint64_t commits = 0;
 };
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <thread>
 
+#include "capsule/base/memory.h"
+
 namespace capsule::move {
 
 namespace {
@@ -132,6 +134,7 @@ Status ServeConnection(Connection* conn, TargetApi* target, std::chrono::millise
     working.Stop();
     CAPSULE_RETURN_IF_ERROR(WriteMessage(conn->out(), reply));
     if (have_body) CAPSULE_RETURN_IF_ERROR(WriteHaveBody(conn->out(), *have_body));
+    ReturnFreedMemory();  // a copy's or a switch's staging, once answered
   }
 }
 
