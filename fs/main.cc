@@ -199,6 +199,7 @@ int Run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  capsule::ReturnLargeBlocksAtOnce();  // a long-lived process (capsule/base/memory.h)
   Args args;
   int parsed = Parse(argc, argv, &args);
   if (parsed == 1) return 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/memory.h"
 #include "capsule/base/process_lock.h"
 #include "capsule/format/keys.h"
 #include "capsule/format/layout.h"
@@ -128,6 +129,7 @@ void ResolveOutgoing(const std::string& root, const TlsCredentials& credentials,
 }  // namespace
 
 Status RunSidecar(const SidecarOptions& args) {
+  ReturnLargeBlocksAtOnce();  // a long-lived process (capsule/base/memory.h)
   ::signal(SIGPIPE, SIG_IGN);
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

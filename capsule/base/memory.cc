@@ -4,6 +4,8 @@
 
 namespace capsule {
 
+void ReturnLargeBlocksAtOnce() { ::mallopt(M_MMAP_THRESHOLD, 256 * 1024); }
+
 void ReturnFreedMemory() { ::malloc_trim(0); }
 
 }  // namespace capsule

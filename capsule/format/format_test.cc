@@ -668,8 +668,9 @@ TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
     saved.manifest_sha256 = *Sha256File(cap + "/" + kManifestPath, nullptr);
     saved.manifest = std::make_shared<const Manifest>(*manifest);
   };
-  // Both verifies, compared; `fast`: the saved texts were not read back (no manifest is set).
-  auto judged = [&](bool fast) -> std::vector<std::string> {
+  // Both verifies, compared; `fast`: the saved texts were not read back (no manifest is set);
+  // `fast_reading`: nor were they without remembered digests to trust.
+  auto judged = [&](bool fast, std::optional<bool> fast_reading = std::nullopt) -> std::vector<std::string> {
     Result<VerifyReport> quick = VerifySavedFolder(cap, saved, options);
     Result<VerifyReport> full = VerifyFolder(cap, options);
     EXPECT_TRUE(quick.ok() && full.ok());
@@ -687,6 +688,18 @@ TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
     EXPECT_EQ(quick_listed->problems, full->problems);
     EXPECT_EQ(quick->files_checked, full->files_checked);
     EXPECT_EQ(!quick->manifest.has_value(), fast);
+    // Without remembered digests to trust (a mount's first freeze): every blob is read, the
+    // saved texts are still not read back.
+    VerifyOptions untrusted = options;
+    untrusted.trust_remembered_blobs = false;
+    Result<VerifyReport> quick_reading = VerifySavedFolder(cap, saved, untrusted);
+    Result<VerifyReport> full_reading = VerifyFolder(cap, untrusted);
+    EXPECT_TRUE(quick_reading.ok() && full_reading.ok());
+    if (!quick_reading.ok() || !full_reading.ok()) return {"error"};
+    EXPECT_EQ(quick_reading->problems, full_reading->problems);
+    EXPECT_EQ(quick_reading->problems, full->problems);
+    EXPECT_EQ(quick_reading->files_checked, full_reading->files_checked);
+    EXPECT_EQ(!quick_reading->manifest.has_value(), fast_reading.value_or(fast));
     return quick->problems;
   };
   auto has = [](const std::vector<std::string>& problems, const std::string& text) {
@@ -744,7 +757,8 @@ TEST(VerifyTest, ASavedFolderIsJudgedAsVerifyFolderJudgesIt) {
   // another snapshot.
   ASSERT_TRUE(MakeDirectories(cap + "/" + std::string(kBlobsDir) + "/stray").ok());
   ASSERT_TRUE(WriteFileAtomic(cap + "/" + std::string(kBlobsDir) + "/stray/inside", "x").ok());
-  EXPECT_TRUE(has(judged(false), std::string(kBlobsDir) + "/stray/inside: not in manifest"));
+  // (Without trust, the blobs folder is listed whole anyway: still taken as saved.)
+  EXPECT_TRUE(has(judged(false, true), std::string(kBlobsDir) + "/stray/inside: not in manifest"));
   ASSERT_TRUE(RemoveTree(cap + "/" + std::string(kBlobsDir) + "/stray").ok());
   Manifest other = *saved.manifest;
   other.holder_epoch += 1;

@@ -94,10 +94,10 @@ struct SavedCapsule {
 // found without parsing them again: each file is checked against its digest instead, and the
 // snapshot held in memory is checked against the blobs. With trust_remembered_blobs (and
 // blob_digests), a blob the cache remembers as named is neither read nor kept in a map: the
-// cost is a listing of the blobs folder and a lookup a blob. Whenever the folder is not as
-// saved (another manifest or snapshot, anything but regular files among the blobs), or
-// without that trust, or with a public key, this is VerifyFolder. The report's manifest is
-// set only when it is.
+// cost is a listing of the blobs folder and a lookup a blob; without that trust every blob is
+// listed and read as VerifyFolder reads it. Whenever the folder is not as saved (another
+// manifest or snapshot, anything but regular files among the blobs with that trust), or with
+// a public key, this is VerifyFolder. The report's manifest is set only when it is.
 Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsule& saved,
                                        const VerifyOptions& options);
 Result<VerifyReport> VerifyTar(const std::string& tar_path, const VerifyOptions& options = {});
