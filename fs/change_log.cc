@@ -1,9 +1,11 @@
 #include "fs/change_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "capsule/base/canonical_json.h"
 
@@ -85,13 +87,26 @@ Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot,
 
 Result<ChangeLog*> ChangeLog::Open(const std::string& path) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  return new ChangeLog(path, std::move(fd));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
+  return new ChangeLog(path, std::move(fd), static_cast<uint64_t>(st.st_size));
 }
 
 Status ChangeLog::Append(const WorkspaceChange& change) {
   CAPSULE_ASSIGN_OR_RETURN(std::string line, ChangeToLine(change));
   std::lock_guard lock(mu_);
-  return WriteAll(fd_.get(), line, path_);
+  if (!cut_failed_.ok()) return cut_failed_;
+  Status written = WriteAll(fd_.get(), line, path_);
+  if (written.ok()) {
+    size_ += line.size();
+    return written;
+  }
+  if (::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0) {
+    cut_failed_ = Status::IOError(path_, "a change written in part could not be cut off (" +
+                                             std::string(std::strerror(errno)) +
+                                             "): no change is taken until the next checkpoint");
+  }
+  return written;
 }
 
 Status ChangeLog::Sync() {
@@ -103,6 +118,8 @@ Status ChangeLog::Truncate() {
   std::lock_guard lock(mu_);
   if (::ftruncate(fd_.get(), 0) != 0) return Status::IOError(path_, errno);
   if (::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
+  size_ = 0;
+  cut_failed_ = Status::Ok();
   return Status::Ok();
 }
 

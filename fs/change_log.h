@@ -56,7 +56,10 @@ Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot,
 class ChangeLog {
  public:
   static Result<ChangeLog*> Open(const std::string& path);  // owned by the caller
-  // Writes the line (not yet durable); lines reach the file in call order.
+  // Writes the line (not yet durable); lines reach the file in call order. A line written in
+  // part (a full disk) is cut off again, so that the next line starts a line of its own (replay
+  // stops at the first line that is not a change); should the cut fail, every later append is
+  // refused until Truncate.
   Status Append(const WorkspaceChange& change);
   // fdatasync: every line appended before the call is durable on return.
   Status Sync();
@@ -64,10 +67,13 @@ class ChangeLog {
   Status Truncate();
 
  private:
-  ChangeLog(std::string path, UniqueFd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
+  ChangeLog(std::string path, UniqueFd fd, uint64_t size)
+      : path_(std::move(path)), fd_(std::move(fd)), size_(size) {}
   const std::string path_;
   std::mutex mu_;
-  UniqueFd fd_;  // O_APPEND; writes guarded by mu_
+  UniqueFd fd_;       // O_APPEND; writes guarded by mu_
+  uint64_t size_;     // the whole lines' length; guarded by mu_
+  Status cut_failed_;  // guarded by mu_
 };
 
 }  // namespace capsule::fs

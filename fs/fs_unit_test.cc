@@ -1,13 +1,19 @@
 // Unit tests of the pieces of capsulefs that need no mount.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <cerrno>
+#include <memory>
 #include <chrono>
 #include <thread>
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/sha256.h"
+#include "capsule/base/file_io.h"
+#include "capsule/base/scoped_limit.h"
+#include "capsule/base/temp_dir.h"
 #include "fs/change_log.h"
 #include "fs/errno_map.h"
 #include "fs/journal_sink.h"
@@ -39,6 +45,46 @@ TEST(ChangeLog, ReplayIsIdempotentAndIgnoresATornTail) {
   EXPECT_EQ(again.entries(), snapshot.entries());
   EXPECT_EQ(snapshot.Find("a")->sha256, Sha256Hex("two"));
   EXPECT_EQ(snapshot.Find("b")->sha256, Sha256Hex("one"));
+}
+
+// A change the disk takes only in part (here: past the file size limit) is cut off again and
+// reported; the changes appended after it, once there is room, are replayed (before, they
+// followed the half line, which replay stops at: every later change was lost to a crash).
+TEST(ChangeLog, AChangeWrittenInPartIsCutOffAndTheNextOnesStillReplay) {
+  const std::string dir = testing::MakeTempDir("change_log");
+  const std::string path = dir + "/workspace.log";
+  Result<ChangeLog*> opened = ChangeLog::Open(path);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  std::unique_ptr<ChangeLog> log(*opened);
+  WorkspaceChange first, refused, later;
+  first.set["first"] = File("one");
+  refused.set[std::string(200, 'r')] = File("two");
+  later.set["later"] = File("three");
+  ASSERT_TRUE(log->Append(first).ok());
+  const size_t before = ReadFile(path)->size();
+  {
+    testing::ScopedLimit limit(RLIMIT_FSIZE, before + 40);
+    ASSERT_TRUE(limit.ok());
+    Status full = log->Append(refused);
+    EXPECT_FALSE(full.ok());
+    EXPECT_NE(full.message().find(path), std::string::npos) << full.message();
+  }
+  EXPECT_EQ(ReadFile(path)->size(), before) << "the part written is cut off";
+  ASSERT_TRUE(log->Append(later).ok());
+  Snapshot snapshot;
+  Result<size_t> applied = ReplayChanges(*ReadFile(path), &snapshot);
+  ASSERT_TRUE(applied.ok());
+  EXPECT_EQ(*applied, 2u);
+  EXPECT_NE(snapshot.Find("first"), nullptr);
+  EXPECT_NE(snapshot.Find("later"), nullptr);
+  EXPECT_EQ(snapshot.Find(std::string(200, 'r')), nullptr);
+  // A log reopened starts after its whole lines.
+  log.reset();
+  opened = ChangeLog::Open(path);
+  ASSERT_TRUE(opened.ok());
+  log.reset(*opened);
+  ASSERT_TRUE(log->Append(first).ok());
+  EXPECT_EQ(*ReplayChanges(*ReadFile(path), &snapshot), 3u);
 }
 
 TEST(ChangeLog, ALineWhoseBlobIsNotWholeIsSkippedWhole) {
