@@ -92,6 +92,8 @@ struct MountOptions {
   bool read_only = false;   // -o ro
 };
 
+class TreeUndo;
+
 class CapsuleFs {
  public:
   // Recovers the capsule (drops working copies, replays the change log, rewrites the
@@ -231,7 +233,9 @@ class CapsuleFs {
   // The committed file of `node` for reading through `h`, opened again when a commit replaced
   // it since h last read it. Needs node->wc_mu.
   Result<std::shared_ptr<const UniqueFd>> CommittedFile(Node* node, Handle* h);
-  Status LogChange(const WorkspaceChange& change);      // needs tree_mu_ (unique)
+  // Writes the change's line; should that fail, `undo` (when given) puts the tree back as it
+  // was before the change. Needs tree_mu_ (unique).
+  Status LogChange(const WorkspaceChange& change, TreeUndo* undo = nullptr);
   Status SyncLog();
   Status SyncAll();  // syncfs(2) of the capsule's file system
   Status CommitAll();

@@ -25,6 +25,7 @@
 #include "capsule/format/layout.h"
 #include "capsule/format/verify.h"
 #include "fs/capsule_fs.h"
+#include "fs/tree_undo.h"
 #include "fs/errno_map.h"
 
 namespace capsule::fs {
@@ -141,10 +142,12 @@ Result<std::shared_ptr<const UniqueFd>> CapsuleFs::CommittedFile(Node* node, Han
   return h->committed;
 }
 
-Status CapsuleFs::LogChange(const WorkspaceChange& change) {
+Status CapsuleFs::LogChange(const WorkspaceChange& change, TreeUndo* undo) {
   if (!log_) return FsError(EROFS, "capsule mounted read-only");
   ++generation_;
-  return log_->Append(change);
+  Status logged = log_->Append(change);
+  if (!logged.ok() && undo != nullptr) undo->Restore(&nodes_);
+  return logged;
 }
 
 Status CapsuleFs::SyncLog() { return log_ ? log_->Sync() : Status::Ok(); }

@@ -13,6 +13,7 @@
 #include "capsule/format/attachments.h"
 #include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
+#include "fs/tree_undo.h"
 #include "fs/errno_map.h"
 
 namespace capsule::fs {
@@ -148,13 +149,15 @@ Status CapsuleFs::ChangeOwner(Node* node, const std::string& rel, const struct s
       return FsError(EPERM, rel + ": not the owner, or not a member of that group");
     }
   }
+  TreeUndo undo;
+  undo.KeepNode(node);
   node->uid = new_uid == driver_uid_ ? std::nullopt : std::optional<uint32_t>(new_uid);
   node->gid = new_gid == driver_gid_ ? std::nullopt : std::optional<uint32_t>(new_gid);
   clock_gettime(CLOCK_REALTIME, &node->ctime);
   if (node->parent == nullptr) return Status::Ok();
   WorkspaceChange change;
   RecordAllNames(node, &change);
-  return LogChange(change);
+  return LogChange(change, &undo);
 }
 
 Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& attr, int to_set, Handle* h,
@@ -195,12 +198,14 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
   if ((to_set & FUSE_SET_ATTR_MODE) && ws && node->kind != NodeKind::kWsLink) {
     {
       std::unique_lock lock(tree_mu_);
+      TreeUndo undo;
+      undo.KeepNode(node.get());
       node->mode = attr.st_mode & 07777;
       clock_gettime(CLOCK_REALTIME, &node->ctime);
       if (node->parent != nullptr) {
         WorkspaceChange change;
         RecordAllNames(node.get(), &change);
-        CAPSULE_RETURN_IF_ERROR(LogChange(change));
+        CAPSULE_RETURN_IF_ERROR(LogChange(change, &undo));
       }
     }
   } else if ((to_set & FUSE_SET_ATTR_MODE) && !ws) {
@@ -215,8 +220,12 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     struct timespec mtime = attr.st_mtim;
     if (to_set & FUSE_SET_ATTR_MTIME_NOW) clock_gettime(CLOCK_REALTIME, &mtime);
     std::lock_guard wc_lock(node->wc_mu);  // open writers commit with this time (cp -p, tar -x)
-    if (node->wc) node->wc->mtime = mtime;
     std::unique_lock lock(tree_mu_);
+    TreeUndo undo;
+    undo.KeepNode(node.get());
+    const std::optional<struct timespec> working_mtime =
+        node->wc ? std::optional<struct timespec>(node->wc->mtime) : std::nullopt;
+    if (node->wc) node->wc->mtime = mtime;
     node->mtime = mtime;
     clock_gettime(CLOCK_REALTIME, &node->ctime);
     if (to_set & FUSE_SET_ATTR_ATIME) node->atime = attr.st_atim;
@@ -224,7 +233,10 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     if (ws && node->parent != nullptr) {  // kept across remounts
       WorkspaceChange change;
       for (const std::string& path : WsPaths(node.get())) change.times[path] = node->mtime;
-      CAPSULE_RETURN_IF_ERROR(LogChange(change));
+      if (Status logged = LogChange(change, &undo); !logged.ok()) {
+        if (working_mtime) node->wc->mtime = *working_mtime;
+        return logged;
+      }
     }
   }
   return Attr(node.get());
@@ -364,13 +376,17 @@ Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
       return Detach(node.get());
     }
     if (parent->kind != NodeKind::kWsDir) return FsError(EPERM, rel + ": cannot be removed");
+    TreeUndo undo;
+    undo.KeepEntry(parent, name);
+    undo.KeepNode(parent);
+    undo.KeepNode(node);
     WorkspaceChange change;
     change.del.push_back(WsChildPath(parent, name));
     EntriesChanged(parent, &change);
     clock_gettime(CLOCK_REALTIME, &node->ctime);
     RemoveName(parent, name, node.get());
     RecordAllNames(node.get(), &change);  // the names left: one fewer in the group, or none
-    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    CAPSULE_RETURN_IF_ERROR(LogChange(change, &undo));
   }
   return Status::Ok();
 }
@@ -390,11 +406,15 @@ Status CapsuleFs::do_rmdir(fuse_ino_t parent_ino, const std::string& name) {
     }
     if (node->kind != NodeKind::kWsDir || node == files_) return FsError(EPERM, rel + ": cannot be removed");
     if (!node->children.empty()) return FsError(ENOTEMPTY, rel);
+    TreeUndo undo;
+    undo.KeepEntry(parent, name);
+    undo.KeepNode(parent);
+    undo.KeepNode(node);
     WorkspaceChange change;
     change.del.push_back(WsPath(node.get()));
     EntriesChanged(parent, &change);
     CAPSULE_RETURN_IF_ERROR(Detach(node.get()));
-    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    CAPSULE_RETURN_IF_ERROR(LogChange(change, &undo));
   }
   return Status::Ok();
 }
@@ -459,6 +479,13 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
       ++generation_;
       return Status::Ok();
     }
+    TreeUndo undo;
+    undo.KeepEntry(parent, name);
+    undo.KeepEntry(newparent, newname);
+    undo.KeepNode(parent);
+    undo.KeepNode(newparent);
+    undo.KeepNode(node);
+    undo.KeepNode(target);
     if (target) {
       clock_gettime(CLOCK_REALTIME, &target->ctime);
       RemoveName(newparent, newname, target.get());
@@ -479,7 +506,7 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
     EntriesChanged(parent, &change);
     if (newparent != parent) EntriesChanged(newparent, &change);
     AddSubtree(node.get(), WsChildPath(newparent, newname), &change);
-    CAPSULE_RETURN_IF_ERROR(LogChange(change));
+    CAPSULE_RETURN_IF_ERROR(LogChange(change, &undo));
   }
   return Status::Ok();
 }

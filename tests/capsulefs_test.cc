@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -1118,6 +1119,103 @@ TEST_F(CapsulefsTest, TheMountsStartAndAFreezeGiveBackTheMemoryTheyBuiltForAWhil
   // Measured: 27.8 of 33 MiB.
   EXPECT_LT(now, 0.9 * peak) << "resident " << now << " MiB after two freezes, peak " << peak << " MiB, "
                              << mounted << " MiB once mounted";
+  EXPECT_EQ(mount.Unmount(), 0);
+  auto verify = RunCapsule({"verify", dir});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+// A small tmpfs of its own, taken away when the test ends.
+class SmallDisk {
+ public:
+  SmallDisk(const std::string& path, const std::string& size) : path_(path) {
+    mounted_ = MakeDirectories(path).ok() &&
+               ::mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+  }
+  ~SmallDisk() {
+    if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  // Writes `path` until the disk is full.
+  void Fill(const std::string& path) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    std::string block(4096, 'x');
+    while (fd >= 0 && ::write(fd, block.data(), block.size()) > 0) {
+    }
+    if (fd >= 0) ::close(fd);
+  }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
+
+// A change whose change-log line the disk cannot take is refused, and the view shows it did
+// not happen: the name is where it was, the attributes as they were (before, the tree kept
+// the change, which the kernel had been told failed, and the unmount's checkpoint saved it).
+TEST_F(CapsulefsTest, AChangeTheChangeLogCannotTakeIsRefusedAndTakenBack) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
+  SmallDisk disk(root_ + "/small", "4m");
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  // Long names: every change below writes a line longer than the padding's (see below).
+  const std::string a = std::string(200, 'a'), b = std::string(200, 'b'), over = std::string(200, 'o');
+  const std::string sub = std::string(200, 'd'), empty = sub + "/" + std::string(200, 'e');
+  const std::string ws = root_ + "/small-ws";
+  ASSERT_TRUE(MakeDirectories(ws + "/" + empty).ok());
+  ASSERT_TRUE(WriteFileAtomic(ws + "/" + a, "alpha\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(ws + "/" + sub + "/" + b, "beta\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(ws + "/" + sub + "/" + over, "over\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(ws + "/p", "padding\n").ok());
+  const std::string dir = root_ + "/small/cap";
+  ASSERT_EQ(RunCapsule({"init", dir, "--id", "small", "--name", "Small", "--workspace", ws}).exit_code, 0);
+  const std::string b_path = sub + "/" + b, b_link = std::string(200, 'l');
+  const std::string renamed = std::string(200, 'c'), moved = std::string(200, 'm');
+  struct stat before_a, before_b;
+  {
+    Mount mount(dir, mnt_);
+    ASSERT_TRUE(mount.up());
+    ASSERT_EQ(::link(F(b_path).c_str(), F(b_link).c_str()), 0);
+    ASSERT_EQ(::stat(F(a).c_str(), &before_a), 0);
+    ASSERT_EQ(::stat(F(b_path).c_str(), &before_b), 0);
+    disk.Fill(root_ + "/small/filler");
+    // The change log's last page still has room: short changes fill it until one does not
+    // fit (written in part, then cut off), leaving less room than any change below needs.
+    int padded = 0;
+    while (padded < 1000 && ::chmod(F("p").c_str(), padded % 2 ? 0644 : 0640) == 0) ++padded;
+    ASSERT_LT(padded, 1000) << "the disk never filled";
+    // Each refused, and each leaves the view as it was.
+    EXPECT_NE(::rename(F(a).c_str(), F(renamed).c_str()), 0);
+    EXPECT_NE(::rename(F(a).c_str(), F(sub + "/" + over).c_str()), 0);  // over another file
+    EXPECT_NE(::rename(F(sub).c_str(), F(moved).c_str()), 0);           // a folder
+    EXPECT_NE(::unlink(F(b_path).c_str()), 0);                           // a name of two
+    EXPECT_NE(::unlink(F(a).c_str()), 0);
+    EXPECT_NE(::rmdir(F(empty).c_str()), 0);
+    EXPECT_NE(::chmod(F(a).c_str(), 0600), 0);
+    EXPECT_NE(::chown(F(a).c_str(), 1234, 1234), 0);
+    const struct timespec times[2] = {{1000, 0}, {1000, 0}};
+    EXPECT_NE(::utimensat(AT_FDCWD, F(a).c_str(), times, 0), 0);
+    ASSERT_EQ(::unlink((root_ + "/small/filler").c_str()), 0);
+    // The driver's own view, past the kernel's caches: a remount reads what it saved.
+    EXPECT_EQ(mount.Unmount(), 0);
+  }
+  Mount mount(dir, mnt_);
+  ASSERT_TRUE(mount.up());
+  EXPECT_EQ(Slurp(F(a)), "alpha\n");
+  EXPECT_EQ(Slurp(F(b_path)), "beta\n");
+  EXPECT_EQ(Slurp(F(sub + "/" + over)), "over\n");
+  EXPECT_EQ(Slurp(F(b_link)), "beta\n");
+  EXPECT_FALSE(PathExists(F(renamed)));
+  EXPECT_FALSE(PathExists(F(moved)));
+  struct stat now_a, now_b, now_empty;
+  EXPECT_TRUE(::stat(F(empty).c_str(), &now_empty) == 0 && S_ISDIR(now_empty.st_mode));
+  ASSERT_EQ(::stat(F(a).c_str(), &now_a), 0);
+  ASSERT_EQ(::stat(F(b_path).c_str(), &now_b), 0);
+  EXPECT_EQ(now_a.st_mode, before_a.st_mode);
+  EXPECT_EQ(now_a.st_uid, before_a.st_uid);
+  EXPECT_EQ(now_a.st_mtim.tv_sec, before_a.st_mtim.tv_sec);
+  EXPECT_EQ(now_b.st_nlink, 2u);
+  // With room again, the same changes are taken.
+  EXPECT_EQ(::rename(F(a).c_str(), F(renamed).c_str()), 0);
+  EXPECT_EQ(::unlink(F(b_path).c_str()), 0);
   EXPECT_EQ(mount.Unmount(), 0);
   auto verify = RunCapsule({"verify", dir});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
