@@ -680,6 +680,10 @@ TEST_F(MoveProtocolTest, ABlobDamagedAtTheSourceIsRefusedByTheTargetAndTheSource
   ASSERT_FALSE(report.ok());
   EXPECT_NE(report.status().message().find("files/src/big.bin"), std::string::npos) << report.status().ToString();
   EXPECT_NE(report.status().message().find("digest differs"), std::string::npos) << report.status().ToString();
+  // The source tells its own damage from damage in transit.
+  EXPECT_NE(report.status().message().find("damaged at the source, not in transit: " + BlobPath(Sha256Hex(whole))),
+            std::string::npos)
+      << report.status().ToString();
   EXPECT_EQ(StateOf(src_), "active@1");
   EXPECT_NE(StateOf(Held()).rfind("active", 0), 0u);
   EXPECT_FALSE(PathExists(Staging())) << "the refused copy left its staging area";

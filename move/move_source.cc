@@ -13,6 +13,7 @@
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
 #include "capsule/format/schedule.h"
+#include "capsule/format/verify.h"
 #include "move/byte_pipe.h"
 #include "move/local_capsule.h"
 #include "move/seal/envelope.h"
@@ -40,6 +41,24 @@ Status RemoveOutgoing(const std::string& dir) {
   std::string path = JoinPath(dir, local::kOutgoingMove);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::IOError(path, errno);
   return SyncDirectory(DirName(path));
+}
+
+// Blobs are sent as read, unhashed (the target hashes what it writes): a file the target
+// refuses for its digest was damaged either in transit or here. The blobs here are checked to
+// tell which, and a blob that no longer matches its name is added to the reason. Only the
+// blobs' own damage is named: a mount at work has blobs its last checkpoint does not list yet.
+Status NameDamageHere(const std::string& dir, Status refused) {
+  if (refused.message().find("digest differs") == std::string::npos) return refused;
+  Result<VerifyReport> report = VerifyFolder(dir);
+  if (!report.ok()) return refused;
+  std::vector<std::string> damaged;
+  for (const std::string& problem : report->problems) {
+    if (problem.find("blob digest does not match its name") != std::string::npos) damaged.push_back(problem);
+  }
+  if (damaged.empty()) return refused;
+  std::string why = "damaged at the source, not in transit: " + damaged.front();
+  if (damaged.size() > 1) why += " (and " + std::to_string(damaged.size() - 1) + " more blobs)";
+  return Status::Make(refused.code(), refused.message(), why + "; see capsule verify " + dir);
 }
 
 // Counts what a pack writes.
@@ -173,7 +192,7 @@ Result<MoveReport> Mover::Run() {
   report.copy_files = copy_stats.files_sent;
   report.copy_skipped = copy_stats.files_skipped;
   if (Crash("copied")) return CrashStatus("copied");
-  if (!copied.ok()) return Rollback(move, copied.WithContext("copy"));
+  if (!copied.ok()) return Rollback(move, NameDamageHere(dir_, copied.WithContext("copy")));
   // The link is idle meanwhile (the mount hashes on every core); a link idle past a minute
   // is dialled again before the switch (RemoteTarget), so the sidecar's 300-second read
   // timeout never ends a move that is only busy here.
@@ -206,7 +225,7 @@ Result<MoveReport> Mover::Run() {
   report.switch_file_bytes = switch_stats.file_bytes_sent;
   report.removed = switch_stats.removed;
   if (Crash("switched")) return CrashStatus("switched");
-  if (!switched.ok()) return Rollback(move, switched.WithContext("switch"));
+  if (!switched.ok()) return Rollback(move, NameDamageHere(dir_, switched.WithContext("switch")));
 
   // The point of no return: once activate may have been sent, only the target's answer
   // decides between retiring and thawing.
