@@ -183,6 +183,7 @@ class CapsuleFs {
   // The node of `ino`, or ENOENT naming `name` (the entry being looked for); needs tree_mu_.
   Result<Node*> NodeOf(fuse_ino_t ino, const std::string& name);
   std::string RelPath(const Node* node) const;   // path in the capsule; needs tree_mu_
+  std::string NameOf(const Node* node);          // its first name, for messages; takes tree_mu_ (shared)
   std::string WsPath(const Node* node) const;    // path under files/ (its first name); needs tree_mu_
   // The path under files/ of the entry `name` in the workspace folder `dir`; needs tree_mu_.
   std::string WsChildPath(const Node* dir, const std::string& name) const;
@@ -218,7 +219,11 @@ class CapsuleFs {
   // the driver's user) and, beneath a setgid folder, the folder's group. Needs tree_mu_.
   void SetNewOwner(Node* node, const Node* parent, const Caller& caller) const;
   // chown(2) of `node` as `caller` asks it (FUSE_SET_ATTR_UID/GID of `to_set`). Takes tree_mu_.
-  Status ChangeOwner(Node* node, const std::string& rel, const struct stat& attr, int to_set, const Caller& caller);
+  // chown and chmod of one setattr, as one change-log line (taken back whole if it fails).
+  Status ChangeOwnerAndMode(Node* node, const std::string& rel, const struct stat& attr, int to_set,
+                            const Caller& caller);
+  Status SetOwner(Node* node, const std::string& rel, const struct stat& attr, int to_set,
+                  const Caller& caller);  // needs tree_mu_ (unique); logs nothing
 
   // commit.cc: working copies, commits, checkpoints.
   Status EnsureWorkingCopy(Node* node, bool empty);  // needs node->wc_mu

@@ -117,9 +117,9 @@ Status ChangeLog::Sync() {
 Status ChangeLog::Truncate() {
   std::lock_guard lock(mu_);
   if (::ftruncate(fd_.get(), 0) != 0) return Status::IOError(path_, errno);
-  if (::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
-  size_ = 0;
+  size_ = 0;  // emptied, whether or not the sync below succeeds
   cut_failed_ = Status::Ok();
+  if (::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
   return Status::Ok();
 }
 

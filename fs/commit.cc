@@ -143,9 +143,8 @@ Result<std::shared_ptr<const UniqueFd>> CapsuleFs::CommittedFile(Node* node, Han
 }
 
 Status CapsuleFs::LogChange(const WorkspaceChange& change, TreeUndo* undo) {
-  if (!log_) return FsError(EROFS, "capsule mounted read-only");
   ++generation_;
-  Status logged = log_->Append(change);
+  Status logged = log_ ? log_->Append(change) : FsError(EROFS, "capsule mounted read-only");
   if (!logged.ok() && undo != nullptr) undo->Restore(&nodes_);
   return logged;
 }

@@ -15,6 +15,7 @@
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
+#include "fs/tree_undo.h"
 #include "fs/errno_map.h"
 
 namespace capsule::fs {
@@ -167,10 +168,12 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
       node->sha256 = Sha256Hex("");
       node->size = 0;
       SetNewOwner(node.get(), parent.get(), caller);
+      TreeUndo undo;
+      undo.KeepNode(parent.get());  // its times
       WorkspaceChange change;
       Record(node.get(), WsPath(node.get()), &change);
       EntriesChanged(parent.get(), &change);
-      Status logged = LogChange(change);
+      Status logged = LogChange(change, &undo);
       if (!logged.ok()) {
         (void)Detach(node.get());
         return logged;
@@ -203,7 +206,7 @@ Result<ReadReply> CapsuleFs::do_read(Handle* h, size_t size, off_t off) {
     if (static_cast<size_t>(off) < h->data.size()) reply.data = h->data.substr(static_cast<size_t>(off), size);
     return reply;
   }
-  if (node->kind != NodeKind::kWsFile && node->kind != NodeKind::kRealFile) return FsError(EISDIR, node->name);
+  if (node->kind != NodeKind::kWsFile && node->kind != NodeKind::kRealFile) return FsError(EISDIR, NameOf(node));
   // Every open reads the file as its writers have made it so far: the working copy while
   // there is one, the committed file otherwise.
   std::lock_guard wc_lock(node->wc_mu);
@@ -212,7 +215,7 @@ Result<ReadReply> CapsuleFs::do_read(Handle* h, size_t size, off_t off) {
     return reply;
   }
   reply.data.resize(size);
-  CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(node->wc->fd.get(), reply.data.data(), size, off, node->name));
+  CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(node->wc->fd.get(), reply.data.data(), size, off, node->wc->path));
   reply.data.resize(n);
   return reply;
 }
@@ -223,7 +226,7 @@ Result<WriteDone> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, o
     CAPSULE_RETURN_IF_ERROR(h->journal->Write(static_cast<uint64_t>(off), std::string_view(buf, size)));
     return WriteDone{size, {}};
   }
-  if (!h->writer) return FsError(EBADF, h->node->name + ": not open for writing");
+  if (!h->writer) return FsError(EBADF, NameOf(h->node.get()) + ": not open for writing");
   Node* node = h->node.get();
   std::lock_guard wc_lock(node->wc_mu);
   CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, false));
@@ -254,13 +257,13 @@ Result<WriteDone> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, o
 
 Status CapsuleFs::do_fallocate(Handle* h, int mode, off_t offset, off_t length) {
   if (h->journal) return FsError(EPERM, "memory/timeline_events.jsonl: append-only journal");
-  if (!h->writer) return FsError(EBADF, h->node->name + ": not open for writing");
+  if (!h->writer) return FsError(EBADF, NameOf(h->node.get()) + ": not open for writing");
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite());
   Node* node = h->node.get();
   std::lock_guard wc_lock(node->wc_mu);
   CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, false));
   WorkingCopy& wc = *node->wc;
-  if (::fallocate(wc.fd.get(), mode, offset, length) != 0) return FsError(errno, node->name + ": fallocate");
+  if (::fallocate(wc.fd.get(), mode, offset, length) != 0) return FsError(errno, wc.path + ": fallocate");
   struct stat st;
   if (::fstat(wc.fd.get(), &st) != 0) return Status::IOError(wc.path, errno);
   wc.size = static_cast<uint64_t>(st.st_size);

@@ -109,10 +109,12 @@ void CapsuleFs::RemoveName(Node* dir, const std::string& name, Node* node) {
 
 Status CapsuleFs::AddWorkspaceEntry(Node* node, Node* parent, const Caller& caller) {
   SetNewOwner(node, parent, caller);
+  TreeUndo undo;
+  undo.KeepNode(parent);  // its times
   WorkspaceChange change;
   Record(node, WsPath(node), &change);
   EntriesChanged(parent, &change);
-  Status logged = LogChange(change);
+  Status logged = LogChange(change, &undo);
   if (!logged.ok()) (void)Detach(node);  // not logged, not there: the kernel was told it failed
   return logged;
 }
@@ -132,9 +134,8 @@ Status CapsuleFs::TruncateNow(Node* node, uint64_t size) {
   return committed;
 }
 
-Status CapsuleFs::ChangeOwner(Node* node, const std::string& rel, const struct stat& attr, int to_set,
-                              const Caller& caller) {
-  std::unique_lock lock(tree_mu_);
+Status CapsuleFs::SetOwner(Node* node, const std::string& rel, const struct stat& attr, int to_set,
+                           const Caller& caller) {
   uint32_t uid = node->uid.value_or(driver_uid_), gid = node->gid.value_or(driver_gid_);
   uint32_t new_uid = (to_set & FUSE_SET_ATTR_UID) ? attr.st_uid : uid;
   uint32_t new_gid = (to_set & FUSE_SET_ATTR_GID) ? attr.st_gid : gid;
@@ -149,12 +150,33 @@ Status CapsuleFs::ChangeOwner(Node* node, const std::string& rel, const struct s
       return FsError(EPERM, rel + ": not the owner, or not a member of that group");
     }
   }
-  TreeUndo undo;
-  undo.KeepNode(node);
   node->uid = new_uid == driver_uid_ ? std::nullopt : std::optional<uint32_t>(new_uid);
   node->gid = new_gid == driver_gid_ ? std::nullopt : std::optional<uint32_t>(new_gid);
   clock_gettime(CLOCK_REALTIME, &node->ctime);
-  if (node->parent == nullptr) return Status::Ok();
+  return Status::Ok();
+}
+
+Status CapsuleFs::ChangeOwnerAndMode(Node* node, const std::string& rel, const struct stat& attr, int to_set,
+                                     const Caller& caller) {
+  const bool ws = IsWs(node->kind);
+  const bool owner = to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID);
+  const bool mode = (to_set & FUSE_SET_ATTR_MODE) && ws && node->kind != NodeKind::kWsLink;
+  if (!owner && !mode) return Status::Ok();
+  std::unique_lock lock(tree_mu_);
+  TreeUndo undo;
+  undo.KeepNode(node);
+  if (owner) {
+    if (Status set = SetOwner(node, rel, attr, to_set, caller); !set.ok()) {
+      undo.Restore(&nodes_);
+      return set;
+    }
+  }
+  if (mode) {
+    node->mode = attr.st_mode & 07777;
+    clock_gettime(CLOCK_REALTIME, &node->ctime);
+  }
+  if (!ws || node->parent == nullptr) return Status::Ok();
+  // One line for both: chown(2) of a set-id file comes with the mode that clears those bits.
   WorkspaceChange change;
   RecordAllNames(node, &change);
   return LogChange(change, &undo);
@@ -175,8 +197,9 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
   if (!ws && !real_writable && (to_set & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MODE))) {
     return FsError(EPERM, rel + ": not changeable through the mount");
   }
-  if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-    CAPSULE_RETURN_IF_ERROR(ChangeOwner(node.get(), rel, attr, to_set, caller));
+  if ((to_set & FUSE_SET_ATTR_MODE) && !ws) return FsError(EPERM, rel + ": modes of capsule files are fixed");
+  if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MODE)) {
+    CAPSULE_RETURN_IF_ERROR(ChangeOwnerAndMode(node.get(), rel, attr, to_set, caller));
   }
   if (to_set & FUSE_SET_ATTR_SIZE) {
     if (node->kind != NodeKind::kWsFile && node->kind != NodeKind::kRealFile) return FsError(EISDIR, rel);
@@ -194,22 +217,6 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     } else {
       CAPSULE_RETURN_IF_ERROR(TruncateNow(node.get(), size));
     }
-  }
-  if ((to_set & FUSE_SET_ATTR_MODE) && ws && node->kind != NodeKind::kWsLink) {
-    {
-      std::unique_lock lock(tree_mu_);
-      TreeUndo undo;
-      undo.KeepNode(node.get());
-      node->mode = attr.st_mode & 07777;
-      clock_gettime(CLOCK_REALTIME, &node->ctime);
-      if (node->parent != nullptr) {
-        WorkspaceChange change;
-        RecordAllNames(node.get(), &change);
-        CAPSULE_RETURN_IF_ERROR(LogChange(change, &undo));
-      }
-    }
-  } else if ((to_set & FUSE_SET_ATTR_MODE) && !ws) {
-    return FsError(EPERM, rel + ": modes of capsule files are fixed");
   }
   if ((to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) && !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) {
     std::unique_lock lock(tree_mu_);
@@ -344,6 +351,10 @@ Result<fuse_entry_param> CapsuleFs::do_link(fuse_ino_t ino, fuse_ino_t newparent
     if (node->parent == nullptr) return FsError(ENOENT, newname + ": the file has no name left");
     if (node->other_links.size() + 1 >= kMaxLinks) return FsError(EMLINK, newname);
     CAPSULE_RETURN_IF_ERROR(CheckRecordable(newname, "name"));
+    TreeUndo undo;
+    undo.KeepEntry(newparent, newname);
+    undo.KeepNode(newparent);
+    undo.KeepNode(node);
     if (node->link_group == 0) node->link_group = next_link_group_++;
     newparent->children.Put(newname, node);
     node->other_links.push_back(NodeLink{newparent, newname});
@@ -351,11 +362,7 @@ Result<fuse_entry_param> CapsuleFs::do_link(fuse_ino_t ino, fuse_ino_t newparent
     WorkspaceChange change;
     RecordAllNames(node.get(), &change);  // every name now carries the link group
     EntriesChanged(newparent, &change);
-    Status logged = LogChange(change);
-    if (!logged.ok()) {
-      RemoveName(newparent, newname, node.get());  // not logged, not there
-      return logged;
-    }
+    CAPSULE_RETURN_IF_ERROR(LogChange(change, &undo));  // not logged, not there
     ++node->nlookup;
   }
   return Entry(node);

@@ -65,6 +65,11 @@ std::shared_ptr<Node> CapsuleFs::Get(fuse_ino_t ino) {
   return it == nodes_.end() ? nullptr : it->second;
 }
 
+std::string CapsuleFs::NameOf(const Node* node) {
+  std::shared_lock lock(tree_mu_);
+  return node->name;
+}
+
 std::string CapsuleFs::RelPath(const Node* node) const {
   std::string path;
   for (const Node* n = node; n != nullptr && n != root_.get(); n = n->parent) {

@@ -1,7 +1,8 @@
 // Taking back a change to the workspace tree whose change-log line could not be written.
 //
-// A call that changes the tree (unlink, rmdir, rename, chmod, chown, utimens, link, a create)
-// changes the nodes first and writes its change-log line last. When that line cannot be
+// A call that changes the tree (unlink, rmdir, rename, chmod, chown, utimens, link, a create
+// or mkdir, whose new node is detached besides) changes the nodes first and writes its
+// change-log line last. When that line cannot be
 // written (a full disk), the kernel is told the call failed, and the view must then show that
 // it did not happen: a TreeUndo keeps what the call is about to change and puts it back.
 // Used under CapsuleFs::tree_mu_, held exclusively from Keep* to Restore.

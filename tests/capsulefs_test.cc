@@ -1150,8 +1150,9 @@ class SmallDisk {
 };
 
 // A change whose change-log line the disk cannot take is refused, and the view shows it did
-// not happen: the name is where it was, the attributes as they were (before, the tree kept
-// the change, which the kernel had been told failed, and the unmount's checkpoint saved it).
+// not happen: the name is where it was, the attributes and the folder's times as they were
+// (before, the tree kept the change, which the kernel had been told failed, and the unmount's
+// checkpoint saved it).
 TEST_F(CapsulefsTest, AChangeTheChangeLogCannotTakeIsRefusedAndTakenBack) {
   if (::getuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
   SmallDisk disk(root_ + "/small", "4m");
@@ -1169,13 +1170,16 @@ TEST_F(CapsulefsTest, AChangeTheChangeLogCannotTakeIsRefusedAndTakenBack) {
   ASSERT_EQ(RunCapsule({"init", dir, "--id", "small", "--name", "Small", "--workspace", ws}).exit_code, 0);
   const std::string b_path = sub + "/" + b, b_link = std::string(200, 'l');
   const std::string renamed = std::string(200, 'c'), moved = std::string(200, 'm');
-  struct stat before_a, before_b;
+  const std::string new_dir = sub + "/" + std::string(200, 'n'), a_link = sub + "/" + std::string(200, 'k');
+  struct stat before_a, before_b, before_sub;
   {
     Mount mount(dir, mnt_);
     ASSERT_TRUE(mount.up());
     ASSERT_EQ(::link(F(b_path).c_str(), F(b_link).c_str()), 0);
     ASSERT_EQ(::stat(F(a).c_str(), &before_a), 0);
     ASSERT_EQ(::stat(F(b_path).c_str(), &before_b), 0);
+    ASSERT_EQ(::stat(F(sub).c_str(), &before_sub), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // a time that moved would show
     disk.Fill(root_ + "/small/filler");
     // The change log's last page still has room: short changes fill it until one does not
     // fit (written in part, then cut off), leaving less room than any change below needs.
@@ -1193,6 +1197,9 @@ TEST_F(CapsulefsTest, AChangeTheChangeLogCannotTakeIsRefusedAndTakenBack) {
     EXPECT_NE(::chown(F(a).c_str(), 1234, 1234), 0);
     const struct timespec times[2] = {{1000, 0}, {1000, 0}};
     EXPECT_NE(::utimensat(AT_FDCWD, F(a).c_str(), times, 0), 0);
+    EXPECT_NE(::mkdir(F(new_dir).c_str(), 0755), 0);
+    EXPECT_NE(::link(F(a).c_str(), F(a_link).c_str()), 0);
+    EXPECT_LT(::open(F(sub + "/" + std::string(200, 'f')).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644), 0);
     ASSERT_EQ(::unlink((root_ + "/small/filler").c_str()), 0);
     // The driver's own view, past the kernel's caches: a remount reads what it saved.
     EXPECT_EQ(mount.Unmount(), 0);
@@ -1205,7 +1212,13 @@ TEST_F(CapsulefsTest, AChangeTheChangeLogCannotTakeIsRefusedAndTakenBack) {
   EXPECT_EQ(Slurp(F(b_link)), "beta\n");
   EXPECT_FALSE(PathExists(F(renamed)));
   EXPECT_FALSE(PathExists(F(moved)));
-  struct stat now_a, now_b, now_empty;
+  EXPECT_FALSE(PathExists(F(new_dir)));
+  EXPECT_FALSE(PathExists(F(a_link)));
+  EXPECT_FALSE(PathExists(F(sub + "/" + std::string(200, 'f'))));
+  struct stat now_a, now_b, now_empty, now_sub;
+  ASSERT_EQ(::stat(F(sub).c_str(), &now_sub), 0);
+  EXPECT_EQ(now_sub.st_mtim.tv_sec, before_sub.st_mtim.tv_sec) << "the folder's time moved with a refused change";
+  EXPECT_EQ(now_sub.st_mtim.tv_nsec, before_sub.st_mtim.tv_nsec);
   EXPECT_TRUE(::stat(F(empty).c_str(), &now_empty) == 0 && S_ISDIR(now_empty.st_mode));
   ASSERT_EQ(::stat(F(a).c_str(), &now_a), 0);
   ASSERT_EQ(::stat(F(b_path).c_str(), &now_b), 0);
