@@ -444,6 +444,18 @@ Result<ListedBlobs> ListBlobsToVerify(const std::string& dir, const VerifyOption
 
 namespace {
 
+// What VerifySavedFolder adds to the problems ObserveFiles found: `observed` against `compared`
+// as CheckAgainstManifest judges it, but with the snapshot saved checked against `found` (every
+// blob found, in digest order) where CheckAgainstManifest would check the snapshot's text.
+void CheckSavedAgainstManifest(const Manifest& compared, const SavedCapsule& saved, const std::vector<FoundBlob>& found,
+                               const Observed& observed, const VerifyOptions& options,
+                               std::vector<std::string>* problems) {
+  std::vector<std::string> snapshot_problems;
+  if (observed.snapshot_checked) CheckSnapshotBlobs(saved.snapshot, found, &snapshot_problems);
+  CheckAgainstManifest(compared, observed.files, observed.documents, observed.journal, options, problems,
+                       &snapshot_problems);
+}
+
 // VerifySavedFolder without remembered digests to trust: every file is listed and read as
 // VerifyFolder reads it (through the digest cache, when given, which checks each file's
 // identity), but the manifest and the snapshot are taken as saved, once their files hash to
@@ -464,14 +476,9 @@ Result<VerifyReport> VerifySavedFolderReadingBlobs(const std::string& dir, const
   if (snapshot_found == observed.files.end() || snapshot_found->second.sha256 != saved.snapshot_sha256) {
     return VerifyFolder(dir, options);  // not the snapshot saved
   }
-  // CheckAgainstManifest checks the snapshot among the documents; the saved one is checked
-  // in its place, against every blob observed.
   std::vector<FoundBlob> found;
   AddObservedBlobs(observed.files, &found);
-  std::vector<std::string> snapshot_problems;
-  if (observed.snapshot_checked) CheckSnapshotBlobs(saved.snapshot, found, &snapshot_problems);
-  CheckAgainstManifest(manifest, observed.files, observed.documents, observed.journal, options, &report.problems,
-                       &snapshot_problems);
+  CheckSavedAgainstManifest(manifest, saved, found, observed, options, &report.problems);
   report.files_checked = manifest.files.size();
   return report;
 }
@@ -565,12 +572,7 @@ Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsul
   AddObservedBlobs(observed.files, &found);
   std::inplace_merge(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(remembered_count), found.end(),
                      [](const FoundBlob& a, const FoundBlob& b) { return a.sha256 < b.sha256; });
-  // CheckAgainstManifest checks the snapshot among the documents; the saved one is checked
-  // in its place, where it would be.
-  std::vector<std::string> snapshot_problems;
-  if (observed.snapshot_checked) CheckSnapshotBlobs(saved.snapshot, found, &snapshot_problems);
-  CheckAgainstManifest(compared, observed.files, observed.documents, observed.journal, options, &report.problems,
-                       &snapshot_problems);
+  CheckSavedAgainstManifest(compared, saved, found, observed, options, &report.problems);
   report.files_checked = manifest.files.size();
   return report;
 }
