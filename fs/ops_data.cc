@@ -15,7 +15,6 @@
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
-#include "fs/tree_undo.h"
 #include "fs/errno_map.h"
 
 namespace capsule::fs {
@@ -167,17 +166,7 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
       node->mode = mode & 07777;
       node->sha256 = Sha256Hex("");
       node->size = 0;
-      SetNewOwner(node.get(), parent.get(), caller);
-      TreeUndo undo;
-      undo.KeepNode(parent.get());  // its times
-      WorkspaceChange change;
-      Record(node.get(), WsPath(node.get()), &change);
-      EntriesChanged(parent.get(), &change);
-      Status logged = LogChange(change, &undo);
-      if (!logged.ok()) {
-        (void)Detach(node.get());
-        return logged;
-      }
+      CAPSULE_RETURN_IF_ERROR(AddWorkspaceEntry(node.get(), parent.get(), caller));
       created = true;
     }
     ++node->nlookup;

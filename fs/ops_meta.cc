@@ -230,9 +230,6 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     std::unique_lock lock(tree_mu_);
     TreeUndo undo;
     undo.KeepNode(node.get());
-    const std::optional<struct timespec> working_mtime =
-        node->wc ? std::optional<struct timespec>(node->wc->mtime) : std::nullopt;
-    if (node->wc) node->wc->mtime = mtime;
     node->mtime = mtime;
     clock_gettime(CLOCK_REALTIME, &node->ctime);
     if (to_set & FUSE_SET_ATTR_ATIME) node->atime = attr.st_atim;
@@ -240,11 +237,9 @@ Result<struct stat> CapsuleFs::do_setattr(fuse_ino_t ino, const struct stat& att
     if (ws && node->parent != nullptr) {  // kept across remounts
       WorkspaceChange change;
       for (const std::string& path : WsPaths(node.get())) change.times[path] = node->mtime;
-      if (Status logged = LogChange(change, &undo); !logged.ok()) {
-        if (working_mtime) node->wc->mtime = *working_mtime;
-        return logged;
-      }
+      CAPSULE_RETURN_IF_ERROR(LogChange(change, &undo));
     }
+    if (node->wc) node->wc->mtime = mtime;  // once logged (wc_mu is held throughout)
   }
   return Attr(node.get());
 }

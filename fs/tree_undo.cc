@@ -3,8 +3,9 @@
 namespace capsule::fs {
 
 void TreeUndo::KeepNode(const std::shared_ptr<Node>& node) {
+  if (!node) return;
   KeepNode(node.get());
-  if (!nodes_.empty() && nodes_.back().node == node.get()) nodes_.back().owner = node;
+  nodes_.back().owner = node;
 }
 
 void TreeUndo::KeepNode(Node* node) {
