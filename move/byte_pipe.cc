@@ -10,8 +10,11 @@ Status BytePipe::Write(std::string_view data) {
     std::unique_lock lock(mu_);
     changed_.wait(lock, [&] { return read_closed_ || buffer_.size() - offset_ < capacity_; });
     if (read_closed_) return Status::Unavailable("stream", "the receiving side stopped reading");
-    if (offset_ > 0 && offset_ == buffer_.size()) {
-      buffer_.clear();
+    // What was read is dropped before the buffer grows past twice the capacity: a writer that
+    // keeps ahead of its reader never lets the buffer empty, and appending alone would keep
+    // the whole stream (each byte is moved at most once: only after a capacity's worth was read).
+    if (offset_ >= capacity_ || offset_ == buffer_.size()) {
+      buffer_.erase(0, offset_);
       offset_ = 0;
     }
     size_t room = capacity_ - (buffer_.size() - offset_);
@@ -47,6 +50,11 @@ void BytePipe::CloseWrite(Status status) {
   write_closed_ = true;
   write_status_ = std::move(status);
   changed_.notify_all();
+}
+
+size_t BytePipe::allocated() {
+  std::lock_guard lock(mu_);
+  return buffer_.capacity();
 }
 
 void BytePipe::CloseRead() {

@@ -18,7 +18,7 @@ namespace capsule::move {
 
 class BytePipe {
  public:
-  explicit BytePipe(size_t capacity = 4 << 20) : capacity_(capacity) {}
+  explicit BytePipe(size_t capacity = 4 << 20) : capacity_(capacity) { buffer_.reserve(2 * capacity); }
 
   class Sink : public ByteSink {
    public:
@@ -48,6 +48,8 @@ class BytePipe {
   void CloseWrite(Status status);
   // The reader is done: the writer's next Write fails.
   void CloseRead();
+  // The memory the pipe's buffer holds: twice its capacity, whatever went through it.
+  size_t allocated();
 
  private:
   std::mutex mu_;

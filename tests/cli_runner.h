@@ -12,6 +12,7 @@ struct RunResult {
   int exit_code = -1;
   std::string out;
   std::string err;
+  long peak_rss_kib = -1;  // the program's peak resident set (its rusage's ru_maxrss)
 };
 
 // Runs ./capsule (the binary in the test's runfiles) with `args`; `stdin_text` is its input.
