@@ -23,8 +23,8 @@
 #include "journal/check.h"
 #include "journal/render/render.h"
 #include "move/seal/envelope.h"
+#include "move/stream/plan.h"
 #include "move/stream/unpack.h"
-#include "move/stream/writer.h"
 #include "sandbox/sandbox_cache.h"
 #include "sandbox/sandbox_spec.h"
 

@@ -17,6 +17,7 @@
 #include "capsule/format/keys.h"
 #include "move/seal/envelope.h"
 #include "move/seal/envelope_format.h"
+#include "move/stream/plan.h"
 #include "move/stream/unpack.h"
 #include "move/stream/writer.h"
 

@@ -25,6 +25,7 @@
 #include "capsule/format/workspace.h"
 #include "journal/journal.h"
 #include "move/stream/digest_check.h"
+#include "move/stream/plan.h"
 #include "move/stream/reader.h"
 #include "move/stream/unpack.h"
 #include "move/stream/writer.h"

@@ -43,7 +43,4 @@ struct PackStats {
 // Writes the stream of the capsule at `dir` into `sink`, then closes the sink.
 Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink* sink, PackStats* stats);
 
-// What the capsule at `dir` holds, as a `have` for a sender: every stream file and its digest.
-Result<HaveMap> HaveOfCapsule(const std::string& dir);
-
 }  // namespace capsule::move

@@ -1,0 +1,68 @@
+// Planning a Move Stream: every entry the stream of a capsule holds, before any is written.
+//
+// A pack sends the plan in path order; a receiver's have is the digest of each file the plan
+// names. Both come from one walk (VisitStream), so that a have always names what a pack of the
+// same capsule would send.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "capsule/base/status.h"
+#include "capsule/base/tar.h"
+#include "move/stream/format.h"
+
+namespace capsule::move {
+
+// One entry of the stream, before it is written. A plan holds one for every workspace entry,
+// so what only a few entries need is kept apart (`extra`).
+struct Planned {
+  enum class Kind : uint8_t { kFolder, kFile, kLink, kHardLink, kSpecial };
+  struct Extra {
+    std::string source;       // kFile: the file to read, under the capsule folder (a workspace
+                              // file's blob when empty: named when sent, as most are not)
+    std::string link_target;  // kLink; kHardLink: the stream path of the group's first name
+    TarEntry special;         // kSpecial: a FIFO or a device node
+    std::string inline_data;  // kFile whose bytes were rewritten (canonical jobs)
+    bool has_inline = false;
+  };
+
+  Kind kind = Kind::kFile;
+  bool whole = false;  // sent whatever the receiver's have says: harness/ is replaced whole
+  mode_t mode = 0644;
+  uint64_t size = 0;         // kFile
+  uint64_t link = 0;         // the snapshot's link group: never skipped for the receiver's have
+  std::string sha256;        // kFile
+  std::optional<uint32_t> uid, gid;  // workspace entries: the owner, when the snapshot names one
+  std::unique_ptr<Extra> extra;      // null: every field of Extra empty
+
+  const Extra& extras() const;
+  Extra& mutable_extras();
+};
+
+// What one walk of a capsule's stream finds is given to a PlanVisitor, the workspace's entries
+// first and in path order, then the capsule's other files.
+class PlanVisitor {
+ public:
+  virtual ~PlanVisitor() = default;
+  // The folders above `stream_path` are to be in the stream.
+  virtual void AddFolders(const std::string& stream_path) = 0;
+  virtual void Add(const std::string& stream_path, Planned item) = 0;
+};
+
+Status VisitStream(const std::string& dir, Phase phase, PlanVisitor* visitor);
+
+// The whole plan, by stream path.
+using StreamPlan = std::map<std::string, Planned>;
+Result<StreamPlan> PlanStream(const std::string& dir, Phase phase);
+
+// What the capsule at `dir` holds, as a `have` for a sender: every stream file and its digest.
+// Only the digests are kept, not the plan.
+Result<HaveMap> HaveOfCapsule(const std::string& dir);
+
+}  // namespace capsule::move
