@@ -6,12 +6,15 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <future>
 #include <map>
 #include <set>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
@@ -51,26 +54,49 @@ Status CheckMoveId(const std::string& staging, const StreamManifest& manifest) {
   return Status::Ok();
 }
 
+// Whether the file at `path` begins with the whole of the file at `prefix_path`, compared a
+// piece at a time (journals run to gigabytes).
+Result<bool> FileStartsWith(const std::string& path, const std::string& prefix_path) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd file, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd prefix, OpenFile(prefix_path, O_RDONLY | O_CLOEXEC));
+  struct stat file_st, prefix_st;
+  if (::fstat(file.get(), &file_st) != 0) return Status::IOError(path, errno);
+  if (::fstat(prefix.get(), &prefix_st) != 0) return Status::IOError(prefix_path, errno);
+  if (prefix_st.st_size > file_st.st_size) return false;
+  constexpr size_t kPiece = 1 << 20;
+  std::vector<char> a(kPiece), b(kPiece);
+  for (off_t at = 0; at < prefix_st.st_size;) {
+    size_t want = static_cast<size_t>(std::min<off_t>(kPiece, prefix_st.st_size - at));
+    CAPSULE_ASSIGN_OR_RETURN(size_t got_a, ReadAt(file.get(), a.data(), want, at, path));
+    CAPSULE_ASSIGN_OR_RETURN(size_t got_b, ReadAt(prefix.get(), b.data(), want, at, prefix_path));
+    if (got_a != want || got_b != want) return Status::Corruption(got_a != want ? path : prefix_path, "changed while read");
+    if (std::memcmp(a.data(), b.data(), want) != 0) return false;
+    at += static_cast<off_t>(want);
+  }
+  return true;
+}
+
 Status TakeJournal(const std::string& staging, const std::string& received_path) {
   std::string target = JoinPath(staging, kJournalPath);
+  const bool held = PathExists(target);
+  if (!held) CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(target)));
+  CAPSULE_ASSIGN_OR_RETURN(bool extends, held ? FileStartsWith(received_path, target) : Result<bool>(true));
+  if (extends) {
+    // What is held is a prefix: the journal that arrived is it with the rest appended, and
+    // takes its place as every received file does (made durable with the staging folder).
+    if (::rename(received_path.c_str(), target.c_str()) != 0) return Status::IOError(target, errno);
+    return Status::Ok();
+  }
+  CAPSULE_ASSIGN_OR_RETURN(bool behind, FileStartsWith(target, received_path));
+  if (behind) return Status::Ok();  // the stream is behind what is held: nothing to add
+  // The two diverged. Each machine's chain held here must still be a prefix of the stream's
+  // (or the stream's of it): a chain that disagrees is refused, naming the conversation.
+  // Chains that only grew apart are merged as a set union, as capsule merge does.
   CAPSULE_ASSIGN_OR_RETURN(std::string arriving, ReadFile(received_path));
-  std::string held;
-  if (PathExists(target)) {
-    CAPSULE_ASSIGN_OR_RETURN(held, ReadFile(target));
-  }
-  std::string result;
-  if (StartsWith(arriving, held)) {
-    result = std::move(arriving);  // what is held is a prefix: append the rest
-  } else if (StartsWith(held, arriving)) {
-    return Status::Ok();  // the stream is behind what is held: nothing to add
-  } else {
-    // The two diverged. Each machine's chain held here must still be a prefix of the stream's
-    // (or the stream's of it): a chain that disagrees is refused, naming the conversation.
-    // Chains that only grew apart are merged as a set union, as capsule merge does.
-    CAPSULE_RETURN_IF_ERROR(journal::CheckSharedPrefix(held, arriving));
-    CAPSULE_ASSIGN_OR_RETURN(result, journal::MergeJournalTexts(held, arriving));
-  }
-  return WriteFileAtomic(target, result);
+  CAPSULE_ASSIGN_OR_RETURN(std::string held_text, ReadFile(target));
+  CAPSULE_RETURN_IF_ERROR(journal::CheckSharedPrefix(held_text, arriving));
+  CAPSULE_ASSIGN_OR_RETURN(std::string merged, journal::MergeJournalTexts(held_text, arriving));
+  return WriteFileAtomic(target, merged);
 }
 
 // Applies the stream's workspace entries to `*snapshot`, the staged snapshot (not saved).
