@@ -1,10 +1,12 @@
 // Benchmark (not a test; tests/bench_move.sh runs it): moves the agent mounted at SOURCE to
 // the sidecar at TO over TLS, writing CHANGE_MIB MiB through the mount while the copy runs
-// (the agent keeps working), and prints the frozen time and where it went, one figure a line.
+// (the agent keeps working), and prints the frozen time and where it went, one figure a line,
+// and the peak resident set of this process, which is the move's source.
 //
 //   move_bench SOURCE TO CERT KEY CA CHANGE_MIB
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -96,6 +98,9 @@ int Main(int argc, char** argv) {
   std::printf("freeze_seconds %.3f\n", report->freeze_seconds);
   std::printf("switch_seconds %.3f\n", target.switch_seconds_);
   std::printf("activate_seconds %.3f\n", target.activate_seconds_);
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  std::printf("source_peak_rss_kib %ld\n", usage.ru_maxrss);  // this process: the move's source
   return 0;
 }
 

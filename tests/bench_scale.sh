@@ -15,7 +15,9 @@
 #            move's own report, as part 3 of tests/bench_move.sh prints it);
 #   RSS      peak resident set (VmHWM in /proc/PID/status, read just before the process is
 #            stopped) of the capsulefs process and of the sidecars (the larger of the two:
-#            the source's and the target's; both on the detail line) over the row's work.
+#            the source's and the target's; both on the detail line) over the row's work; and
+#            of the move's source (move_bench, which runs the move as `capsule move` does: its
+#            own ru_maxrss).
 # Then one row for a journal of EVENTS events (generated and named in the manifest as
 # tests/bench_journal.sh does): capsule verify of that capsule, wall time and peak RSS
 # (/usr/bin/time -f %M), against sha256sum of the journal file.
@@ -156,13 +158,14 @@ for n in $sizes; do
   t=$(now); "$capsule" freeze "$row/mnt" >/dev/null; freeze2_s=$(elapsed "$t")
   "$capsule" thaw "$row/mnt" >/dev/null
 
-  frozen="n/a" frozen_why="$move_bench_why" detail=""
+  frozen="n/a" frozen_why="$move_bench_why" detail="" source_rss=n/a
   if [ -n "$move_bench" ]; then
     if report=$("$move_bench" "$row/mnt" "$addr_b" "$pki/client.pem" "$pki/client.key" "$pki/ca.pem" "$change_mib" \
         2>"$row/move_bench.err"); then
       get() { echo "$report" | sed -n "s/^$1 //p"; }
       if [ "$(get change_written)" = 1 ]; then
         frozen=$(get frozen_seconds)
+        source_rss=$(echo "scale=1; $(get source_peak_rss_kib) / 1024" | bc -l)
         detail=$(printf 'freeze %.3fs + switch %.3fs (%s bytes) + activate %.3fs; copy %s bytes in %.2fs; preverify %.3fs' \
           "$(get freeze_seconds)" "$(get switch_seconds)" "$(get switch_bytes)" "$(get activate_seconds)" \
           "$(get copy_bytes)" "$(get copy_seconds)" "$(get preverify_seconds)")
@@ -193,8 +196,8 @@ for n in $sizes; do
     echo "move: frozen time n/a ($frozen_why)"
     notes+=("N=$n: frozen time n/a: $frozen_why")
   fi
-  echo "peak RSS: capsulefs $fs_rss MiB; sidecars: source $rss_a MiB, target $rss_b MiB"
-  rows+=("$n $init_s $verify_s $freeze_s $frozen $fs_rss $side_rss")
+  echo "peak RSS: capsulefs $fs_rss MiB; sidecars: source $rss_a MiB, target $rss_b MiB; the move's source $source_rss MiB"
+  rows+=("$n $init_s $verify_s $freeze_s $frozen $fs_rss $side_rss $source_rss")
   rm -rf --one-file-system "$row"
 done
 
@@ -245,14 +248,14 @@ printf '%s events, %s MB (%s bytes an event): capsule verify %.2fs, peak RSS %s 
 rm -rf "$jdir"
 
 echo "== the scale table (frozen: a move with $change_mib MiB changed during the copy; sidecar RSS: the larger of source and target)"
-fmt='%10s | %8s | %8s | %8s | %13s | %17s | %15s\n'
+fmt='%10s | %8s | %8s | %8s | %13s | %17s | %15s | %21s\n'
 # shellcheck disable=SC2059
-printf "$fmt" N "init s" "verify s" "freeze s" "frozen time s" "capsulefs RSS MiB" "sidecar RSS MiB"
+printf "$fmt" N "init s" "verify s" "freeze s" "frozen time s" "capsulefs RSS MiB" "sidecar RSS MiB" "move's source RSS MiB"
 for r in "${rows[@]}"; do
-  read -r n a b c d e f <<<"$r"
+  read -r n a b c d e f g <<<"$r"
   # shellcheck disable=SC2059
   printf "$fmt" "$n" "$(printf %.2f "$a")" "$(printf %.2f "$b")" "$(printf %.3f "$c")" \
-    "$([ "$d" = n/a ] && echo n/a || printf %.3f "$d")" "$e" "$f"
+    "$([ "$d" = n/a ] && echo n/a || printf %.3f "$d")" "$e" "$f" "$g"
 done
 # Growth of each column from the smallest N to the largest: a column that grows as N does is
 # linear in the number of files; one near 1x does not depend on it.
@@ -261,7 +264,7 @@ large=$(printf '%s\n' "${rows[@]}" | sort -g -k1,1 | tail -1)
 read -r -a lo <<<"$small"
 read -r -a hi <<<"$large"
 growth=()
-for i in 0 1 2 3 4 5 6; do
+for i in 0 1 2 3 4 5 6 7; do
   if [ "${lo[$i]}" = n/a ] || [ "${hi[$i]}" = n/a ] || [ "$(echo "${lo[$i]} <= 0" | bc -l)" = 1 ]; then
     growth+=(n/a)
   else
@@ -269,7 +272,7 @@ for i in 0 1 2 3 4 5 6; do
   fi
 done
 # shellcheck disable=SC2059
-printf "$fmt" "${growth[0]}" "${growth[1]}" "${growth[2]}" "${growth[3]}" "${growth[4]}" "${growth[5]}" "${growth[6]}"
+printf "$fmt" "${growth[0]}" "${growth[1]}" "${growth[2]}" "${growth[3]}" "${growth[4]}" "${growth[5]}" "${growth[6]}" "${growth[7]}"
 echo "(last line: each column at N=${hi[0]} over N=${lo[0]}; the first column is the growth of N itself)"
 for note in "${notes[@]}"; do echo "$note"; done
 printf 'journal, %s events: capsule verify %.2fs, peak RSS %s MiB; sha256sum of the journal %.2fs (%sx its time)\n' \
