@@ -3,7 +3,10 @@
 // (the agent keeps working), and prints the frozen time and where it went, one figure a line,
 // and the peak resident set of this process, which is the move's source.
 //
-//   move_bench SOURCE TO CERT KEY CA CHANGE_MIB
+//   move_bench SOURCE TO CERT KEY CA CHANGE_MIB [EVENTS]
+//
+// EVENTS (0 when absent) events are appended to the journal through the mount after the copy
+// too, as an agent that goes on talking does.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -29,7 +32,8 @@ double Since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 // Passes every call through, timing switch and activate, and writes the change after the copy.
 class ChangeAfterCopy : public TargetApi {
  public:
-  ChangeAfterCopy(TargetApi* inner, std::string path, size_t bytes) : inner_(inner), path_(std::move(path)), bytes_(bytes) {}
+  ChangeAfterCopy(TargetApi* inner, std::string path, size_t bytes, std::string journal, int events)
+      : inner_(inner), path_(std::move(path)), bytes_(bytes), journal_(std::move(journal)), events_(events) {}
   Result<OfferReply> Offer(const OfferRequest& r) override { return inner_->Offer(r); }
   Result<HaveMap> Copy(const std::string& a, const std::string& m, ByteSource* s) override {
     Result<HaveMap> have = inner_->Copy(a, m, s);
@@ -41,6 +45,14 @@ class ChangeAfterCopy : public TargetApi {
     }
     Result<AtomicFile> file = AtomicFile::Create(path_);  // through the mount, like the agent
     if (file.ok() && file->Append(data).ok()) change_written_ = file->Commit().ok();
+    if (events_ > 0) {  // the agent goes on talking: events appended through the mount
+      Result<UniqueFd> journal = OpenFile(journal_, O_WRONLY | O_APPEND);
+      for (int i = 0; journal.ok() && i < events_; ++i) {
+        std::string line = R"({"data":{"text":"said during the copy )" + std::to_string(i) + R"("},"type":"user_message"})" "\n";
+        if (!WriteAll(journal->get(), line, journal_).ok()) change_written_ = false;
+      }
+      if (!journal.ok()) change_written_ = false;
+    }
     return have;
   }
   Status Switch(const std::string& a, const std::string& m, ByteSource* s) override {
@@ -65,11 +77,13 @@ class ChangeAfterCopy : public TargetApi {
   TargetApi* inner_;
   std::string path_;
   size_t bytes_;
+  std::string journal_;
+  int events_;
 };
 
 int Main(int argc, char** argv) {
-  if (argc != 7) {
-    std::fprintf(stderr, "usage: move_bench SOURCE TO CERT KEY CA CHANGE_MIB\n");
+  if (argc != 7 && argc != 8) {
+    std::fprintf(stderr, "usage: move_bench SOURCE TO CERT KEY CA CHANGE_MIB [EVENTS]\n");
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);
@@ -77,7 +91,9 @@ int Main(int argc, char** argv) {
   TlsCredentials credentials{argv[3], argv[4], argv[5]};
   size_t change = static_cast<size_t>(std::stoul(argv[6])) << 20;
   RemoteTarget remote(to, TlsDialer(to, credentials));
-  ChangeAfterCopy target(&remote, JoinPath(source, "files/changed-during-copy.bin"), change);
+  int events = argc == 8 ? std::stoi(argv[7]) : 0;
+  ChangeAfterCopy target(&remote, JoinPath(source, "files/changed-during-copy.bin"), change,
+                         JoinPath(source, "memory/timeline_events.jsonl"), events);
   MoveOptions options;
   options.to = to;
   Clock::time_point start = Clock::now();

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
 #include "capsule/format/holder.h"
 #include "tests/cli_runner.h"
@@ -376,6 +377,70 @@ TEST_F(MoveE2eTest, MoveBackSendsOnlyTheChangeAndAStaleOfferIsRefused) {
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("holds the agent"), std::string::npos) << refused.err;
   EXPECT_EQ(StateOf(Src()), "active@3");
+}
+
+// An agent that goes on talking while it is copied: its journal grows after the copy, and the
+// switch carries the events appended since, not the history again. The target's journal is
+// the source's, every event the writer was told was appended in it.
+TEST_F(MoveE2eTest, TheSwitchCarriesTheEventsAppendedDuringTheCopyNotTheWholeJournal) {
+  std::string mnt = root_ + "/mnt";
+  ASSERT_TRUE(MakeDirectories(mnt).ok());
+  Sidecar target(b_, pki_, seal_);
+  const std::string journal = mnt + "/memory/timeline_events.jsonl";
+  auto event = [](const std::string& text) { return R"({"data":{"text":")" + text + R"("},"type":"user_message"})" "\n"; };
+  std::atomic<bool> stop{false};
+  std::atomic<int> told{0};
+  testing::RunResult moved;
+  uint64_t history = 0;
+  {
+    Mount mount(Src(), mnt);
+    ASSERT_TRUE(mount.up());
+    {
+      // A history of 20,000 events (about 5 MB), 500 to a write.
+      UniqueFd fd(::open(journal.c_str(), O_WRONLY | O_APPEND));
+      ASSERT_TRUE(fd.valid());
+      for (int batch = 0; batch < 40; ++batch) {
+        std::string lines;
+        for (int i = 0; i < 500; ++i) lines += event("history " + std::to_string(batch * 500 + i));
+        ASSERT_TRUE(WriteAll(fd.get(), lines, journal).ok());
+      }
+    }
+    struct stat st;
+    ASSERT_EQ(::stat((Src() + "/memory/timeline_events.jsonl").c_str(), &st), 0);
+    history = static_cast<uint64_t>(st.st_size);
+    ASSERT_GT(history, 4u << 20);
+    std::thread talker([&] {
+      while (!stop) {
+        const std::string line = event("said " + std::to_string(told.load()));
+        UniqueFd fd(::open(journal.c_str(), O_WRONLY | O_APPEND));
+        if (!fd.valid() || ::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+          if (errno == EROFS) return;  // retired: the agent talks on the target now
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));  // frozen a moment
+          continue;
+        }
+        ++told;
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    moved = RunCapsule({"move", mnt, "--to", target.address(), "--cert", pki_ + "/client.pem", "--key",
+                        pki_ + "/client.key", "--ca", pki_ + "/ca.pem", "--json"});
+    stop = true;
+    talker.join();
+  }
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  Result<Json> report = ParseJson(moved.out, "report");
+  ASSERT_TRUE(report.ok()) << moved.out;
+  EXPECT_LT(report->value("switch_file_bytes", uint64_t{0}), 256u << 10) << moved.out;
+  EXPECT_GT(told.load(), 0);
+  Result<std::string> there = ReadFile(Dst() + "/memory/timeline_events.jsonl");
+  ASSERT_TRUE(there.ok());
+  EXPECT_EQ(*there, *ReadFile(Src() + "/memory/timeline_events.jsonl"));
+  EXPECT_GT(there->size(), history) << "the events said during the copy arrived";
+  int missing = 0;
+  for (int i = 0; i < told; ++i) missing += there->find("\"said " + std::to_string(i) + "\"") == std::string::npos;
+  EXPECT_EQ(missing, 0) << "of " << told << " events the talker was told were appended";
+  ExpectVerifies(Dst());
 }
 
 // The source of a move packs its stream on one thread into a pipe that the sending thread

@@ -29,6 +29,11 @@ inline constexpr char kDigestRecord[] = "LNK.sha256";
 // A workspace entry's owner, when its snapshot entry names one (decimal, 32 bits).
 inline constexpr char kUidRecord[] = "LNK.uid";
 inline constexpr char kGidRecord[] = "LNK.gid";
+// The journal in a switch, when the receiver holds what the copy sent of it: the entry holds
+// only the bytes that follow the first LNK.append.size bytes of the journal, whose SHA-256 is
+// LNK.append.sha256 (see man capsule-move.5, "The journal").
+inline constexpr char kAppendSizeRecord[] = "LNK.append.size";
+inline constexpr char kAppendDigestRecord[] = "LNK.append.sha256";
 inline constexpr char kHarnessName[] = "capsule";
 
 inline constexpr char kStreamNotes[] = "memory/notes.md";

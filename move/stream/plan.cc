@@ -1,7 +1,9 @@
 #include "move/stream/plan.h"
 
+#include <fcntl.h>
 #include <sys/sysmacros.h>
 
+#include <algorithm>
 #include <string_view>
 #include <vector>
 
@@ -27,8 +29,39 @@ Planned::Extra& Planned::mutable_extras() {
 
 namespace {
 
+// The SHA-256 of the `length` bytes of the file at `path` from `offset` on.
+Result<std::string> Sha256Range(const std::string& path, uint64_t offset, uint64_t length) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  Sha256 hasher;
+  std::vector<char> piece(static_cast<size_t>(std::min<uint64_t>(length, 1 << 20)));
+  for (uint64_t done = 0; done < length;) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(piece.size(), length - done));
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), piece.data(), want, static_cast<off_t>(offset + done), path));
+    if (n == 0) return Status::Corruption(path, "shrank while being read");
+    hasher.Update(std::string_view(piece.data(), n));
+    done += n;
+  }
+  return hasher.FinishHex();
+}
+
+// The journal's entry: whole, or, when it begins with what the receiver holds and is longer,
+// only what follows (the receiver appends it). One read of the journal either way, and the
+// part that follows read again.
+Status PlanJournal(const std::string& source, const std::optional<HeldJournal>& held, Planned* file) {
+  std::string prefix_sha;
+  CAPSULE_ASSIGN_OR_RETURN(file->sha256, Sha256FileWithPrefix(source, held ? held->size : 0, held ? &prefix_sha : nullptr,
+                                                               &file->size));
+  if (!held || held->size == 0 || file->size <= held->size || prefix_sha != held->sha256) return Status::Ok();
+  Planned::Extra& extra = file->mutable_extras();
+  extra.append_from = held->size;
+  extra.append_to_sha256 = held->sha256;
+  file->size -= held->size;
+  CAPSULE_ASSIGN_OR_RETURN(file->sha256, Sha256Range(source, held->size, file->size));
+  return Status::Ok();
+}
+
 Status VisitFile(const std::string& dir, const std::string& capsule_path, const std::string& stream_path, bool whole,
-                 PlanVisitor* visitor) {
+                 PlanVisitor* visitor, const std::optional<HeldJournal>& held_journal = std::nullopt) {
   Planned file;
   file.whole = whole;
   std::string source = JoinPath(dir, capsule_path);
@@ -44,6 +77,8 @@ Status VisitFile(const std::string& dir, const std::string& capsule_path, const 
     extra.has_inline = true;
     file.size = extra.inline_data.size();
     file.sha256 = Sha256Hex(extra.inline_data);
+  } else if (capsule_path == kJournalPath) {
+    CAPSULE_RETURN_IF_ERROR(PlanJournal(source, held_journal, &file));
   } else {
     CAPSULE_ASSIGN_OR_RETURN(file.sha256, Sha256File(source, &file.size));
   }
@@ -110,7 +145,8 @@ class HaveBuilder : public PlanVisitor {
 
 }  // namespace
 
-Status VisitStream(const std::string& dir, Phase phase, PlanVisitor* visitor) {
+Status VisitStream(const std::string& dir, Phase phase, PlanVisitor* visitor,
+                   const std::optional<HeldJournal>& held_journal) {
   CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(dir));
   Planned root;
   root.kind = Planned::Kind::kFolder;
@@ -176,7 +212,8 @@ Status VisitStream(const std::string& dir, Phase phase, PlanVisitor* visitor) {
   }
   if (phase == Phase::kFiles) return Status::Ok();
   for (const char* capsule_path : {kWorkingMemoryPath, kJournalPath, kVectorIndexPath, kEnvironmentSpecPath}) {
-    CAPSULE_RETURN_IF_ERROR(VisitFile(dir, capsule_path, *StreamPathOfCapsuleFile(capsule_path), false, visitor));
+    CAPSULE_RETURN_IF_ERROR(VisitFile(dir, capsule_path, *StreamPathOfCapsuleFile(capsule_path), false, visitor,
+                                      phase == Phase::kSwitch ? held_journal : std::nullopt));
   }
   // Attachments, each once by its digest (skipped when the receiver holds it).
   CAPSULE_RETURN_IF_ERROR(VisitFolder(dir, kAttachmentsDir, true, false, nullptr, visitor));
@@ -188,10 +225,10 @@ Status VisitStream(const std::string& dir, Phase phase, PlanVisitor* visitor) {
   return Status::Ok();
 }
 
-Result<StreamPlan> PlanStream(const std::string& dir, Phase phase) {
+Result<StreamPlan> PlanStream(const std::string& dir, Phase phase, const std::optional<HeldJournal>& held_journal) {
   StreamPlan plan;
   PlanBuilder builder(&plan);
-  CAPSULE_RETURN_IF_ERROR(VisitStream(dir, phase, &builder));
+  CAPSULE_RETURN_IF_ERROR(VisitStream(dir, phase, &builder, held_journal));
   return plan;
 }
 

@@ -30,6 +30,11 @@ struct Planned {
     TarEntry special;         // kSpecial: a FIFO or a device node
     std::string inline_data;  // kFile whose bytes were rewritten (canonical jobs)
     bool has_inline = false;
+    // The journal of a switch that sends only what follows what the receiver holds: the
+    // entry's bytes are the source's from `append_from` on, appended to the receiver's first
+    // `append_from` bytes, whose SHA-256 is `append_to_sha256` (LNK.append.*).
+    uint64_t append_from = 0;
+    std::string append_to_sha256;
   };
 
   Kind kind = Kind::kFile;
@@ -45,6 +50,12 @@ struct Planned {
   Extra& mutable_extras();
 };
 
+// The journal as the receiver holds it (what a move's copy sent of it).
+struct HeldJournal {
+  uint64_t size = 0;
+  std::string sha256;
+};
+
 // What one walk of a capsule's stream finds is given to a PlanVisitor, the workspace's entries
 // first and in path order, then the capsule's other files.
 class PlanVisitor {
@@ -55,11 +66,15 @@ class PlanVisitor {
   virtual void Add(const std::string& stream_path, Planned item) = 0;
 };
 
-Status VisitStream(const std::string& dir, Phase phase, PlanVisitor* visitor);
+// `held_journal` (a switch only): the journal the receiver holds; when the capsule's journal
+// begins with it and is longer, the journal is planned as what follows it.
+Status VisitStream(const std::string& dir, Phase phase, PlanVisitor* visitor,
+                   const std::optional<HeldJournal>& held_journal = std::nullopt);
 
 // The whole plan, by stream path.
 using StreamPlan = std::map<std::string, Planned>;
-Result<StreamPlan> PlanStream(const std::string& dir, Phase phase);
+Result<StreamPlan> PlanStream(const std::string& dir, Phase phase,
+                              const std::optional<HeldJournal>& held_journal = std::nullopt);
 
 // What the capsule at `dir` holds, as a `have` for a sender: every stream file and its digest.
 // Only the digests are kept, not the plan.

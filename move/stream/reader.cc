@@ -41,6 +41,26 @@ Result<std::optional<uint32_t>> OwnerRecord(const TarEntry& entry, const char* r
   return std::optional<uint32_t>(static_cast<uint32_t>(std::stoull(text)));
 }
 
+// The journal's append records (LNK.append.size, LNK.append.sha256), both or neither: only
+// on the journal of a switch.
+Result<std::optional<ReceivedEntry::AppendTo>> AppendRecords(const TarEntry& entry, Phase phase) {
+  auto size = entry.pax.find(kAppendSizeRecord);
+  auto digest = entry.pax.find(kAppendDigestRecord);
+  if (size == entry.pax.end() && digest == entry.pax.end()) return std::optional<ReceivedEntry::AppendTo>();
+  if (entry.path != kStreamJournal || phase != Phase::kSwitch || entry.type != TarEntry::Type::kFile) {
+    return Refuse(entry.path, "LNK.append records are for the journal of a switch only");
+  }
+  if (size == entry.pax.end() || digest == entry.pax.end()) {
+    return Refuse(entry.path, "LNK.append.size and LNK.append.sha256 come together");
+  }
+  const std::string& text = size->second;
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) {
+    return Refuse(entry.path, "LNK.append.size '" + text + "' is not a size in decimal");
+  }
+  if (!IsSha256Hex(digest->second)) return Refuse(entry.path, "LNK.append.sha256 is not a SHA-256 in hex");
+  return std::optional<ReceivedEntry::AppendTo>(ReceivedEntry::AppendTo{std::stoull(text), digest->second});
+}
+
 // Reads the current file's data into memory (small files: the manifest and the end).
 Result<std::string> ReadSmallFile(TarReader* reader, const TarEntry& entry) {
   if (entry.size > kMaxManifestSize) return Refuse(entry.path, "too large");
@@ -176,6 +196,7 @@ Result<ReceivedStream> ReadEntries(ByteSource* source, Landing* landing) {
     received.mode = entry.mode & 0777;  // never setuid, setgid or sticky from a stream
     CAPSULE_ASSIGN_OR_RETURN(received.uid, OwnerRecord(entry, kUidRecord));
     CAPSULE_ASSIGN_OR_RETURN(received.gid, OwnerRecord(entry, kGidRecord));
+    CAPSULE_ASSIGN_OR_RETURN(received.append_to, AppendRecords(entry, phase));
     switch (entry.type) {
       case TarEntry::Type::kDirectory:
         received.kind = ReceivedEntry::Kind::kFolder;

@@ -29,6 +29,13 @@ struct ReceivedEntry {
   TarEntry::Type special = TarEntry::Type::kFifo;  // kSpecial
   uint32_t dev_major = 0, dev_minor = 0;            // kSpecial devices
   std::optional<uint32_t> uid, gid;  // LNK.uid / LNK.gid, when the entry had them
+  // The journal of a switch may hold only what follows what the receiver holds: the size and
+  // SHA-256 of the journal these bytes are appended to (LNK.append.size, LNK.append.sha256).
+  struct AppendTo {
+    uint64_t size = 0;
+    std::string sha256;
+  };
+  std::optional<AppendTo> append_to;
 };
 
 struct ReceivedStream {

@@ -484,6 +484,97 @@ TEST_F(JournalTest, ArrivingBehindWhatIsHeldKeepsWhatIsHeld) {
   EXPECT_EQ(Journal(dst), held);
 }
 
+// A switch whose receiver holds the journal the copy sent carries only the events appended
+// since (LNK.append.*), and the receiver's journal is the sender's whole.
+TEST_F(JournalTest, ASwitchCarriesOnlyTheEventsAppendedSinceTheCopy) {
+  for (int i = 0; i < 200; ++i) Append(src_, "before the copy " + std::to_string(i));
+  PackOptions copy;
+  copy.move_id = std::string(32, 'a');
+  PackStats copied;
+  const std::string dst = root_ + "/dst";
+  ASSERT_TRUE(Unpack(Pack(src_, copy, &copied), dst).ok());
+  const std::string held = Journal(dst);
+  EXPECT_EQ(copied.journal.size, held.size());
+  EXPECT_EQ(copied.journal.sha256, Sha256Hex(held));
+  Append(src_, "during the copy");
+  Append(src_, "and one more");
+
+  PackOptions sw;
+  sw.phase = Phase::kSwitch;
+  sw.move_id = copy.move_id;
+  sw.have = *HaveOfCapsule(dst);
+  sw.held_journal = copied.journal;
+  PackStats switched;
+  std::string stream = Pack(src_, sw, &switched);
+  const std::string whole = Journal(src_);
+  EXPECT_EQ(switched.file_bytes_sent, whole.size() - held.size()) << "only the two new events";
+  EXPECT_TRUE(Contains(stream, std::string(kAppendSizeRecord) + "=" + std::to_string(held.size())));
+  EXPECT_FALSE(Contains(stream, "before the copy 7\""));
+  UnpackOptions sealed;
+  sealed.sealed = true;
+  Status status = Unpack(stream, dst, sealed);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(Journal(dst), whole);
+  EXPECT_TRUE(VerifyFolder(dst)->ok());
+
+  // Nothing new since: the journal is skipped as held, whole.
+  sw.have = *HaveOfCapsule(dst);
+  sw.held_journal = HeldJournal{whole.size(), Sha256Hex(whole)};
+  Pack(src_, sw, &switched);
+  EXPECT_EQ(switched.files_sent, 0u);
+}
+
+// The events sent as appended to a journal the receiver does not hold are refused whole: the
+// receiver's journal differs (its own event), or it holds none.
+TEST_F(JournalTest, EventsAppendedToAJournalNotHeldAreRefused) {
+  Append(src_, "one");
+  const std::string before = Journal(src_);
+  std::string dst = ReceivedCopy();
+  Append(dst, "the receiver's own");
+  Append(src_, "two");
+  PackOptions sw;
+  sw.phase = Phase::kSwitch;
+  sw.move_id = std::string(32, 'a');
+  sw.have = *HaveOfCapsule(dst);
+  sw.held_journal = HeldJournal{before.size(), Sha256Hex(before)};
+  UnpackOptions sealed;
+  sealed.sealed = true;
+  ExpectRefused(Pack(src_, sw), dst, "the stream appends to a journal of " + std::to_string(before.size()), sealed);
+
+  // A sender whose journal no longer begins with what it names sends the journal whole.
+  PackStats stats;
+  sw.held_journal = HeldJournal{before.size(), Sha256Hex("not this journal")};
+  std::string whole = Pack(src_, sw, &stats);
+  EXPECT_FALSE(Contains(whole, kAppendSizeRecord));
+  EXPECT_EQ(stats.file_bytes_sent, Journal(src_).size());
+}
+
+TEST_F(StreamTest, AppendRecordsOnAnythingButTheJournalOfASwitchAreRefused) {
+  std::string dst = ReceivedCopy();
+  auto forged = [&](Phase phase, const char* path, std::map<std::string, std::string> pax) {
+    pax[kDigestRecord] = Sha256Hex("x\n");
+    return Forge(ManifestText(phase))
+        .Raw([&](TarWriter& tar) {
+          if (std::string(path).rfind("files/", 0) == 0) {
+            EXPECT_TRUE(tar.AddDirectory("files").ok());
+          }
+          EXPECT_TRUE(tar.AddFile(path, "x\n", 0644, pax).ok());
+        })
+        .End()
+        .Finish();
+  };
+  const std::string good = Sha256Hex("");
+  ExpectRefused(forged(Phase::kCopy, kStreamJournal, {{kAppendSizeRecord, "3"}, {kAppendDigestRecord, good}}), dst,
+                "LNK.append records are for the journal of a switch only");
+  ExpectRefused(forged(Phase::kCopy, "files/a.txt", {{kAppendSizeRecord, "3"}, {kAppendDigestRecord, good}}), dst,
+                "LNK.append records are for the journal of a switch only");
+  UnpackOptions sealed;
+  sealed.sealed = true;
+  ExpectRefused(forged(Phase::kSwitch, kStreamJournal, {{kAppendSizeRecord, "3"}}), dst, "come together", sealed);
+  ExpectRefused(forged(Phase::kSwitch, kStreamJournal, {{kAppendSizeRecord, "-3"}, {kAppendDigestRecord, good}}), dst,
+                "is not a size in decimal", sealed);
+}
+
 TEST_F(JournalTest, DivergedJournalsAreMergedAsASetUnion) {
   Append(src_, "one");
   std::string dst = ReceivedCopy();

@@ -76,6 +76,42 @@ Result<bool> FileStartsWith(const std::string& path, const std::string& prefix_p
   return true;
 }
 
+// The journal of a switch that holds only what follows what the receiver holds: appended to
+// it once what is held is found to be exactly what the stream appends to. `held_journal`,
+// when given, is what the copy's check established of the journal held (its digest, so that
+// the journal need not be read again); otherwise the journal held is hashed.
+Status AppendJournal(const std::string& staging, const std::string& received_path, const ReceivedEntry::AppendTo& to,
+                     const journal::CheckedJournal* held_journal) {
+  std::string target = JoinPath(staging, kJournalPath);
+  struct stat st;
+  if (::stat(target.c_str(), &st) != 0) {
+    return Status::Corruption(kStreamJournal, "the stream appends to a journal of " + std::to_string(to.size) +
+                                                  " bytes and none is held here; the whole stream is refused");
+  }
+  std::string held_sha;
+  if (held_journal != nullptr && held_journal->size == static_cast<uint64_t>(st.st_size)) {
+    held_sha = held_journal->sha256;
+  } else {
+    CAPSULE_ASSIGN_OR_RETURN(held_sha, Sha256File(target));
+  }
+  if (static_cast<uint64_t>(st.st_size) != to.size || held_sha != to.sha256) {
+    return Status::Corruption(kStreamJournal, "the stream appends to a journal of " + std::to_string(to.size) +
+                                                  " bytes (SHA-256 " + to.sha256 + ") and the one held here is " +
+                                                  std::to_string(st.st_size) + " bytes (SHA-256 " + held_sha +
+                                                  "); the whole stream is refused");
+  }
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd in, OpenFile(received_path, O_RDONLY | O_CLOEXEC));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd out, OpenFile(target, O_WRONLY | O_APPEND | O_CLOEXEC));
+  std::vector<char> piece(1 << 20);
+  for (off_t at = 0;;) {
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(in.get(), piece.data(), piece.size(), at, received_path));
+    if (n == 0) break;
+    CAPSULE_RETURN_IF_ERROR(WriteAll(out.get(), std::string_view(piece.data(), n), target));
+    at += static_cast<off_t>(n);
+  }
+  return Status::Ok();  // made durable with the staging folder, as every received file
+}
+
 Status TakeJournal(const std::string& staging, const std::string& received_path) {
   std::string target = JoinPath(staging, kJournalPath);
   const bool held = PathExists(target);
@@ -235,8 +271,8 @@ Status ApplyWorkspace(const std::string& staging, const ReceivedStream& stream, 
   return Status::Ok();
 }
 
-Status ApplyOtherFiles(const std::string& staging, const ReceivedStream& stream,
-                       UnpackStats* stats) {
+Status ApplyOtherFiles(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats,
+                       const journal::CheckedJournal* held_journal) {
   for (const std::string& removed : stream.manifest.removed) {
     if (!StartsWith(removed, "memory/")) continue;
     std::optional<std::string> capsule_path = CapsulePathOfStreamFile(removed);
@@ -271,7 +307,8 @@ Status ApplyOtherFiles(const std::string& staging, const ReceivedStream& stream,
     std::string received = JoinPath(JoinPath(staging, local::kReceivedDir), path);
     ++stats->files_received;
     if (*capsule_path == kJournalPath) {
-      CAPSULE_RETURN_IF_ERROR(TakeJournal(staging, received));
+      CAPSULE_RETURN_IF_ERROR(entry.append_to ? AppendJournal(staging, received, *entry.append_to, held_journal)
+                                              : TakeJournal(staging, received));
       continue;
     }
     std::string target = JoinPath(staging, *capsule_path);
@@ -300,11 +337,12 @@ Status CheckArrival(const std::string& dir, const std::optional<Manifest>& held,
 // Applies a received stream onto the capsule folder `staging` (a private copy): the move id,
 // the workspace, the other files, and the record of which move's stream was applied.
 // `*snapshot`: the staged snapshot, with the stream's workspace applied; the caller saves it.
+// `held_journal`: what a copy's check established of the journal held, when known.
 Status ApplyReceived(const std::string& staging, const ReceivedStream& stream, UnpackStats* stats,
-                     Snapshot* snapshot) {
+                     Snapshot* snapshot, const journal::CheckedJournal* held_journal = nullptr) {
   CAPSULE_RETURN_IF_ERROR(CheckMoveId(staging, stream.manifest));
   CAPSULE_RETURN_IF_ERROR(ApplyWorkspace(staging, stream, stats, snapshot));
-  CAPSULE_RETURN_IF_ERROR(ApplyOtherFiles(staging, stream, stats));
+  CAPSULE_RETURN_IF_ERROR(ApplyOtherFiles(staging, stream, stats, held_journal));
   CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(staging, local::kReceivedDir)));
   Json record = {{"move", stream.manifest.move}, {"phase", PhaseName(stream.manifest.phase)}};
   return WriteFileAtomic(JoinPath(staging, local::kMoveRecord), record.dump() + "\n");
@@ -569,7 +607,7 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
   UnpackOptions unpack;
   unpack.sealed = options.sealed;
   CAPSULE_RETURN_IF_ERROR(CheckArrival(staging, held, stream.manifest, unpack));
-  CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local, &snapshot));
+  CAPSULE_RETURN_IF_ERROR(ApplyReceived(staging, stream, &local, &snapshot, options.checked_journal));
   // The snapshot's text is built while the manifest is brought up to date, which names it by
   // the digest of that text (as a mount's checkpoint does) instead of reading it back.
   std::future<Result<std::string>> snapshot_text =

@@ -36,8 +36,12 @@ Status WriteFileEntry(const std::string& dir, const std::string& stream_path, co
                       TarWriter* tar, DigestCheck* digests, Progress* progress) {
   std::map<std::string, std::string> pax = OwnerRecords(file);
   pax[kDigestRecord] = file.sha256;
-  CAPSULE_RETURN_IF_ERROR(tar->BeginFile(stream_path, file.size, file.mode, pax));
   const Planned::Extra& extra = file.extras();
+  if (extra.append_from > 0) {
+    pax[kAppendSizeRecord] = std::to_string(extra.append_from);
+    pax[kAppendDigestRecord] = extra.append_to_sha256;
+  }
+  CAPSULE_RETURN_IF_ERROR(tar->BeginFile(stream_path, file.size, file.mode, pax));
   if (extra.has_inline) {
     CAPSULE_RETURN_IF_ERROR(tar->WriteFileData(extra.inline_data));
     if (progress != nullptr) progress->Add(extra.inline_data.size(), 1);
@@ -50,7 +54,7 @@ Status WriteFileEntry(const std::string& dir, const std::string& stream_path, co
   while (done < file.size) {
     DigestCheck::Buffer* buffer = digests->Take();
     size_t want = static_cast<size_t>(std::min<uint64_t>(buffer->size(), file.size - done));
-    Result<size_t> n = ReadAt(fd.get(), buffer->data(), want, static_cast<off_t>(done), source);
+    Result<size_t> n = ReadAt(fd.get(), buffer->data(), want, static_cast<off_t>(extra.append_from + done), source);
     if (!n.ok() || *n == 0) {
       digests->Give(buffer);
       if (!n.ok()) return n.status();
@@ -90,7 +94,7 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
   manifest.epoch = options.epoch ? *options.epoch : capsule_manifest.holder_epoch;
   // Schedules travel only while paused (capsule schedule pause), in full.
   if (options.phase == Phase::kSwitch) CAPSULE_RETURN_IF_ERROR(CheckSchedulesMayTravel(dir));
-  CAPSULE_ASSIGN_OR_RETURN(auto plan, PlanStream(dir, options.phase));
+  CAPSULE_ASSIGN_OR_RETURN(auto plan, PlanStream(dir, options.phase, options.held_journal));
   if (options.phase == Phase::kSwitch) {
     // Both in path order: one pass over each.
     auto planned = plan.begin();
@@ -107,6 +111,9 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
 
   PackStats local;
   local.move_id = manifest.move;
+  if (auto journal = plan.find(kStreamJournal); journal != plan.end() && journal->second.extras().append_from == 0) {
+    local.journal = HeldJournal{journal->second.size, journal->second.sha256};
+  }
   local.removed = manifest.removed.size();
   auto skipped = [&options](const std::string& path, const Planned& item) {
     auto held = options.have.find(path);

@@ -9,6 +9,7 @@
 #include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 #include "move/stream/format.h"
+#include "move/stream/plan.h"
 
 namespace capsule::move {
 
@@ -30,6 +31,10 @@ struct PackOptions {
   // on the same machine's cores. Files sent from elsewhere (the journal, memory/), which may
   // change while they are sent, are hashed either way.
   bool hash_blobs = true;
+  // A switch: the journal as the receiver holds it, when known (what the copy sent of it, the
+  // receiver's have naming the same digest). When the journal still begins with it, only what
+  // follows is sent (LNK.append.*), so that the agent's history is not sent twice.
+  std::optional<HeldJournal> held_journal;
 };
 
 struct PackStats {
@@ -38,6 +43,9 @@ struct PackStats {
   uint64_t files_skipped = 0;  // held the same by the receiver
   uint64_t file_bytes_sent = 0;
   uint64_t removed = 0;
+  // The journal this stream holds or skipped as held, whole (size 0 and no digest when it was
+  // sent as what follows what the receiver holds).
+  HeldJournal journal;
 };
 
 // Writes the stream of the capsule at `dir` into `sink`, then closes the sink.
