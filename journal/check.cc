@@ -45,10 +45,10 @@ Result<std::vector<Event>> BuildEvents(const ScannedLines& lines, uint64_t first
   return events;
 }
 
-// Checks the complete lines of `text` after `from.size` bytes as continuing `from`.
-Result<CheckedJournal> CheckFrom(CheckedJournal from, std::string_view text, std::vector<Event>* added) {
-  size_t complete = CompleteLength(text);
-  std::string_view grown = text.substr(from.size, complete - from.size);
+// Checks the complete lines of `grown`, the bytes after the `from.size` bytes `from` covers,
+// as continuing `from`; `hasher` has hashed those first bytes.
+Result<CheckedJournal> CheckGrown(CheckedJournal from, std::string_view grown, std::vector<Event>* added, Sha256 hasher) {
+  grown = grown.substr(0, CompleteLength(grown));
   CAPSULE_ASSIGN_OR_RETURN(ScannedLines lines, ScanLines(grown, from.lines + 1, ScanThreads(grown.size())));
   std::optional<EventLine> last;
   if (from.last) last = FieldsOf(*from.last, "");
@@ -63,9 +63,18 @@ Result<CheckedJournal> CheckFrom(CheckedJournal from, std::string_view text, std
     added->insert(added->end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
   }
   from.lines += count;
-  from.size = complete;
-  from.sha256 = Sha256Hex(text.substr(0, complete));
+  from.size += grown.size();
+  hasher.Update(grown);
+  auto state = std::make_shared<const Sha256>(hasher);
+  from.sha256 = hasher.FinishHex();
+  from.hasher = std::move(state);
   return from;
+}
+
+Result<CheckedJournal> CheckFrom(const CheckedJournal& from, std::string_view text, std::vector<Event>* added) {
+  Sha256 hasher;
+  hasher.Update(text.substr(0, from.size));
+  return CheckGrown(from, text.substr(from.size), added, std::move(hasher));
 }
 
 }  // namespace
@@ -112,10 +121,18 @@ Result<CheckedJournal> CheckJournal(std::string_view text, std::vector<Event>* e
 }
 
 Result<CheckedJournal> CheckJournalGrowth(const CheckedJournal& from, std::string_view text, std::vector<Event>* added) {
-  if (from.size > 0 && text.size() >= from.size && Sha256Hex(text.substr(0, from.size)) == from.sha256) {
-    return CheckFrom(from, text, added);
+  if (from.size > 0 && text.size() >= from.size) {
+    Sha256 hasher;
+    hasher.Update(text.substr(0, from.size));
+    if (Sha256(hasher).FinishHex() == from.sha256) return CheckGrown(from, text.substr(from.size), added, std::move(hasher));
   }
   return CheckJournal(text, added);
+}
+
+Result<CheckedJournal> CheckJournalAppended(const CheckedJournal& from, std::string_view appended,
+                                            std::vector<Event>* added) {
+  if (from.hasher == nullptr) return Status::FailedPrecondition("journal", "the check it continues kept no digest state");
+  return CheckGrown(from, appended, added, Sha256(*from.hasher));
 }
 
 Result<std::vector<Event>> ReadJournalText(std::string_view text) {

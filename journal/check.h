@@ -15,12 +15,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 #include "capsule/base/status.h"
 #include "journal/event.h"
 
@@ -93,6 +95,9 @@ struct CheckedJournal {
   uint64_t lines = 0;
   JournalTail tail;           // each machine's last event, the largest clock
   std::optional<Event> last;  // the last line's event: the next must come after it
+  // The SHA-256 of those bytes as it stood after them, so that the digest of the journal grown
+  // by appends is found from the new bytes alone (never changed once made: continue a copy).
+  std::shared_ptr<const Sha256> hasher;
 };
 
 // Checks `text` whole, as ReadJournalText, and returns what the check established; its
@@ -105,5 +110,11 @@ Result<CheckedJournal> CheckJournal(std::string_view text, std::vector<Event>* e
 // events that were checked (the new ones, or all).
 Result<CheckedJournal> CheckJournalGrowth(const CheckedJournal& from, std::string_view text,
                                           std::vector<Event>* added = nullptr);
+
+// Checks `appended`, the bytes that follow the ones `from` covers in a journal known to begin
+// with them, as continuing `from`: only those bytes are read (`from.hasher` continues the
+// digest; FailedPrecondition when `from` has none). `added` gets the new events.
+Result<CheckedJournal> CheckJournalAppended(const CheckedJournal& from, std::string_view appended,
+                                            std::vector<Event>* added = nullptr);
 
 }  // namespace capsule::journal

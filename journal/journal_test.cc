@@ -527,12 +527,31 @@ TEST_F(TamperTest, GrowthIsCheckedLikeTheWhole) {
     EXPECT_EQ(grown->tail.max_clock, whole->tail.max_clock);
     EXPECT_EQ(grown->last->id, whole->last->id);
     for (const auto& [machine, tail] : whole->tail.machines) EXPECT_EQ(grown->tail.machines[machine].id, tail.id);
+    // The same from the appended bytes alone (a switch that carried only them).
+    std::vector<Event> appended_events;
+    Result<CheckedJournal> appended = CheckJournalAppended(*checked, text_.substr(checked->size), &appended_events);
+    ASSERT_TRUE(appended.ok()) << "split " << split << ": " << appended.status().ToString();
+    EXPECT_EQ(appended_events.size(), 12 - split);
+    EXPECT_EQ(appended->size, whole->size);
+    EXPECT_EQ(appended->sha256, whole->sha256);
+    EXPECT_EQ(appended->lines, whole->lines);
+    EXPECT_EQ(appended->last->id, whole->last->id);
+    ASSERT_NE(appended->hasher, nullptr);
+    EXPECT_EQ(Sha256(*appended->hasher).FinishHex(), whole->sha256) << "the state continues after every byte";
+    for (const std::vector<std::string>& lines : tampered) {
+      if (!std::equal(head.begin(), head.end(), lines.begin())) continue;  // only appends are checked so
+      std::string tail = Join(lines).substr(checked->size);
+      Result<CheckedJournal> bad_append = CheckJournalAppended(*checked, tail);
+      EXPECT_FALSE(bad_append.ok()) << "split " << split;
+    }
     for (const std::vector<std::string>& lines : tampered) {
       Result<CheckedJournal> bad = CheckJournalGrowth(*checked, Join(lines));
       ASSERT_FALSE(bad.ok()) << "split " << split;
       EXPECT_EQ(bad.status().message(), Check(lines)) << "split " << split;
     }
   }
+  EXPECT_EQ(CheckJournalAppended(CheckedJournal{}, text_).status().code(), Code::kFailedPrecondition)
+      << "a check without a digest state cannot be continued";
   // The checked prefix itself changed (an edit in line 2): the whole text is checked again.
   Result<CheckedJournal> head = CheckJournal(Join({lines_.begin(), lines_.begin() + 6}));
   std::vector<std::string> edited = lines_;

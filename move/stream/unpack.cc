@@ -430,12 +430,37 @@ bool JournalAsCopied(const std::optional<Manifest>& held, const ReceivedStream& 
          listed->second.sha256 == options.checked_journal->sha256;
 }
 
+// The journal's check from the copy, when a switch appended events to the journal it covers
+// (LNK.append.*, which AppendJournal found held): the journal's digest and check then continue
+// from it, reading only the appended bytes, so that the switch's cost does not grow with the
+// conversation's history. Null otherwise.
+const journal::CheckedJournal* JournalGrownFrom(const ReceivedStream& stream, const ApplyOptions& options) {
+  const journal::CheckedJournal* from = options.checked_journal;
+  if (options.expected_phase != Phase::kSwitch || from == nullptr || from->hasher == nullptr) return nullptr;
+  auto entry = stream.entries.find(kStreamJournal);
+  if (entry == stream.entries.end() || !entry->second.append_to) return nullptr;
+  const ReceivedEntry::AppendTo& to = *entry->second.append_to;
+  return to.size == from->size && to.sha256 == from->sha256 ? from : nullptr;
+}
+
+// The bytes of the staged journal from `offset` on.
+Result<std::string> ReadJournalFrom(const ReadAtFunction& read, uint64_t offset) {
+  std::string bytes;
+  std::vector<char> piece(1 << 20);
+  for (;;) {
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(offset + bytes.size(), piece.data(), piece.size()));
+    if (n == 0) return bytes;
+    bytes.append(piece.data(), n);
+  }
+}
+
 // The checks of capsule verify that do not need every byte read again: the layout's files are
 // listed, each blob under its digest, the snapshot (`snapshot`, as saved there) names only
 // listed blobs of the right size and every blob but the empty one, the environment spec holds
 // no secret value, the journal's chains hold (unless `journal_as_copied`: JournalAsCopied).
 Status CheckStaged(const std::string& staging, const Manifest& manifest, const Snapshot& snapshot,
-                   const ApplyOptions& options, bool journal_as_copied = false) {
+                   const ApplyOptions& options, bool journal_as_copied = false,
+                   const journal::CheckedJournal* grown_from = nullptr) {
   // The manifest's files are what is there (the staging area's own bookkeeping): the blobs
   // need only their names checked, in one pass, and the rest goes through the shared checks.
   const std::string blobs_prefix = std::string(kBlobsDir) + "/";
@@ -468,13 +493,14 @@ Status CheckStaged(const std::string& staging, const Manifest& manifest, const S
     }
   }
   VerifyOptions verify;
-  verify.check_journal = [&options, journal_as_copied](const ReadAtFunction& read) -> std::vector<std::string> {
+  verify.check_journal = [&options, journal_as_copied, grown_from](const ReadAtFunction& read) -> std::vector<std::string> {
     if (journal_as_copied) return {};
-    Result<std::string> text = ReadAll(read);
+    Result<std::string> text = ReadJournalFrom(read, grown_from ? grown_from->size : 0);
     if (!text.ok()) return {std::string(kJournalPath) + ": unreadable: " + text.status().message()};
     journal::CheckedJournal none;
     const journal::CheckedJournal& from = options.checked_journal ? *options.checked_journal : none;
-    Result<journal::CheckedJournal> checked = journal::CheckJournalGrowth(from, *text, options.checked_events);
+    Result<journal::CheckedJournal> checked = grown_from ? journal::CheckJournalAppended(*grown_from, *text, options.checked_events)
+                                                         : journal::CheckJournalGrowth(from, *text, options.checked_events);
     if (!checked.ok()) return {checked.status().message()};
     if (options.checked_journal) *options.checked_journal = std::move(*checked);
     return {};
@@ -613,10 +639,20 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
   std::future<Result<std::string>> snapshot_text =
       std::async(std::launch::async, [&snapshot] { return snapshot.ToCanonicalText(); });
   const bool journal_as_copied = JournalAsCopied(held, stream, options);
+  const journal::CheckedJournal* grown_from = JournalGrownFrom(stream, options);
   std::set<std::string> unchanged = {kSnapshotPath};
-  if (journal_as_copied) unchanged.insert(kJournalPath);
+  if (journal_as_copied || grown_from) unchanged.insert(kJournalPath);
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, RefreshStagedManifest(staging, stream, options,
                                                                     held ? std::move(*held) : Manifest(), unchanged));
+  if (grown_from) {
+    // Its digest continues the copy's over the bytes appended (checked with them below).
+    const std::string path = JoinPath(staging, kJournalPath);
+    CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+    CAPSULE_ASSIGN_OR_RETURN(std::string appended, ReadJournalFrom(FileReadAt(fd.get(), path), grown_from->size));
+    Sha256 hasher(*grown_from->hasher);
+    hasher.Update(appended);
+    manifest.files[kJournalPath] = FileDigest{hasher.FinishHex(), grown_from->size + appended.size()};
+  }
   CAPSULE_RETURN_IF_ERROR(
       DropDeletedContent(staging, snapshot, &manifest, /*listed_before=*/options.expected_phase == Phase::kSwitch));
   CAPSULE_ASSIGN_OR_RETURN(const std::string snapshot_bytes, snapshot_text.get());
@@ -628,7 +664,7 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
     CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(staging, kSnapshotPath), snapshot_bytes));
     return manifest.Save(staging);
   });
-  Status checked = CheckStaged(staging, manifest, snapshot, options, journal_as_copied);
+  Status checked = CheckStaged(staging, manifest, snapshot, options, journal_as_copied, grown_from);
   Status written = documents_saved.get();
   CAPSULE_RETURN_IF_ERROR(checked);
   CAPSULE_RETURN_IF_ERROR(written);
