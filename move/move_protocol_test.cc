@@ -148,6 +148,44 @@ struct AfterCopy : TargetApi {
   Status Abort(const std::string& a, const std::string& m) override { return inner->Abort(a, m); }
 };
 
+// Events said after the copy cross the switch alone to a target whose offer says it takes a
+// journal's appended events; a target that does not say so (one built before) gets the
+// journal whole. Either way the target's journal is the source's.
+class JournalAppendTest : public MoveProtocolTest {
+ protected:
+  // Moves src_ while an event is said after the copy; the switch's file bytes.
+  uint64_t MoveSayingAnEventDuringTheCopy(bool target_takes_appends) {
+    for (int i = 0; i < 300; ++i) Append(src_, "user_message", "history " + std::to_string(i));
+    struct Announcing : AfterCopy {
+      bool takes = true;
+      Result<OfferReply> Offer(const OfferRequest& r) override {
+        Result<OfferReply> reply = inner->Offer(r);
+        if (reply.ok()) reply->journal_append = reply->journal_append && takes;
+        return reply;
+      }
+    } target;
+    target.inner = target_.get();
+    target.takes = target_takes_appends;
+    target.then = [&] { Append(src_, "user_message", "said during the copy"); };
+    Result<MoveReport> report = RunMove(src_, &target, options_);
+    EXPECT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_EQ(*ReadFile(JoinPath(Held(), kJournalPath)), *ReadFile(JoinPath(src_, kJournalPath)));
+    ExpectMoved();
+    return report.ok() ? report->switch_file_bytes : 0;
+  }
+};
+
+TEST_F(JournalAppendTest, ATargetThatTakesAppendsGetsOnlyTheEventsSaidSinceTheCopy) {
+  const uint64_t sent = MoveSayingAnEventDuringTheCopy(true);
+  const std::string journal = *ReadFile(JoinPath(src_, kJournalPath));
+  EXPECT_EQ(sent, journal.size() - (journal.rfind('\n', journal.size() - 2) + 1)) << "the last event alone";
+}
+
+TEST_F(JournalAppendTest, ATargetThatDoesNotSaySoGetsTheJournalWhole) {
+  const uint64_t sent = MoveSayingAnEventDuringTheCopy(false);
+  EXPECT_EQ(sent, ReadFile(JoinPath(src_, kJournalPath))->size());
+}
+
 TEST_F(MoveProtocolTest, MoveWithoutFaultsHandsOverAtTheNextEpoch) {
   Result<MoveReport> report = RunMove(src_, target_.get(), options_);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
@@ -561,7 +599,7 @@ TEST_F(MoveProtocolTest, WorkingMessagesGoOnlyToASourceThatAsksForThem) {
 TEST_F(MoveProtocolTest, AHaveOfAnySizeCrossesTheWire) {
   struct BigHave : TargetApi {
     HaveMap have;
-    Result<OfferReply> Offer(const OfferRequest&) override { return OfferReply{have, std::string(64, 'a'), 0}; }
+    Result<OfferReply> Offer(const OfferRequest&) override { return OfferReply{have, std::string(64, 'a'), 0, false}; }
     Result<HaveMap> Copy(const std::string&, const std::string&, ByteSource* s) override {
       std::vector<char> buffer(1 << 16);
       for (;;) {

@@ -215,9 +215,11 @@ Result<MoveReport> Mover::Run() {
   change.phase = Phase::kSwitch;
   change.move_id = move.move;
   // The target holds the journal the copy sent when its have names that digest: only what was
-  // appended since crosses (the journal only grows; the pack checks that it still begins so).
-  if (auto held = staged.find(kStreamJournal);
-      held != staged.end() && !copy_stats.journal.sha256.empty() && held->second == copy_stats.journal.sha256) {
+  // appended since crosses (the journal only grows; the pack checks that it still begins so),
+  // to a target that takes it so.
+  if (auto held = staged.find(kStreamJournal); offer->journal_append && held != staged.end() &&
+                                                !copy_stats.journal.sha256.empty() &&
+                                                held->second == copy_stats.journal.sha256) {
     change.held_journal = copy_stats.journal;
   }
   change.have = staged;

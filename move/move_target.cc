@@ -181,6 +181,7 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
   OfferReply reply;
   reply.seal_key_hex = seal_key_hex_;
   reply.held_epoch = known;
+  reply.journal_append = true;
   Status staged = [&]() -> Status {
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(staging));
     if (have_copy) {

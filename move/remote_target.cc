@@ -100,6 +100,7 @@ Result<OfferReply> RemoteTarget::Offer(const OfferRequest& request) {
                                             nullptr, &offer.have));
   offer.seal_key_hex = StringField(reply, "seal_key").value_or("");
   offer.held_epoch = U64Field(reply, "held_epoch").value_or(0);
+  offer.journal_append = BoolField(reply, "journal_append").value_or(false);
   return offer;
 }
 

@@ -116,6 +116,7 @@ Status ServeConnection(Connection* conn, TargetApi* target, std::chrono::millise
         put_have(&reply, std::move(offer->have));
         reply["seal_key"] = offer->seal_key_hex;
         reply["held_epoch"] = offer->held_epoch;
+        reply["journal_append"] = offer->journal_append;
       }
     } else if (call == "activate") {
       reply = StatusReply(target->Activate(agent, move, epoch));

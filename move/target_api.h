@@ -32,6 +32,9 @@ struct OfferReply {
   HaveMap have;              // what the target already holds of the agent (its retired copy)
   std::string seal_key_hex;  // X25519 public key the switch is sealed to
   uint64_t held_epoch = 0;   // the newest epoch the target knew for the agent
+  // Whether the target takes a switch's journal as the events appended since the copy
+  // (LNK.append.*, capsule-move(5)); a source sends a target without it the journal whole.
+  bool journal_append = false;
 };
 
 struct QueryReply {

@@ -38,7 +38,7 @@ class FuzzConnection : public Connection {
 // Takes every call, reading bodies to their end.
 class AcceptingTarget : public TargetApi {
  public:
-  Result<OfferReply> Offer(const OfferRequest&) override { return OfferReply{{{"files/a", std::string(64, 'a')}}, "00", 1}; }
+  Result<OfferReply> Offer(const OfferRequest&) override { return OfferReply{{{"files/a", std::string(64, 'a')}}, "00", 1, false}; }
   Result<HaveMap> Copy(const std::string&, const std::string&, ByteSource* stream) override {
     CAPSULE_RETURN_IF_ERROR(Drain(stream));
     return HaveMap{};
