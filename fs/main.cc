@@ -4,6 +4,7 @@
 #define FUSE_USE_VERSION 312
 #include <fuse3/fuse_lowlevel.h>
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -200,6 +201,9 @@ int Run(const Args& args) {
 
 int main(int argc, char** argv) {
   capsule::ReturnLargeBlocksAtOnce();  // a long-lived process (capsule/base/memory.h)
+  // A write past the file size limit (ulimit -f) fails with EFBIG, which the writer through
+  // the mount is told, instead of the signal that would end the driver and the mount with it.
+  ::signal(SIGXFSZ, SIG_IGN);
   Args args;
   int parsed = Parse(argc, argv, &args);
   if (parsed == 1) return 0;

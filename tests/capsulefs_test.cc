@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -1231,6 +1232,39 @@ TEST_F(CapsulefsTest, AChangeTheChangeLogCannotTakeIsRefusedAndTakenBack) {
   EXPECT_EQ(::unlink(F(b_path).c_str()), 0);
   EXPECT_EQ(mount.Unmount(), 0);
   auto verify = RunCapsule({"verify", dir});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+// A write past the driver's file size limit (ulimit -f) is refused with EFBIG and the mount
+// serves on. Before, the signal the kernel sends for such a write (SIGXFSZ) ended the driver,
+// and every later call on the mount failed with ENOTCONN.
+TEST_F(CapsulefsTest, AWritePastTheDriversFileSizeLimitIsRefusedAndTheMountServesOn) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  ASSERT_EQ(Put(F("small.txt"), "small\n"), 0);
+  struct rlimit limit {};
+  ASSERT_EQ(::prlimit(mount.pid(), RLIMIT_FSIZE, nullptr, &limit), 0);
+  const struct rlimit small {1 << 20, limit.rlim_max};
+  ASSERT_EQ(::prlimit(mount.pid(), RLIMIT_FSIZE, &small, nullptr), 0);
+  int err = 0;
+  {
+    UniqueFd fd(::open(F("big.bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    const std::string block(64 << 10, 'b');
+    for (int i = 0; i < 32 && err == 0; ++i) {
+      if (::write(fd.get(), block.data(), block.size()) < 0) err = errno;
+    }
+    if (err == 0 && ::fsync(fd.get()) != 0) err = errno;
+  }
+  EXPECT_EQ(err, EFBIG) << std::strerror(err);
+  // The driver is alive and the mount serves: reads, writes within the limit, a listing.
+  EXPECT_EQ(::kill(mount.pid(), 0), 0) << "the driver ended";
+  EXPECT_EQ(Slurp(F("small.txt")), "small\n");
+  EXPECT_EQ(Put(F("after.txt"), "after\n"), 0);
+  EXPECT_EQ(Slurp(F("after.txt")), "after\n");
+  ASSERT_EQ(::prlimit(mount.pid(), RLIMIT_FSIZE, &limit, nullptr), 0);
+  EXPECT_EQ(mount.Unmount(), 0);
+  auto verify = RunCapsule({"verify", dir_});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
 }
 

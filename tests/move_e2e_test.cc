@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -440,6 +441,27 @@ TEST_F(MoveE2eTest, TheSwitchCarriesTheEventsAppendedDuringTheCopyNotTheWholeJou
   int missing = 0;
   for (int i = 0; i < told; ++i) missing += there->find("\"said " + std::to_string(i) + "\"") == std::string::npos;
   EXPECT_EQ(missing, 0) << "of " << told << " events the talker was told were appended";
+  ExpectVerifies(Dst());
+}
+
+// A target sidecar that may not write a file as large as one it receives (ulimit -f) refuses
+// the copy with EFBIG, the source keeps the agent, and the sidecar serves on: the next move,
+// once it may, goes through. Before, the signal for such a write (SIGXFSZ) ended the sidecar.
+TEST_F(MoveE2eTest, ATargetThatMayNotWriteSoLargeAFileRefusesTheCopyAndServesOn) {
+  Sidecar target(b_, pki_, seal_);
+  struct rlimit limit {};
+  ASSERT_EQ(::prlimit(target.pid(), RLIMIT_FSIZE, nullptr, &limit), 0);
+  const struct rlimit small {1 << 20, limit.rlim_max};  // big.bin is 4 MiB
+  ASSERT_EQ(::prlimit(target.pid(), RLIMIT_FSIZE, &small, nullptr), 0);
+  auto refused = Move(Src(), target.address());
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("File too large"), std::string::npos) << refused.err;
+  EXPECT_EQ(StateOf(Src()), "active@1");
+  ASSERT_EQ(::kill(target.pid(), 0), 0) << "the sidecar ended";
+  ASSERT_EQ(::prlimit(target.pid(), RLIMIT_FSIZE, &limit, nullptr), 0);
+  auto moved = Move(Src(), target.address());
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  EXPECT_EQ(StateOf(Dst()), "active@2");
   ExpectVerifies(Dst());
 }
 

@@ -1,5 +1,6 @@
 // capsule: the command line tool for capsules. See man/capsule.1.
 #include <CLI/CLI.hpp>
+#include <signal.h>
 
 #include <iostream>
 
@@ -7,6 +8,9 @@
 #include "capsule/cli/cli.h"
 
 int main(int argc, char** argv) {
+  // A write past the file size limit (ulimit -f) fails with EFBIG and is reported as any
+  // failed write, instead of ending the process (a sidecar, a mount's helper) mid-command.
+  ::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"capsule: an AI agent's state as a folder of plain files", "capsule"};
   app.set_version_flag("--version", std::string("capsule ") + capsule::kVersion);
   app.require_subcommand(1);
