@@ -77,6 +77,12 @@ Status CapsuleFs::LoadWorkspace(bool writable) {
   return BuildTree(snapshot, times);
 }
 
+void CapsuleFs::SetSession(fuse_session* session) {
+  entry_notifier_.reset();  // sends what it holds while the session is still there
+  session_ = session;
+  if (session != nullptr) entry_notifier_ = std::make_unique<EntryNotifier>(session);
+}
+
 Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
   MountOptions options = given;
   char resolved[PATH_MAX];

@@ -29,6 +29,7 @@
 #include "capsule/format/verify.h"
 #include "capsule/format/workspace.h"
 #include "fs/change_log.h"
+#include "fs/entry_notifier.h"
 #include "fs/journal_sink.h"
 #include "fs/node.h"
 #include "fs/state_gate.h"
@@ -101,7 +102,10 @@ class CapsuleFs {
   static Result<std::unique_ptr<CapsuleFs>> Open(const MountOptions& options);
   ~CapsuleFs();
 
-  void SetSession(fuse_session* session) { session_ = session; }
+  // The session the kernel's requests come from, to tell the kernel to forget a name it
+  // cached (EntryNotifier, a thread: set it after the driver forks into the background);
+  // null stops that, before the session ends.
+  void SetSession(fuse_session* session);
   void SetJournalSink(JournalSink sink) { journal_sink_ = std::move(sink); }
   void SetControlPath(std::string path) { control_path_ = std::move(path); }
 
@@ -281,6 +285,7 @@ class CapsuleFs {
   const uint32_t driver_uid_ = ::getuid();
   const uint32_t driver_gid_ = ::getgid();
   fuse_session* session_ = nullptr;
+  std::unique_ptr<EntryNotifier> entry_notifier_;  // while there is a session
   StateGate gate_;
   DigestCache verified_blobs_;  // what Freeze and PreVerify hashed; the journal's hash state (Checkpoint)
   std::atomic<bool> preverify_cancelled_{false};

@@ -165,11 +165,11 @@ int Run(const Args& args) {
     std::cerr << "capsulefs: could not start a FUSE session (see libfuse's message above)\n";
     return 1;
   }
-  fs->SetSession(se);
   int result = 1;
   if (fuse_set_signal_handlers(se) == 0) {
     if (fuse_session_mount(se, args.mount.mountpoint.c_str()) == 0) {
       fuse_daemonize(args.foreground ? 1 : 0);
+      fs->SetSession(se);  // after the fork: it starts a thread
       capsule::fs::ControlServer control;
       capsule::Status started = control.Start(fs.get(), socket_path, ::getuid());
       if (!started.ok()) std::cerr << "capsulefs: control channel: " << started.message() << "\n";
@@ -179,6 +179,7 @@ int Run(const Args& args) {
       result = fuse_session_loop_mt(se, config) == 0 ? 0 : 1;
       fuse_loop_cfg_destroy(config);
       control.Stop();
+      fs->SetSession(nullptr);
       capsule::Status shut = fs->Shutdown();
       if (!shut.ok()) {
         std::cerr << "capsulefs: unmount: " << shut.message() << "\n";

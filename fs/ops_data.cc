@@ -16,6 +16,7 @@
 #include "capsule/format/layout.h"
 #include "fs/capsule_fs.h"
 #include "fs/errno_map.h"
+#include "fs/tree_undo.h"
 
 namespace capsule::fs {
 namespace {
@@ -175,12 +176,20 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::do_create(fuse_ino_t par
   Result<Handle*> h = entry.ok() ? do_open(node->ino, flags & ~(O_CREAT | O_EXCL), &ticket)
                                  : Result<Handle*>(entry.status());
   if (!h.ok()) {
-    // A failed create leaves nothing behind: the entry it made is taken out again.
+    // A failed create leaves nothing behind: the entry it made is taken out again. When the
+    // removal's line cannot be logged either (a full disk), the entry stays, as the log has
+    // it: what the view shows is what a crash brings back.
     if (created) {
       std::unique_lock lock(tree_mu_);
+      TreeUndo undo;
+      undo.KeepEntry(parent.get(), name);
+      undo.KeepNode(node);
       WorkspaceChange change;
       change.del.push_back(WsPath(node.get()));
-      if (Detach(node.get()).ok()) (void)LogChange(change);
+      if (Detach(node.get()).ok() && !LogChange(change, &undo).ok() && entry_notifier_) {
+        // The kernel, told the create failed, may remember the name as absent.
+        entry_notifier_->Forget(parent_ino, name);
+      }
     }
     do_forget(node->ino, 1);
     return h.status();

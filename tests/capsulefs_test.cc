@@ -35,6 +35,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
+#include "capsule/format/local_files.h"
 #include "capsule/format/manifest.h"
 #include "fs/control_client.h"
 #include "tests/cli_runner.h"
@@ -1266,6 +1267,68 @@ TEST_F(CapsulefsTest, AWritePastTheDriversFileSizeLimitIsRefusedAndTheMountServe
   EXPECT_EQ(mount.Unmount(), 0);
   auto verify = RunCapsule({"verify", dir_});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+// A create whose open fails takes its new entry back; when the disk cannot take that
+// removal's change-log line either, the entry stays, as the log has it. Either way a crash
+// brings back what the view showed: never a file the kernel was told was not made that then
+// appears (before, the entry left the view while its creation stayed in the log).
+TEST_F(CapsulefsTest, ACreateThatFailsLeavesTheViewAsACrashBringsItBack) {
+  const std::string log = dir_ + "/" + local::kWorkspaceLog, work = dir_ + "/" + local::kWorkDir;
+  auto size_of = [](const std::string& path) -> off_t {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+  };
+  // The driver's working copies cannot be made (their folder is a file): every open that
+  // writes a new file fails after its entry was logged.
+  auto break_work = [&] {
+    ASSERT_EQ(::rename(work.c_str(), (work + ".kept").c_str()), 0);
+    ASSERT_TRUE(WriteFileAtomic(work, "").ok());
+  };
+  auto mend_work = [&] {
+    ASSERT_EQ(::unlink(work.c_str()), 0);
+    ASSERT_EQ(::rename((work + ".kept").c_str(), work.c_str()), 0);
+  };
+  const std::string taken_back = std::string(100, 't'), kept = std::string(100, 'k');
+  {
+    Mount mount(dir_, mnt_);
+    ASSERT_TRUE(mount.up());
+    // How long a create's line and a removal's are, for names of this length.
+    const off_t start = size_of(log);
+    ASSERT_EQ(Put(F(std::string(100, 'p')), ""), 0);
+    const off_t created = size_of(log);
+    ASSERT_EQ(::unlink(F(std::string(100, 'p')).c_str()), 0);
+    const off_t removed = size_of(log);
+    ASSERT_GT(created, start);
+    ASSERT_GT(removed, created);
+    break_work();
+    EXPECT_LT(::open(F(taken_back).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 0);
+    EXPECT_FALSE(PathExists(F(taken_back))) << "the entry of a failed create is taken back";
+    // Room in the log for one more create's line, not for its removal's as well (a line's
+    // times may be a few digits longer or shorter: half a removal's line to spare).
+    struct rlimit limit {};
+    ASSERT_EQ(::prlimit(mount.pid(), RLIMIT_FSIZE, nullptr, &limit), 0);
+    const off_t now = size_of(log);
+    const struct rlimit tight {static_cast<rlim_t>(now + (created - start) + (removed - created) / 2), limit.rlim_max};
+    ASSERT_EQ(::prlimit(mount.pid(), RLIMIT_FSIZE, &tight, nullptr), 0);
+    EXPECT_LT(::open(F(kept).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 0);
+    // The kernel, told the create failed, is told soon after to forget the name's absence.
+    bool there = false;
+    for (int i = 0; i < 100 && !there; ++i) {
+      there = PathExists(F(kept));
+      if (!there) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(there) << "the removal could not be logged: the entry stays, as the log has it";
+    ASSERT_EQ(::prlimit(mount.pid(), RLIMIT_FSIZE, &limit, nullptr), 0);
+    mend_work();
+    mount.Kill();
+  }
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  EXPECT_FALSE(PathExists(F(taken_back)));
+  EXPECT_TRUE(PathExists(F(kept)));
+  EXPECT_EQ(mount.Unmount(), 0);
+  ExpectVerifies();
 }
 
 TEST_F(CapsulefsTest, OnlyTheMountsOwnerMayUseTheControlChannel) {
