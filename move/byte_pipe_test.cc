@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <string>
 #include <thread>
 
@@ -44,8 +46,8 @@ TEST(BytePipe, AStreamMuchLargerThanThePipeGoesThroughInOrderInBoundedMemory) {
   EXPECT_EQ(read, kTotal);
   EXPECT_EQ(wrong, 0u);
   largest = std::max(largest, pipe.allocated());
-  EXPECT_LE(largest, 2 * kCapacity) << "the pipe kept what was read";
-  EXPECT_EQ(largest, allocated_at_start);
+  EXPECT_EQ(largest, allocated_at_start) << "the pipe grew: it kept what was read";
+  EXPECT_LT(largest, 3 * kCapacity);
 }
 
 TEST(BytePipe, AWriterLearnsThatTheReaderStoppedAndTheReaderGetsTheWritersError) {

@@ -432,7 +432,10 @@ TEST_F(MoveE2eTest, TheSwitchCarriesTheEventsAppendedDuringTheCopyNotTheWholeJou
   ASSERT_EQ(moved.exit_code, 0) << moved.err;
   Result<Json> report = ParseJson(moved.out, "report");
   ASSERT_TRUE(report.ok()) << moved.out;
-  EXPECT_LT(report->value("switch_file_bytes", uint64_t{0}), 256u << 10) << moved.out;
+  // The events said between the copy and the freeze (the talker says one every few ms while
+  // the target checks the copy), not the history again.
+  EXPECT_GT(report->value("switch_file_bytes", uint64_t{0}), 0u) << moved.out;
+  EXPECT_LT(report->value("switch_file_bytes", uint64_t{0}), history / 4) << moved.out;
   EXPECT_GT(told.load(), 0);
   Result<std::string> there = ReadFile(Dst() + "/memory/timeline_events.jsonl");
   ASSERT_TRUE(there.ok());

@@ -46,7 +46,9 @@ Result<std::string> Sha256Range(const std::string& path, uint64_t offset, uint64
 
 // The journal's entry: whole, or, when it begins with what the receiver holds and is longer,
 // only what follows (the receiver appends it). One read of the journal either way, and the
-// part that follows read again.
+// part that follows read again. The beginning is checked here only: a move plans its switch
+// frozen, when nothing writes the journal, and what is sent is checked against the digest
+// of what follows.
 Status PlanJournal(const std::string& source, const std::optional<HeldJournal>& held, Planned* file) {
   std::string prefix_sha;
   CAPSULE_ASSIGN_OR_RETURN(file->sha256, Sha256FileWithPrefix(source, held ? held->size : 0, held ? &prefix_sha : nullptr,

@@ -18,6 +18,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
 #include "capsule/base/temp_dir.h"
+#include "capsule/format/copy.h"
 #include "capsule/format/create.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
@@ -540,6 +541,10 @@ TEST_F(JournalTest, EventsAppendedToAJournalNotHeldAreRefused) {
   UnpackOptions sealed;
   sealed.sealed = true;
   ExpectRefused(Pack(src_, sw), dst, "the stream appends to a journal of " + std::to_string(before.size()), sealed);
+  std::string none = root_ + "/none";
+  ASSERT_TRUE(CopyCapsule(dst, none, {local::kMoveRecord}).ok());
+  ASSERT_EQ(::unlink((none + "/" + kJournalPath).c_str()), 0);
+  ExpectRefused(Pack(src_, sw), none, "none is held here", sealed);
 
   // A sender whose journal no longer begins with what it names sends the journal whole.
   PackStats stats;
@@ -570,7 +575,12 @@ TEST_F(StreamTest, AppendRecordsOnAnythingButTheJournalOfASwitchAreRefused) {
                 "LNK.append records are for the journal of a switch only");
   UnpackOptions sealed;
   sealed.sealed = true;
+  ExpectRefused(forged(Phase::kSwitch, "files/a.txt", {{kAppendSizeRecord, "3"}, {kAppendDigestRecord, good}}), dst,
+                "LNK.append records are for the journal of a switch only", sealed);
   ExpectRefused(forged(Phase::kSwitch, kStreamJournal, {{kAppendSizeRecord, "3"}}), dst, "come together", sealed);
+  ExpectRefused(forged(Phase::kSwitch, kStreamJournal, {{kAppendDigestRecord, good}}), dst, "come together", sealed);
+  ExpectRefused(forged(Phase::kSwitch, kStreamJournal, {{kAppendSizeRecord, "3"}, {kAppendDigestRecord, "zz"}}), dst,
+                "LNK.append.sha256 is not a SHA-256 in hex", sealed);
   ExpectRefused(forged(Phase::kSwitch, kStreamJournal, {{kAppendSizeRecord, "-3"}, {kAppendDigestRecord, good}}), dst,
                 "is not a size in decimal", sealed);
 }

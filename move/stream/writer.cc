@@ -117,7 +117,10 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
   local.removed = manifest.removed.size();
   auto skipped = [&options](const std::string& path, const Planned& item) {
     auto held = options.have.find(path);
-    return held != options.have.end() && held->second == item.sha256 && item.link == 0 && !item.whole;
+    // Never the events appended to a journal the receiver holds: their digest is not the
+    // whole file's, which is what the have names.
+    return held != options.have.end() && held->second == item.sha256 && item.link == 0 && !item.whole &&
+           item.extras().append_from == 0;
   };
   if (options.progress != nullptr) {
     uint64_t bytes = 0, files = 0;
