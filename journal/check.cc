@@ -71,12 +71,6 @@ Result<CheckedJournal> CheckGrown(CheckedJournal from, std::string_view grown, s
   return from;
 }
 
-Result<CheckedJournal> CheckFrom(const CheckedJournal& from, std::string_view text, std::vector<Event>* added) {
-  Sha256 hasher;
-  hasher.Update(text.substr(0, from.size));
-  return CheckGrown(from, text.substr(from.size), added, std::move(hasher));
-}
-
 }  // namespace
 
 Result<std::vector<Event>> ParseJournalText(std::string_view text) {
@@ -117,7 +111,7 @@ Status CheckEvents(const std::vector<Event>& events) {
 }
 
 Result<CheckedJournal> CheckJournal(std::string_view text, std::vector<Event>* events) {
-  return CheckFrom(CheckedJournal{}, text, events);
+  return CheckGrown(CheckedJournal{}, text, events, Sha256());
 }
 
 Result<CheckedJournal> CheckJournalGrowth(const CheckedJournal& from, std::string_view text, std::vector<Event>* added) {

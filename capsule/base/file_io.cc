@@ -189,12 +189,12 @@ ReadAtFunction TextReadAt(std::string_view text) {
   };
 }
 
-Result<std::string> ReadAll(const ReadAtFunction& read) {
+Result<std::string> ReadAll(const ReadAtFunction& read, uint64_t from) {
   std::string text;
   size_t used = 0;
   for (;;) {
     if (text.size() - used < (1 << 20)) text.resize(std::max<size_t>(2 * text.size(), 4 << 20));
-    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(used, text.data() + used, text.size() - used));
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(from + used, text.data() + used, text.size() - used));
     if (n == 0) break;
     used += n;
   }

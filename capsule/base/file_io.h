@@ -75,8 +75,8 @@ using ReadAtFunction = std::function<Result<size_t>(uint64_t offset, char* buffe
 ReadAtFunction FileReadAt(int fd, std::string name);
 // A ReadAtFunction over `text` (kept alive by the caller).
 ReadAtFunction TextReadAt(std::string_view text);
-// Everything `read` gives, from offset 0 to its end.
-Result<std::string> ReadAll(const ReadAtFunction& read);
+// Everything `read` gives, from offset `from` to its end.
+Result<std::string> ReadAll(const ReadAtFunction& read, uint64_t from = 0);
 
 // A file's bytes read whole into memory of their own: anonymous pages, huge ones where the
 // kernel allows. For files of hundreds of megabytes read whole, where a fresh string's zeroing

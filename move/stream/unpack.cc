@@ -443,17 +443,6 @@ const journal::CheckedJournal* JournalGrownFrom(const ReceivedStream& stream, co
   return to.size == from->size && to.sha256 == from->sha256 ? from : nullptr;
 }
 
-// The bytes of the staged journal from `offset` on.
-Result<std::string> ReadJournalFrom(const ReadAtFunction& read, uint64_t offset) {
-  std::string bytes;
-  std::vector<char> piece(1 << 20);
-  for (;;) {
-    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(offset + bytes.size(), piece.data(), piece.size()));
-    if (n == 0) return bytes;
-    bytes.append(piece.data(), n);
-  }
-}
-
 // The checks of capsule verify that do not need every byte read again: the layout's files are
 // listed, each blob under its digest, the snapshot (`snapshot`, as saved there) names only
 // listed blobs of the right size and every blob but the empty one, the environment spec holds
@@ -495,7 +484,7 @@ Status CheckStaged(const std::string& staging, const Manifest& manifest, const S
   VerifyOptions verify;
   verify.check_journal = [&options, journal_as_copied, grown_from](const ReadAtFunction& read) -> std::vector<std::string> {
     if (journal_as_copied) return {};
-    Result<std::string> text = ReadJournalFrom(read, grown_from ? grown_from->size : 0);
+    Result<std::string> text = ReadAll(read, grown_from ? grown_from->size : 0);
     if (!text.ok()) return {std::string(kJournalPath) + ": unreadable: " + text.status().message()};
     journal::CheckedJournal none;
     const journal::CheckedJournal& from = options.checked_journal ? *options.checked_journal : none;
@@ -648,7 +637,7 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
     // Its digest continues the copy's over the bytes appended (checked with them below).
     const std::string path = JoinPath(staging, kJournalPath);
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
-    CAPSULE_ASSIGN_OR_RETURN(std::string appended, ReadJournalFrom(FileReadAt(fd.get(), path), grown_from->size));
+    CAPSULE_ASSIGN_OR_RETURN(std::string appended, ReadAll(FileReadAt(fd.get(), path), grown_from->size));
     Sha256 hasher(*grown_from->hasher);
     hasher.Update(appended);
     manifest.files[kJournalPath] = FileDigest{hasher.FinishHex(), grown_from->size + appended.size()};
