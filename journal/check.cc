@@ -45,31 +45,52 @@ Result<std::vector<Event>> BuildEvents(const ScannedLines& lines, uint64_t first
   return events;
 }
 
-// Checks the complete lines of `grown`, the bytes after the `from.size` bytes `from` covers,
-// as continuing `from`; `hasher` has hashed those first bytes.
-Result<CheckedJournal> CheckGrown(CheckedJournal from, std::string_view grown, std::vector<Event>* added, Sha256 hasher) {
-  grown = grown.substr(0, CompleteLength(grown));
-  CAPSULE_ASSIGN_OR_RETURN(ScannedLines lines, ScanLines(grown, from.lines + 1, ScanThreads(grown.size())));
-  std::optional<EventLine> last;
-  if (from.last) last = FieldsOf(*from.last, "");
-  CAPSULE_RETURN_IF_ERROR(CheckChains(lines, &from.tail, last));
-  size_t count = lines.size();
-  if (count > 0) {
-    CAPSULE_ASSIGN_OR_RETURN(Event event, ToEvent(*lines.last(), "journal"));
-    from.last = std::move(event);
+// Checks the complete lines `read` gives after `from.size` bytes, as continuing `from`, a
+// block at a time; `hasher` has hashed those first bytes.
+Result<CheckedJournal> CheckFrom(CheckedJournal from, const ReadAtFunction& read, const LineVisitor& visit, Sha256 hasher,
+                                 size_t block) {
+  JournalPosition start{from.size, from.lines + 1, std::move(from.tail), std::move(from.last)};
+  BlockCheck check(read, std::move(start), block);
+  CheckedBlock buffer;  // one block, filled again and again
+  for (;;) {
+    CAPSULE_ASSIGN_OR_RETURN(bool more, check.Next(&buffer));
+    if (!more) break;
+    hasher.Update(buffer.text);
+    if (!visit) continue;
+    Status visited = Status::Ok();
+    buffer.lines.ForEach([&](const EventLine& line) {
+      if (visited.ok()) visited = visit(line);
+    });
+    CAPSULE_RETURN_IF_ERROR(visited);
   }
-  if (added != nullptr) {
-    CAPSULE_ASSIGN_OR_RETURN(std::vector<Event> events, BuildEvents(lines, from.lines + 1));
-    added->insert(added->end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
-  }
-  from.lines += count;
-  from.size += grown.size();
-  hasher.Update(grown);
+  JournalPosition end = check.position();
+  CheckedJournal checked;
+  checked.size = end.offset;
+  checked.lines = end.next_line - 1;
+  checked.tail = std::move(end.tail);
+  checked.last = std::move(end.last);
   auto state = std::make_shared<const Sha256>(hasher);
-  from.sha256 = hasher.FinishHex();
-  from.hasher = std::move(state);
-  return from;
+  checked.sha256 = hasher.FinishHex();
+  checked.hasher = std::move(state);
+  return checked;
 }
+
+// The SHA-256 state after the first `length` bytes `read` gives; nullopt when it gives fewer.
+Result<std::optional<Sha256>> HashPrefix(const ReadAtFunction& read, uint64_t length, size_t block) {
+  Sha256 hasher;
+  std::string piece(static_cast<size_t>(std::min<uint64_t>(length, block)), '\0');
+  for (uint64_t done = 0; done < length;) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(piece.size(), length - done));
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(done, piece.data(), want));
+    if (n == 0) return std::optional<Sha256>();
+    hasher.Update(std::string_view(piece.data(), n));
+    done += n;
+  }
+  return std::optional<Sha256>(std::move(hasher));
+}
+
+// A block no larger than a text in memory needs (the buffer is zeroed when made).
+size_t BlockFor(std::string_view text) { return std::min<size_t>(8 << 20, text.size() + 1); }
 
 }  // namespace
 
@@ -110,23 +131,37 @@ Status CheckEvents(const std::vector<Event>& events) {
   return Status::Ok();
 }
 
-Result<CheckedJournal> CheckJournal(std::string_view text, std::vector<Event>* events) {
-  return CheckGrown(CheckedJournal{}, text, events, Sha256());
+Result<CheckedJournal> CheckJournal(std::string_view text, const LineVisitor& visit) {
+  return CheckFrom(CheckedJournal{}, TextReadAt(text), visit, Sha256(), BlockFor(text));
 }
 
-Result<CheckedJournal> CheckJournalGrowth(const CheckedJournal& from, std::string_view text, std::vector<Event>* added) {
-  if (from.size > 0 && text.size() >= from.size) {
-    Sha256 hasher;
-    hasher.Update(text.substr(0, from.size));
-    if (Sha256(hasher).FinishHex() == from.sha256) return CheckGrown(from, text.substr(from.size), added, std::move(hasher));
-  }
-  return CheckJournal(text, added);
+Result<CheckedJournal> CheckJournalGrowth(const CheckedJournal& from, std::string_view text, const LineVisitor& visit) {
+  return CheckJournalGrowthAt(from, TextReadAt(text), visit, BlockFor(text));
 }
 
 Result<CheckedJournal> CheckJournalAppended(const CheckedJournal& from, std::string_view appended,
-                                            std::vector<Event>* added) {
+                                            const LineVisitor& visit) {
+  // The appended bytes as the journal's, after the ones `from` covers.
+  ReadAtFunction read = [text = TextReadAt(appended), base = from.size](uint64_t offset, char* buffer, size_t size) {
+    return offset < base ? Result<size_t>(Status::FailedPrecondition("journal", "read before the appended bytes"))
+                         : text(offset - base, buffer, size);
+  };
+  return CheckJournalAppendedAt(from, read, visit, BlockFor(appended));
+}
+
+Result<CheckedJournal> CheckJournalGrowthAt(const CheckedJournal& from, const ReadAtFunction& read,
+                                            const LineVisitor& visit, size_t block) {
+  if (from.size > 0) {
+    CAPSULE_ASSIGN_OR_RETURN(std::optional<Sha256> prefix, HashPrefix(read, from.size, block));
+    if (prefix && Sha256(*prefix).FinishHex() == from.sha256) return CheckFrom(from, read, visit, std::move(*prefix), block);
+  }
+  return CheckFrom(CheckedJournal{}, read, visit, Sha256(), block);
+}
+
+Result<CheckedJournal> CheckJournalAppendedAt(const CheckedJournal& from, const ReadAtFunction& read,
+                                              const LineVisitor& visit, size_t block) {
   if (from.hasher == nullptr) return Status::FailedPrecondition("journal", "the check it continues kept no digest state");
-  return CheckGrown(from, appended, added, Sha256(*from.hasher));
+  return CheckFrom(from, read, visit, Sha256(*from.hasher), block);
 }
 
 Result<std::vector<Event>> ReadJournalText(std::string_view text) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/base/status.h"
 #include "journal/event.h"
+#include "journal/event_line.h"
 
 namespace capsule::journal {
 
@@ -65,7 +67,6 @@ struct MachineTail {
   std::string id;
   uint64_t clock = 0;
 };
-struct EventLine;
 struct JournalTail {
   uint64_t max_clock = 0;
   std::map<std::string, MachineTail, std::less<>> machines;
@@ -100,21 +101,35 @@ struct CheckedJournal {
   std::shared_ptr<const Sha256> hasher;
 };
 
-// Checks `text` whole, as ReadJournalText, and returns what the check established; its
-// events go to `events` when given.
-Result<CheckedJournal> CheckJournal(std::string_view text, std::vector<Event>* events = nullptr);
+// Called with each line a check reads, in file order, once the line is checked (its views
+// live only during the call): what a caller gathers of the events without holding them all.
+// An error stops the check and is its result.
+using LineVisitor = std::function<Status(const EventLine&)>;
+
+// Checks `text` whole, as ReadJournalText, and returns what the check established; each line
+// goes to `visit` when given.
+Result<CheckedJournal> CheckJournal(std::string_view text, const LineVisitor& visit = nullptr);
 
 // Checks `text` knowing `from`: when `text` starts with the bytes `from` covers (same length
-// and SHA-256), only the lines after them are parsed and checked, as continuing `from`;
-// otherwise (the journal was merged or replaced) the whole text is checked. `added` gets the
-// events that were checked (the new ones, or all).
+// and SHA-256), only the lines after them are read and checked, as continuing `from`;
+// otherwise (the journal was merged or replaced) the whole text is checked. `visit` gets the
+// lines that were checked (the new ones, or all).
 Result<CheckedJournal> CheckJournalGrowth(const CheckedJournal& from, std::string_view text,
-                                          std::vector<Event>* added = nullptr);
+                                          const LineVisitor& visit = nullptr);
 
 // Checks `appended`, the bytes that follow the ones `from` covers in a journal known to begin
 // with them, as continuing `from`: only those bytes are read (`from.hasher` continues the
-// digest; FailedPrecondition when `from` has none). `added` gets the new events.
+// digest; FailedPrecondition when `from` has none). `visit` gets the new lines.
 Result<CheckedJournal> CheckJournalAppended(const CheckedJournal& from, std::string_view appended,
-                                            std::vector<Event>* added = nullptr);
+                                            const LineVisitor& visit = nullptr);
+
+// The same three of the journal `read` gives, read `block` bytes at a time into one buffer:
+// a journal of any size is checked in a few megabytes. A fault is the first the check of the
+// lines read so far finds. CheckJournalAppendedAt reads the whole journal's bytes after
+// `from.size`.
+Result<CheckedJournal> CheckJournalGrowthAt(const CheckedJournal& from, const ReadAtFunction& read,
+                                            const LineVisitor& visit = nullptr, size_t block = 8 << 20);
+Result<CheckedJournal> CheckJournalAppendedAt(const CheckedJournal& from, const ReadAtFunction& read,
+                                              const LineVisitor& visit = nullptr, size_t block = 8 << 20);
 
 }  // namespace capsule::journal

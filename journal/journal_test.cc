@@ -517,10 +517,19 @@ TEST_F(TamperTest, GrowthIsCheckedLikeTheWhole) {
     std::vector<std::string> head(lines_.begin(), lines_.begin() + split);
     Result<CheckedJournal> checked = CheckJournal(Join(head));
     ASSERT_TRUE(checked.ok());
-    std::vector<Event> added;
-    Result<CheckedJournal> grown = CheckJournalGrowth(*checked, text_, &added);
+    std::vector<std::string> added;
+    auto collect = [](std::vector<std::string>* ids) {
+      return [ids](const EventLine& line) {
+        ids->emplace_back(line.id);
+        return Status::Ok();
+      };
+    };
+    Result<CheckedJournal> grown = CheckJournalGrowth(*checked, text_, collect(&added));
     ASSERT_TRUE(grown.ok()) << "split " << split << ": " << grown.status().ToString();
     EXPECT_EQ(added.size(), 12 - split) << "only the new lines are read";
+    if (!added.empty()) {
+      EXPECT_EQ(added.back(), whole->last->id);
+    }
     EXPECT_EQ(grown->size, whole->size);
     EXPECT_EQ(grown->sha256, whole->sha256);
     EXPECT_EQ(grown->lines, whole->lines);
@@ -528,8 +537,8 @@ TEST_F(TamperTest, GrowthIsCheckedLikeTheWhole) {
     EXPECT_EQ(grown->last->id, whole->last->id);
     for (const auto& [machine, tail] : whole->tail.machines) EXPECT_EQ(grown->tail.machines[machine].id, tail.id);
     // The same from the appended bytes alone (a switch that carried only them).
-    std::vector<Event> appended_events;
-    Result<CheckedJournal> appended = CheckJournalAppended(*checked, text_.substr(checked->size), &appended_events);
+    std::vector<std::string> appended_events;
+    Result<CheckedJournal> appended = CheckJournalAppended(*checked, text_.substr(checked->size), collect(&appended_events));
     ASSERT_TRUE(appended.ok()) << "split " << split << ": " << appended.status().ToString();
     EXPECT_EQ(appended_events.size(), 12 - split);
     EXPECT_EQ(appended->size, whole->size);
@@ -538,6 +547,29 @@ TEST_F(TamperTest, GrowthIsCheckedLikeTheWhole) {
     EXPECT_EQ(appended->last->id, whole->last->id);
     ASSERT_NE(appended->hasher, nullptr);
     EXPECT_EQ(Sha256(*appended->hasher).FinishHex(), whole->sha256) << "the state continues after every byte";
+    // The same read from a file-like source in blocks smaller than a line: the lines given
+    // in order, once each, the digest of the bytes across the blocks' seams.
+    for (size_t block : {size_t{1}, size_t{100}, size_t{4096}}) {
+      std::vector<std::string> read_ids;
+      Result<CheckedJournal> at = CheckJournalGrowthAt(*checked, TextReadAt(text_), collect(&read_ids), block);
+      ASSERT_TRUE(at.ok()) << "split " << split << ", block " << block << ": " << at.status().ToString();
+      EXPECT_EQ(read_ids, added) << "block " << block;
+      EXPECT_EQ(at->sha256, whole->sha256) << "block " << block;
+      EXPECT_EQ(at->size, whole->size);
+      EXPECT_EQ(at->lines, whole->lines);
+      std::vector<std::string> appended_ids;
+      Result<CheckedJournal> appended_at = CheckJournalAppendedAt(*checked, TextReadAt(text_), collect(&appended_ids), block);
+      ASSERT_TRUE(appended_at.ok()) << appended_at.status().ToString();
+      EXPECT_EQ(appended_ids, added);
+      EXPECT_EQ(appended_at->sha256, whole->sha256);
+    }
+    // A visitor's error stops the check and is its verdict.
+    if (split < 12) {
+      Result<CheckedJournal> stopped = CheckJournalGrowth(*checked, text_, [](const EventLine&) {
+        return Status::FailedPrecondition("visitor", "no more");
+      });
+      EXPECT_EQ(stopped.status().code(), Code::kFailedPrecondition);
+    }
     for (const std::vector<std::string>& lines : tampered) {
       if (!std::equal(head.begin(), head.end(), lines.begin())) continue;  // only appends are checked so
       std::string tail = Join(lines).substr(checked->size);

@@ -396,7 +396,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CallFault{"activate", Fault::kCrashBefore, false}, CallFault{"activate", Fault::kCrashAfter, true}),
     CallFaultName);
 
-// Prepare renders every conversation for the model it names: an agent talking to a model
+// Prepare resolves every conversation's provider and model: an agent talking to a model
 // this machine cannot render for is refused before the point of no return; one it can is
 // taken.
 TEST_F(MoveProtocolTest, PrepareRendersTheJournalForItsModelAndRefusesOneItCannot) {

@@ -51,23 +51,26 @@ uint64_t KnownEpoch(const std::string& dir) {
   return epoch;
 }
 
-Status PrepareStaged(const std::string& staging, const std::vector<journal::Event>& events) {
-  // Every conversation that names a model is rendered for it, so that an agent this machine
-  // could not send to its model is refused before the point of no return.
-  std::set<std::string> conversations;
-  for (const journal::Event& event : events) {
-    if (event.type == "model_switch" || event.type == "assistant_message") conversations.insert(event.Conversation());
-  }
-  for (const std::string& conversation : conversations) {
+journal::LineVisitor GatherModelChoices(journal::render::ModelChoices* choices) {
+  return [choices](const journal::EventLine& line) -> Status {
+    if (!journal::render::ModelChoices::NamesModel(line.type)) return Status::Ok();
+    CAPSULE_ASSIGN_OR_RETURN(journal::Event event, journal::ToEvent(line, "journal"));
+    choices->Add(event);
+    return Status::Ok();
+  };
+}
+
+Status PrepareStaged(const std::string& staging, const journal::render::ModelChoices& choices) {
+  // Every conversation that names a model resolves the provider and model a request for it
+  // goes to (as capsule render resolves them), so that an agent this machine could not send
+  // to its model is refused before the point of no return. (Rendering the request itself,
+  // with no context budget, fails only for a conversation with nothing to send yet, which
+  // any agent may be in: the request is not built, nor the journal held to build it.)
+  for (const std::string& conversation : choices.Conversations()) {
     journal::render::TargetRequest request;
     request.conversation = conversation;
-    Result<journal::render::RenderTarget> target = journal::render::ResolveTarget(events, request);
+    Result<journal::render::RenderTarget> target = choices.Resolve(request);
     if (!target.ok()) return target.status().WithContext("rendering the staged journal");
-    Result<Json> rendered = journal::render::RenderRequest(events, *target);
-    // InvalidArgument: the conversation has nothing to send yet, which any agent may be in.
-    if (!rendered.ok() && rendered.status().code() != Code::kInvalidArgument) {
-      return rendered.status().WithContext("rendering the staged journal");
-    }
   }
   CAPSULE_ASSIGN_OR_RETURN(std::string spec, ReadFile(JoinPath(staging, kEnvironmentSpecPath)));
   return CheckEnvironmentSpec(spec).WithContext("staged environment spec");
@@ -194,7 +197,7 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
   }();
   CAPSULE_RETURN_IF_ERROR(OrDrop(request.agent, staged));
   std::lock_guard lock(mu_);
-  pending_[request.agent] = Pending{request.move, request.epoch, Phase::kOffered, {}, {}, std::nullopt};
+  pending_[request.agent] = Pending{request.move, request.epoch, Phase::kOffered, {}, {}, {}, std::nullopt};
   return reply;
 }
 
@@ -219,7 +222,7 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
   std::string staging = StagingDir(agent);
   uint64_t epoch = pending->epoch;
   journal::CheckedJournal checked;
-  std::vector<journal::Event> events;
+  journal::render::ModelChoices choices;
   std::string sandbox;
   std::optional<StagedDocuments> staged;
   Result<HaveMap> have = [&]() -> Result<HaveMap> {
@@ -230,13 +233,13 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
     CAPSULE_ASSIGN_OR_RETURN(options.holder_machine, LoadOrCreateMachineId(staging));
     options.holder_epoch = epoch;
     options.checked_journal = &checked;
-    options.checked_events = &events;
+    options.visit_journal = GatherModelChoices(&choices);
     options.staged = &staged;
     // Synced at its end, while the agent still runs, so that the switch's sync has only the
     // change to write; the whole journal is checked and rendered here, so that the switch
     // reads only what was appended since.
     CAPSULE_RETURN_IF_ERROR(ApplyStreamToStaging(stream, staging, options, nullptr));
-    CAPSULE_RETURN_IF_ERROR(PrepareStaged(staging, events));
+    CAPSULE_RETURN_IF_ERROR(PrepareStaged(staging, choices));
     // The sandbox too, while the agent still runs on the source: none of it is frozen time.
     CAPSULE_ASSIGN_OR_RETURN(sandbox, PrepareSandbox(staging, ""));
     return HaveOfCapsule(staging);
@@ -248,6 +251,7 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
   std::lock_guard lock(mu_);
   pending_[agent].phase = Phase::kCopied;
   pending_[agent].journal = std::move(checked);
+  pending_[agent].choices = std::move(choices);
   pending_[agent].sandbox = std::move(sandbox);
   pending_[agent].staged = std::move(staged);
   return have;
@@ -259,13 +263,15 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
   std::string staging = StagingDir(agent);
   uint64_t epoch = pending->epoch;
   journal::CheckedJournal checked = pending->journal;
+  // The copy's choices, continued by the events the switch brings (a journal the switch
+  // replaced whole brings all of its own, which come after: each conversation's latest wins).
+  journal::render::ModelChoices choices = pending->choices;
   std::string sandbox = pending->sandbox;
   std::optional<StagedDocuments> staged;
   {
     std::lock_guard lock(mu_);
     staged = std::exchange(pending->staged, std::nullopt);
   }
-  std::vector<journal::Event> added;
   Status applied = [&]() -> Status {
     CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<EnvelopeReader> opened, EnvelopeReader::Open(stream, seal_key_.get()));
     ApplyOptions options;
@@ -276,11 +282,11 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
     CAPSULE_ASSIGN_OR_RETURN(options.holder_machine, LoadOrCreateMachineId(staging));
     options.holder_epoch = epoch;
     options.checked_journal = &checked;
-    options.checked_events = &added;
+    options.visit_journal = GatherModelChoices(&choices);
     options.staged = &staged;
     CAPSULE_RETURN_IF_ERROR(ApplyStreamToStaging(opened.get(), staging, options, nullptr));
     // Applied and synced: all of it is durable before activate can be answered.
-    CAPSULE_RETURN_IF_ERROR(PrepareStaged(staging, added));
+    CAPSULE_RETURN_IF_ERROR(PrepareStaged(staging, choices));
     // Built at the copy; built here (frozen) only when the switch changed its image or packages.
     return PrepareSandbox(staging, sandbox).status();
   }();

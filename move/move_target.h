@@ -27,6 +27,7 @@
 #include "capsule/base/openssl_handles.h"
 #include "journal/check.h"
 #include "journal/event.h"
+#include "journal/render/render.h"
 #include "move/stream/unpack.h"
 #include "move/target_api.h"
 
@@ -74,6 +75,7 @@ class MoveTarget : public TargetApi {
     uint64_t epoch = 0;
     Phase phase = Phase::kOffered;
     journal::CheckedJournal journal;  // what the copy checked of the staged journal
+    journal::render::ModelChoices choices;  // the staged journal's models, as the copy found them
     std::string sandbox;              // the digest of the sandbox the copy built, if any
     std::optional<StagedDocuments> staged;  // the staged manifest and snapshot as the copy saved them
   };
@@ -140,12 +142,9 @@ class MoveTarget : public TargetApi {
 uint64_t KnownEpoch(const std::string& dir);
 
 // What is checked of a staged capsule besides what applying a stream checks (its digests and
-// the journal's chains): every conversation that `events` name a model in is rendered for its
-// current provider and model, and the environment spec is checked (man/capsule-protocol.7).
-// `events` are the journal events the apply checked: all of them after a copy, those
-// appended since after a switch (a conversation's current model is named by its newest
-// model_switch or assistant_message, so one the new events do not name was resolved at the
-// copy).
-Status PrepareStaged(const std::string& staging, const std::vector<journal::Event>& events);
+// the journal's chains): every conversation the staged journal names a model in (as
+// `choices` gathered them from its lines) resolves a provider and model this machine renders
+// for, and the environment spec is checked (man/capsule-protocol.7).
+Status PrepareStaged(const std::string& staging, const journal::render::ModelChoices& choices);
 
 }  // namespace capsule::move

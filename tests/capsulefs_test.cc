@@ -1074,16 +1074,6 @@ TEST_F(CapsulefsTest, FreezeAfterPreverifyReadsOnlyWhatChangedAndStillCatchesDam
   EXPECT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
 }
 
-// A kilobyte field of /proc/PID/status (VmRSS, VmHWM) in MiB; -1 when it cannot be read.
-double ProcStatusMiB(pid_t pid, const std::string& field) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024;
-  }
-  return -1;
-}
-
 // The memory the mount's start and a freeze build for a while (the documents' texts and
 // parses, the listings, the digests found) is given back once each is done: the driver's
 // resident set then is below its peak, not at it (before, glibc kept it: resident and peak
@@ -1106,8 +1096,8 @@ TEST_F(CapsulefsTest, TheMountsStartAndAFreezeGiveBackTheMemoryTheyBuiltForAWhil
   ASSERT_EQ(RunCapsule({"init", dir, "--id", "many", "--name", "Many", "--workspace", ws}).exit_code, 0);
   Mount mount(dir, mnt_);
   ASSERT_TRUE(mount.up());
-  const double mounted = ProcStatusMiB(mount.pid(), "VmRSS");
-  const double mounted_peak = ProcStatusMiB(mount.pid(), "VmHWM");
+  const double mounted = testing::ProcStatusMiB(mount.pid(), "VmRSS");
+  const double mounted_peak = testing::ProcStatusMiB(mount.pid(), "VmHWM");
   ASSERT_GT(mounted, 0);
   // Measured: 18.5 of 25 MiB.
   EXPECT_LT(mounted, 0.85 * mounted_peak) << "resident " << mounted << " MiB once mounted, peak " << mounted_peak;
@@ -1116,8 +1106,8 @@ TEST_F(CapsulefsTest, TheMountsStartAndAFreezeGiveBackTheMemoryTheyBuiltForAWhil
     ASSERT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
     ASSERT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
   }
-  const double now = ProcStatusMiB(mount.pid(), "VmRSS");
-  const double peak = ProcStatusMiB(mount.pid(), "VmHWM");
+  const double now = testing::ProcStatusMiB(mount.pid(), "VmRSS");
+  const double peak = testing::ProcStatusMiB(mount.pid(), "VmHWM");
   // Measured: 27.8 of 33 MiB.
   EXPECT_LT(now, 0.9 * peak) << "resident " << now << " MiB after two freezes, peak " << peak << " MiB, "
                              << mounted << " MiB once mounted";

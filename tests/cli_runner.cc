@@ -69,4 +69,13 @@ RunResult RunCapsule(const std::vector<std::string>& args, const std::string& st
   return RunProgram("./capsule", args, stdin_text);
 }
 
+double ProcStatusMiB(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024;
+  }
+  return -1;
+}
+
 }  // namespace capsule::testing

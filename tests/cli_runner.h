@@ -1,6 +1,8 @@
 // Runs the real `capsule` binary from end-to-end tests and captures what it prints.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -23,5 +25,9 @@ RunResult RunProgram(const std::string& program, const std::vector<std::string>&
 
 // Runs a shell command, returning its exit status (0 on success).
 int Shell(const std::string& command);
+
+// A kilobyte field of /proc/PID/status (VmRSS, VmHWM) of a running program, in MiB; -1 when
+// it cannot be read.
+double ProcStatusMiB(pid_t pid, const std::string& field);
 
 }  // namespace capsule::testing

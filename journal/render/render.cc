@@ -13,9 +13,6 @@ std::string StringField(const Event& event, const char* key) {
   return it != event.data.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// Whether `event` names the provider and model of the conversation at that point.
-bool NamesModel(const Event& event) { return event.type == "model_switch" || event.type == "assistant_message"; }
-
 }  // namespace
 
 std::string ProviderName(Provider provider) {
@@ -34,21 +31,34 @@ Result<Provider> ParseProvider(std::string_view name) {
   return Status::InvalidArgument("provider " + std::string(name), "unknown (known: openai, anthropic, gemini)");
 }
 
-Result<RenderTarget> ResolveTarget(const std::vector<Event>& events, const TargetRequest& request) {
+bool ModelChoices::NamesModel(std::string_view type) { return type == "model_switch" || type == "assistant_message"; }
+
+void ModelChoices::Add(const Event& event) {
+  if (!NamesModel(event.type)) return;
+  Named& named = conversations_[event.Conversation()];
+  named.current_provider = StringField(event, "provider");
+  std::string model = StringField(event, "model");
+  if (!model.empty()) named.latest_model[named.current_provider] = std::move(model);
+}
+
+std::vector<std::string> ModelChoices::Conversations() const {
+  std::vector<std::string> names;
+  for (const auto& [conversation, named] : conversations_) names.push_back(conversation);
+  return names;
+}
+
+Result<RenderTarget> ModelChoices::Resolve(const TargetRequest& request) const {
   RenderTarget target;
   target.conversation = request.conversation;
   target.context_tokens = request.context_tokens;
   if (request.max_tokens) target.max_tokens = *request.max_tokens;
 
-  const Event* current = nullptr;
-  for (auto it = events.rbegin(); it != events.rend() && current == nullptr; ++it) {
-    if (NamesModel(*it) && it->Conversation() == request.conversation) current = &*it;
-  }
+  auto named = conversations_.find(request.conversation);
   std::string provider_name;
   if (request.provider) {
     provider_name = *request.provider;
-  } else if (current != nullptr) {
-    provider_name = StringField(*current, "provider");
+  } else if (named != conversations_.end()) {
+    provider_name = named->second.current_provider;
   } else {
     return Status::InvalidArgument("conversation " + request.conversation,
                                    "names no provider (no model_switch or assistant_message): give --provider and --model");
@@ -63,10 +73,9 @@ Result<RenderTarget> ResolveTarget(const std::vector<Event>& events, const Targe
   if (request.model) {
     target.model = *request.model;
   } else {
-    for (auto it = events.rbegin(); it != events.rend() && target.model.empty(); ++it) {
-      if (NamesModel(*it) && it->Conversation() == request.conversation && StringField(*it, "provider") == provider_name) {
-        target.model = StringField(*it, "model");
-      }
+    if (named != conversations_.end()) {
+      auto model = named->second.latest_model.find(provider_name);
+      if (model != named->second.latest_model.end()) target.model = model->second;
     }
     if (target.model.empty()) {
       return Status::InvalidArgument("--provider " + provider_name,
@@ -74,6 +83,12 @@ Result<RenderTarget> ResolveTarget(const std::vector<Event>& events, const Targe
     }
   }
   return target;
+}
+
+Result<RenderTarget> ResolveTarget(const std::vector<Event>& events, const TargetRequest& request) {
+  ModelChoices choices;
+  for (const Event& event : events) choices.Add(event);
+  return choices.Resolve(request);
 }
 
 Result<Json> RenderRequest(const std::vector<Event>& events, const RenderTarget& target,

@@ -109,6 +109,32 @@ struct TargetRequest {
 //    model decides which reasoning is kept).
 Result<RenderTarget> ResolveTarget(const std::vector<Event>& events, const TargetRequest& request);
 
+// What ResolveTarget reads of a journal, gathered one event at a time, so that a journal of
+// any length is resolved in a little memory: for each conversation, the provider the latest
+// event that names a model names, and each provider's latest model.
+class ModelChoices {
+ public:
+  // Whether events of `type` name a provider and model (model_switch, assistant_message):
+  // the only ones Add keeps anything of.
+  static bool NamesModel(std::string_view type);
+
+  // The next event in journal order.
+  void Add(const Event& event);
+
+  // The conversations some event names a model in.
+  std::vector<std::string> Conversations() const;
+
+  // As ResolveTarget of the events added so far.
+  Result<RenderTarget> Resolve(const TargetRequest& request) const;
+
+ private:
+  struct Named {
+    std::string current_provider;                       // of the latest event naming a model
+    std::map<std::string, std::string> latest_model;  // by provider: its latest model named
+  };
+  std::map<std::string, Named> conversations_;
+};
+
 // The request body for `target` from the journal's events (in journal order). InvalidArgument
 // when the conversation has nothing to send; FailedPrecondition when context_tokens cannot
 // hold the system instructions, the tool declarations and the newest unit.

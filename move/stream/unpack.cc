@@ -481,26 +481,35 @@ Status CheckStaged(const std::string& staging, const Manifest& manifest, const S
       CAPSULE_ASSIGN_OR_RETURN(documents[path], ReadFile(JoinPath(staging, path)));
     }
   }
+  std::string journal_path = JoinPath(staging, kJournalPath);
+  UniqueFd journal_fd;
+  ReadAtFunction journal;
+  uint64_t journal_size = 0;
+  if (PathExists(journal_path)) {
+    CAPSULE_ASSIGN_OR_RETURN(journal_fd, OpenFile(journal_path, O_RDONLY | O_CLOEXEC));
+    journal = FileReadAt(journal_fd.get(), journal_path);
+    struct stat st;
+    if (::fstat(journal_fd.get(), &st) != 0) return Status::IOError(journal_path, errno);
+    journal_size = static_cast<uint64_t>(st.st_size);
+  }
+  // The check reads a block at a time into one buffer, made no larger than what it reads (a
+  // switch's few appended events should not cost a buffer of megabytes, zeroed).
+  const uint64_t to_read = journal_size - std::min<uint64_t>(journal_size, grown_from ? grown_from->size : 0);
+  const size_t block = static_cast<size_t>(std::clamp<uint64_t>(to_read + 1, 4096, 8 << 20));
   VerifyOptions verify;
-  verify.check_journal = [&options, journal_as_copied, grown_from](const ReadAtFunction& read) -> std::vector<std::string> {
+  verify.check_journal = [&options, journal_as_copied, grown_from, block](const ReadAtFunction& read) -> std::vector<std::string> {
     if (journal_as_copied) return {};
-    Result<std::string> text = ReadAll(read, grown_from ? grown_from->size : 0);
-    if (!text.ok()) return {std::string(kJournalPath) + ": unreadable: " + text.status().message()};
     journal::CheckedJournal none;
     const journal::CheckedJournal& from = options.checked_journal ? *options.checked_journal : none;
-    Result<journal::CheckedJournal> checked = grown_from ? journal::CheckJournalAppended(*grown_from, *text, options.checked_events)
-                                                         : journal::CheckJournalGrowth(from, *text, options.checked_events);
+    Result<journal::CheckedJournal> checked = grown_from ? journal::CheckJournalAppendedAt(*grown_from, read, options.visit_journal, block)
+                                                         : journal::CheckJournalGrowthAt(from, read, options.visit_journal, block);
+    if (!checked.ok() && checked.status().code() == Code::kIOError) {
+      return {std::string(kJournalPath) + ": unreadable: " + checked.status().message()};
+    }
     if (!checked.ok()) return {checked.status().message()};
     if (options.checked_journal) *options.checked_journal = std::move(*checked);
     return {};
   };
-  std::string journal_path = JoinPath(staging, kJournalPath);
-  UniqueFd journal_fd;
-  ReadAtFunction journal;
-  if (PathExists(journal_path)) {
-    CAPSULE_ASSIGN_OR_RETURN(journal_fd, OpenFile(journal_path, O_RDONLY | O_CLOEXEC));
-    journal = FileReadAt(journal_fd.get(), journal_path);
-  }
   CheckAgainstManifest(others, observed, documents, journal, verify, &problems, &snapshot_problems);
   if (!problems.empty()) {
     return Status::Corruption("received capsule", "does not verify (" + problems.front() + ")");

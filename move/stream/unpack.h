@@ -74,9 +74,10 @@ struct ApplyOptions {
   // the journal the stream leaves. With it, a journal that only grew since is checked by its
   // new lines alone, so a switch's check does not grow with the journal's length.
   journal::CheckedJournal* checked_journal = nullptr;
-  // Receives the events the journal check read: every event, or only the new ones when the
-  // journal only grew from `checked_journal`.
-  std::vector<journal::Event>* checked_events = nullptr;
+  // Given each line the journal check reads: every line, or only the new ones when the
+  // journal only grew from `checked_journal`. The check reads a block at a time and keeps no
+  // line: what the caller needs of the events, it gathers here.
+  journal::LineVisitor visit_journal;
   // In: what the last apply to this staging area saved, if anything. Out: what this apply
   // saved (emptied first, so that an apply that fails leaves nothing to take).
   std::optional<StagedDocuments>* staged = nullptr;
