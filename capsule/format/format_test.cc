@@ -851,7 +851,7 @@ TEST(WorkspaceTest, UnreferencedBlobsOfAManifestAreThoseTheFolderListingFinds) {
 
 // LoadHeader reads what Load reads but keeps no file: the same agent and holder, the same
 // refusals, whether the text is canonical (the fast reader) or not (the general one).
-TEST(ManifestTest, LoadHeaderIsLoadWithoutTheFiles) {
+TEST(ManifestTest, LoadHeaderIsLoadWithoutTheFilesButTheJournal) {
   std::string cap = CapsuleOfFiles(testing::MakeTempDir("manifest_header"), {{"a", "a"}, {"b", "b"}});
   Result<Manifest> whole = Manifest::Load(cap);
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
@@ -871,7 +871,10 @@ TEST(ManifestTest, LoadHeaderIsLoadWithoutTheFiles) {
     EXPECT_EQ(header->agent.owner, std::optional<std::string>("owner-1"));
     EXPECT_EQ(header->holder_machine, "machine-9");
     EXPECT_EQ(header->holder_epoch, 7u);
-    EXPECT_TRUE(header->files.empty());
+    ASSERT_EQ(header->files.size(), 1u);
+    ASSERT_TRUE(whole->files.count(kJournalPath));
+    EXPECT_EQ(header->files.at(kJournalPath).sha256, whole->files.at(kJournalPath).sha256);
+    EXPECT_EQ(header->files.at(kJournalPath).size, whole->files.at(kJournalPath).size);
   }
   // A damaged entry, canonical or not, is refused as Load refuses it.
   std::string bad_digest = canonical;

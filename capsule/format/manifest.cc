@@ -108,6 +108,7 @@ std::optional<Manifest> ReadCanonicalManifest(std::string_view text, bool keep_f
       previous = path;
       m.files.emplace_hint(m.files.end(), std::move(path), std::move(digest));
     } else {
+      if (path == kJournalPath) m.files.emplace(path, digest);
       previous.swap(path);
     }
   }
@@ -192,7 +193,7 @@ Result<Manifest> Manifest::Load(const std::string& capsule_dir) {
 Result<Manifest> Manifest::ParseHeader(std::string_view text) {
   if (std::optional<Manifest> fast = ReadCanonicalManifest(text, /*keep_files=*/false)) return std::move(*fast);
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, ParseThroughJson(text));
-  manifest.files.clear();
+  std::erase_if(manifest.files, [](const auto& entry) { return entry.first != kJournalPath; });
   return manifest;
 }
 

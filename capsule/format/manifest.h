@@ -48,7 +48,8 @@ struct Manifest {
   static Result<Manifest> ParseThroughJson(std::string_view text);
   static Result<Manifest> Load(const std::string& capsule_dir);
   // Parse without keeping the files: the agent and holder of a manifest read and checked
-  // whole as Parse reads it, its entries not stored (a mover's stream needs only those two).
+  // whole as Parse reads it, of its entries only the journal's stored (a mover's stream needs
+  // those: the journal's to know it unchanged from what a copy sent without reading it).
   static Result<Manifest> ParseHeader(std::string_view text);
   // Load, as ParseHeader reads.
   static Result<Manifest> LoadHeader(const std::string& capsule_dir);

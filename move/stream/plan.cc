@@ -1,7 +1,10 @@
 #include "move/stream/plan.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <string_view>
@@ -29,36 +32,62 @@ Planned::Extra& Planned::mutable_extras() {
 
 namespace {
 
-// The SHA-256 of the `length` bytes of the file at `path` from `offset` on.
-Result<std::string> Sha256Range(const std::string& path, uint64_t offset, uint64_t length) {
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
-  Sha256 hasher;
-  std::vector<char> piece(static_cast<size_t>(std::min<uint64_t>(length, 1 << 20)));
-  for (uint64_t done = 0; done < length;) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(piece.size(), length - done));
-    CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), piece.data(), want, static_cast<off_t>(offset + done), path));
-    if (n == 0) return Status::Corruption(path, "shrank while being read");
-    hasher.Update(std::string_view(piece.data(), n));
-    done += n;
-  }
-  return hasher.FinishHex();
-}
-
 // The journal's entry: whole, or, when it begins with what the receiver holds and is longer,
-// only what follows (the receiver appends it). One read of the journal either way, and the
-// part that follows read again. The beginning is checked here only: a move plans its switch
-// frozen, when nothing writes the journal, and what is sent is checked against the digest
-// of what follows.
+// only what follows (the receiver appends it). One read of the journal, or of what follows
+// the held bytes alone when the copy kept their digest's state and the capsule's manifest
+// (the freeze's checkpoint) gives the journal the digest that state continued over what
+// follows gives. The beginning is checked here only: a move plans its switch frozen, when
+// nothing writes the journal, and what is sent is checked against the digest of what follows.
 Status PlanJournal(const std::string& source, const std::optional<HeldJournal>& held, Planned* file) {
-  std::string prefix_sha;
-  CAPSULE_ASSIGN_OR_RETURN(file->sha256, Sha256FileWithPrefix(source, held ? held->size : 0, held ? &prefix_sha : nullptr,
-                                                               &file->size));
-  if (!held || held->size == 0 || file->size <= held->size || prefix_sha != held->sha256) return Status::Ok();
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(source, O_RDONLY | O_CLOEXEC));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::IOError(source, errno);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::optional<Sha256> whole;  // of the journal from its first byte
+  Sha256 after;                 // of the bytes after the held ones
+  std::vector<char> piece;
+  auto hash = [&](uint64_t from, uint64_t to, bool also_after) -> Status {
+    piece.resize(static_cast<size_t>(std::clamp<uint64_t>(to - from, 1, 1 << 20)));
+    for (uint64_t at = from; at < to;) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(piece.size(), to - at));
+      CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), piece.data(), want, static_cast<off_t>(at), source));
+      if (n == 0) return Status::Corruption(source, "shrank while being read");
+      std::string_view bytes(piece.data(), n);
+      whole->Update(bytes);
+      if (also_after) after.Update(bytes);
+      at += n;
+    }
+    return Status::Ok();
+  };
+  bool begins = false;  // with the held bytes
+  if (held && held->size > 0 && held->size <= size) {
+    if (held->state && held->recorded && held->recorded->size == size) {
+      whole.emplace(*held->state);
+      CAPSULE_RETURN_IF_ERROR(hash(held->size, size, true));
+      begins = Sha256(*whole).FinishHex() == held->recorded->sha256;
+      if (!begins) after.Reset();
+    }
+    if (!begins) {
+      whole.emplace();
+      CAPSULE_RETURN_IF_ERROR(hash(0, held->size, false));
+      begins = Sha256(*whole).FinishHex() == held->sha256;
+      CAPSULE_RETURN_IF_ERROR(hash(held->size, size, begins));
+    }
+  } else {
+    whole.emplace();
+    CAPSULE_RETURN_IF_ERROR(hash(0, size, false));
+  }
   Planned::Extra& extra = file->mutable_extras();
-  extra.append_from = held->size;
-  extra.append_to_sha256 = held->sha256;
-  file->size -= held->size;
-  CAPSULE_ASSIGN_OR_RETURN(file->sha256, Sha256Range(source, held->size, file->size));
+  if (begins && size > held->size) {
+    extra.append_from = held->size;
+    extra.append_to_sha256 = held->sha256;
+    file->size = size - held->size;
+    file->sha256 = after.FinishHex();
+    return Status::Ok();
+  }
+  extra.journal_state = std::make_shared<const Sha256>(*whole);
+  file->size = size;
+  file->sha256 = whole->FinishHex();
   return Status::Ok();
 }
 

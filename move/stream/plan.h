@@ -13,8 +13,10 @@
 #include <optional>
 #include <string>
 
+#include "capsule/base/sha256.h"
 #include "capsule/base/status.h"
 #include "capsule/base/tar.h"
+#include "capsule/format/manifest.h"
 #include "move/stream/format.h"
 
 namespace capsule::move {
@@ -35,6 +37,8 @@ struct Planned {
     // `append_from` bytes, whose SHA-256 is `append_to_sha256` (LNK.append.*).
     uint64_t append_from = 0;
     std::string append_to_sha256;
+    // The journal planned whole: the SHA-256 state after its bytes (HeldJournal::state).
+    std::shared_ptr<const Sha256> journal_state;
   };
 
   Kind kind = Kind::kFile;
@@ -54,6 +58,13 @@ struct Planned {
 struct HeldJournal {
   uint64_t size = 0;
   std::string sha256;
+  // The SHA-256 state after those bytes, when the copy's plan kept it: a switch's plan
+  // continues it over what follows instead of reading the held bytes again.
+  std::shared_ptr<const Sha256> state;
+  // The capsule manifest's entry for its journal when the switch is planned (the freeze's
+  // checkpoint wrote it). When `state` continued over what follows gives this digest, the
+  // journal begins with the held bytes; otherwise they are read and compared.
+  std::optional<FileDigest> recorded;
 };
 
 // What one walk of a capsule's stream finds is given to a PlanVisitor, the workspace's entries

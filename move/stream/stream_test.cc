@@ -520,9 +520,81 @@ TEST_F(JournalTest, ASwitchCarriesOnlyTheEventsAppendedSinceTheCopy) {
 
   // Nothing new since: the journal is skipped as held, whole.
   sw.have = *HaveOfCapsule(dst);
-  sw.held_journal = HeldJournal{whole.size(), Sha256Hex(whole)};
+  sw.held_journal = HeldJournal{whole.size(), Sha256Hex(whole), nullptr, std::nullopt};
   Pack(src_, sw, &switched);
   EXPECT_EQ(switched.files_sent, 0u);
+}
+
+// A copy keeps its journal digest's state; the switch continues it over what was appended
+// and, when the capsule's manifest (a freeze's checkpoint) gives the journal that digest,
+// knows the journal begins with what the receiver holds without reading it again. A
+// manifest that does not vouch so (not brought up to date, or the journal changed before the
+// held bytes' end) has the held bytes read and compared, as without the state.
+TEST_F(JournalTest, ASwitchKnowsItsJournalGrewFromTheManifestsDigest) {
+  auto record = [](const std::string& dir) {
+    Result<Manifest> manifest = Manifest::Load(dir);
+    ASSERT_TRUE(manifest.ok());
+    ASSERT_TRUE(RefreshManifestEntries(dir, {kJournalPath}, &*manifest).ok());
+    ASSERT_TRUE(manifest->Save(dir).ok());
+  };
+  for (int i = 0; i < 50; ++i) Append(src_, "before the copy " + std::to_string(i));
+  PackOptions copy;
+  copy.move_id = std::string(32, 'a');
+  PackStats copied;
+  const std::string dst = root_ + "/dst";
+  ASSERT_TRUE(Unpack(Pack(src_, copy, &copied), dst).ok());
+  ASSERT_NE(copied.journal.state, nullptr);
+  EXPECT_EQ(Sha256(*copied.journal.state).FinishHex(), copied.journal.sha256);
+  const std::string held = Journal(src_);
+  PackOptions sw;
+  sw.phase = Phase::kSwitch;
+  sw.move_id = copy.move_id;
+  sw.have = *HaveOfCapsule(dst);
+  sw.held_journal = copied.journal;
+  UnpackOptions sealed;
+  sealed.sealed = true;
+
+  // Nothing appended: held whole, skipped.
+  record(src_);
+  PackStats stats;
+  Pack(src_, sw, &stats);
+  EXPECT_EQ(stats.files_sent, 0u);
+
+  // Appended, the manifest up to date: only the new event, which the receiver takes.
+  Append(src_, "during the copy");
+  record(src_);
+  std::string appended = Pack(src_, sw, &stats);
+  EXPECT_TRUE(Contains(appended, std::string(kAppendSizeRecord) + "=" + std::to_string(held.size())));
+  EXPECT_EQ(stats.file_bytes_sent, Journal(src_).size() - held.size());
+
+  // The manifest vouches for the journal it was told of: the held bytes are not read again.
+  // (Here the file's first line changed behind the manifest's back, which a mount never lets
+  // happen; the receiver gets the journal the manifest names.)
+  std::string edited = Journal(src_);
+  const std::string grown = edited;
+  edited.replace(edited.find("before the copy 0"), 17, "BEFORE THE COPY 0");
+  ASSERT_TRUE(WriteFileAtomic(src_ + "/" + kJournalPath, edited).ok());
+  Pack(src_, sw, &stats);
+  EXPECT_EQ(stats.file_bytes_sent, grown.size() - held.size()) << "only what follows the held bytes is read";
+
+  // The manifest brought up to date with that journal: it no longer vouches, the held bytes
+  // are read and differ, and the journal goes whole.
+  record(src_);
+  std::string whole = Pack(src_, sw, &stats);
+  EXPECT_FALSE(Contains(whole, kAppendSizeRecord));
+  EXPECT_EQ(stats.file_bytes_sent, edited.size());
+
+  // Appended to without the manifest told (a capsule not mounted): read and compared, and
+  // still only the new events cross.
+  ASSERT_TRUE(WriteFileAtomic(src_ + "/" + kJournalPath, grown).ok());
+  record(src_);
+  Append(src_, "after the manifest");
+  std::string stale = Pack(src_, sw, &stats);
+  EXPECT_TRUE(Contains(stale, std::string(kAppendSizeRecord) + "=" + std::to_string(held.size())));
+  EXPECT_EQ(stats.file_bytes_sent, Journal(src_).size() - held.size());
+  Status status = Unpack(stale, dst, sealed);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(Journal(dst), Journal(src_));
 }
 
 // The events sent as appended to a journal the receiver does not hold are refused whole: the
@@ -537,7 +609,7 @@ TEST_F(JournalTest, EventsAppendedToAJournalNotHeldAreRefused) {
   sw.phase = Phase::kSwitch;
   sw.move_id = std::string(32, 'a');
   sw.have = *HaveOfCapsule(dst);
-  sw.held_journal = HeldJournal{before.size(), Sha256Hex(before)};
+  sw.held_journal = HeldJournal{before.size(), Sha256Hex(before), nullptr, std::nullopt};
   UnpackOptions sealed;
   sealed.sealed = true;
   ExpectRefused(Pack(src_, sw), dst, "the stream appends to a journal of " + std::to_string(before.size()), sealed);
@@ -548,7 +620,7 @@ TEST_F(JournalTest, EventsAppendedToAJournalNotHeldAreRefused) {
 
   // A sender whose journal no longer begins with what it names sends the journal whole.
   PackStats stats;
-  sw.held_journal = HeldJournal{before.size(), Sha256Hex("not this journal")};
+  sw.held_journal = HeldJournal{before.size(), Sha256Hex("not this journal"), nullptr, std::nullopt};
   std::string whole = Pack(src_, sw, &stats);
   EXPECT_FALSE(Contains(whole, kAppendSizeRecord));
   EXPECT_EQ(stats.file_bytes_sent, Journal(src_).size());

@@ -94,7 +94,12 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
   manifest.epoch = options.epoch ? *options.epoch : capsule_manifest.holder_epoch;
   // Schedules travel only while paused (capsule schedule pause), in full.
   if (options.phase == Phase::kSwitch) CAPSULE_RETURN_IF_ERROR(CheckSchedulesMayTravel(dir));
-  CAPSULE_ASSIGN_OR_RETURN(auto plan, PlanStream(dir, options.phase, options.held_journal));
+  std::optional<HeldJournal> held_journal = options.held_journal;
+  if (held_journal) {
+    auto recorded = capsule_manifest.files.find(kJournalPath);
+    if (recorded != capsule_manifest.files.end()) held_journal->recorded = recorded->second;
+  }
+  CAPSULE_ASSIGN_OR_RETURN(auto plan, PlanStream(dir, options.phase, held_journal));
   if (options.phase == Phase::kSwitch) {
     // Both in path order: one pass over each.
     auto planned = plan.begin();
@@ -112,7 +117,8 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
   PackStats local;
   local.move_id = manifest.move;
   if (auto journal = plan.find(kStreamJournal); journal != plan.end() && journal->second.extras().append_from == 0) {
-    local.journal = HeldJournal{journal->second.size, journal->second.sha256};
+    local.journal = HeldJournal{journal->second.size, journal->second.sha256, journal->second.extras().journal_state,
+                                std::nullopt};
   }
   local.removed = manifest.removed.size();
   auto skipped = [&options](const std::string& path, const Planned& item) {
