@@ -462,6 +462,20 @@ class JournalTest : public StreamTest {
   }
   std::string Journal(const std::string& dir) { return *ReadFile(dir + "/" + kJournalPath); }
   size_t Lines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
+
+  // A move's copy of src_ after `events` events were said, unpacked at `dst`, and the options
+  // of its switch (the receiver's have, the journal the copy sent).
+  PackOptions CopiedAndSwitchOptions(int events, const std::string& dst, PackStats* copied) {
+    for (int i = 0; i < events; ++i) Append(src_, "before the copy " + std::to_string(i));
+    PackOptions copy;
+    copy.move_id = std::string(32, 'a');
+    EXPECT_TRUE(Unpack(Pack(src_, copy, copied), dst).ok());
+    PackOptions sw;
+    sw.phase = Phase::kSwitch;
+    sw.move_id = copy.move_id;
+    sw.held_journal = copied->journal;
+    return sw;
+  }
 };
 
 TEST_F(JournalTest, HeldPrefixTakesTheArrivingJournal) {
@@ -488,23 +502,16 @@ TEST_F(JournalTest, ArrivingBehindWhatIsHeldKeepsWhatIsHeld) {
 // A switch whose receiver holds the journal the copy sent carries only the events appended
 // since (LNK.append.*), and the receiver's journal is the sender's whole.
 TEST_F(JournalTest, ASwitchCarriesOnlyTheEventsAppendedSinceTheCopy) {
-  for (int i = 0; i < 200; ++i) Append(src_, "before the copy " + std::to_string(i));
-  PackOptions copy;
-  copy.move_id = std::string(32, 'a');
   PackStats copied;
   const std::string dst = root_ + "/dst";
-  ASSERT_TRUE(Unpack(Pack(src_, copy, &copied), dst).ok());
+  PackOptions sw = CopiedAndSwitchOptions(200, dst, &copied);
   const std::string held = Journal(dst);
   EXPECT_EQ(copied.journal.size, held.size());
   EXPECT_EQ(copied.journal.sha256, Sha256Hex(held));
   Append(src_, "during the copy");
   Append(src_, "and one more");
 
-  PackOptions sw;
-  sw.phase = Phase::kSwitch;
-  sw.move_id = copy.move_id;
   sw.have = *HaveOfCapsule(dst);
-  sw.held_journal = copied.journal;
   PackStats switched;
   std::string stream = Pack(src_, sw, &switched);
   const std::string whole = Journal(src_);
@@ -537,20 +544,13 @@ TEST_F(JournalTest, ASwitchKnowsItsJournalGrewFromTheManifestsDigest) {
     ASSERT_TRUE(RefreshManifestEntries(dir, {kJournalPath}, &*manifest).ok());
     ASSERT_TRUE(manifest->Save(dir).ok());
   };
-  for (int i = 0; i < 50; ++i) Append(src_, "before the copy " + std::to_string(i));
-  PackOptions copy;
-  copy.move_id = std::string(32, 'a');
   PackStats copied;
   const std::string dst = root_ + "/dst";
-  ASSERT_TRUE(Unpack(Pack(src_, copy, &copied), dst).ok());
+  PackOptions sw = CopiedAndSwitchOptions(50, dst, &copied);
   ASSERT_NE(copied.journal.state, nullptr);
   EXPECT_EQ(Sha256(*copied.journal.state).FinishHex(), copied.journal.sha256);
   const std::string held = Journal(src_);
-  PackOptions sw;
-  sw.phase = Phase::kSwitch;
-  sw.move_id = copy.move_id;
   sw.have = *HaveOfCapsule(dst);
-  sw.held_journal = copied.journal;
   UnpackOptions sealed;
   sealed.sealed = true;
 
