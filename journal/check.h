@@ -106,8 +106,9 @@ struct CheckedJournal {
 // An error stops the check and is its result.
 using LineVisitor = std::function<Status(const EventLine&)>;
 
-// Checks `text` whole, as ReadJournalText, and returns what the check established; each line
-// goes to `visit` when given.
+// Checks `text` whole, as ReadJournalText does (a fault in a text of more than 8 MiB is the
+// first the lines read so far show, as CheckJournalGrowthAt finds it), and returns what the
+// check established; each line goes to `visit` when given.
 Result<CheckedJournal> CheckJournal(std::string_view text, const LineVisitor& visit = nullptr);
 
 // Checks `text` knowing `from`: when `text` starts with the bytes `from` covers (same length

@@ -202,6 +202,18 @@ Result<std::string> ReadAll(const ReadAtFunction& read, uint64_t from) {
   return text;
 }
 
+Result<uint64_t> ReadPieces(const ReadAtFunction& read, uint64_t from,
+                            const std::function<void(std::string_view)>& consume) {
+  std::string piece(1 << 20, '\0');
+  uint64_t total = 0;
+  for (;;) {
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(from + total, piece.data(), piece.size()));
+    if (n == 0) return total;
+    consume(std::string_view(piece.data(), n));
+    total += n;
+  }
+}
+
 Status SyncDirectory(const std::string& dir) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY));
   if (::fsync(fd.get()) != 0) return Status::IOError(dir, errno);

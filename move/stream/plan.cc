@@ -32,12 +32,14 @@ Planned::Extra& Planned::mutable_extras() {
 
 namespace {
 
+// How many of the held bytes' last bytes a switch compares (JournalSeen::last_bytes).
+constexpr uint64_t kSeenBytes = 4096;
+
 // The journal's entry: whole, or, when it begins with what the receiver holds and is longer,
 // only what follows (the receiver appends it). One read of the journal, or of what follows
-// the held bytes alone when the copy kept their digest's state and the capsule's manifest
-// (the freeze's checkpoint) gives the journal the digest that state continued over what
-// follows gives. The beginning is checked here only: a move plans its switch frozen, when
-// nothing writes the journal, and what is sent is checked against the digest of what follows.
+// the held bytes alone when HeldJournal::recorded vouches for them (plan.h). The beginning is
+// checked here only: a move plans its switch frozen, when nothing writes the journal, and
+// what is sent is checked against the digest of what follows.
 Status PlanJournal(const std::string& source, const std::optional<HeldJournal>& held, Planned* file) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(source, O_RDONLY | O_CLOEXEC));
   struct stat st;
@@ -59,10 +61,26 @@ Status PlanJournal(const std::string& source, const std::optional<HeldJournal>& 
     }
     return Status::Ok();
   };
+  // The file and its last bytes before `end`, as a copy's plan sees them.
+  auto seen_here = [&](uint64_t end) -> Result<JournalSeen> {
+    JournalSeen seen{nullptr, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), ""};
+    uint64_t count = std::min(end, kSeenBytes);
+    seen.last_bytes.resize(static_cast<size_t>(count));
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), seen.last_bytes.data(), seen.last_bytes.size(),
+                                              static_cast<off_t>(end - count), source));
+    seen.last_bytes.resize(n);
+    return seen;
+  };
   bool begins = false;  // with the held bytes
   if (held && held->size > 0 && held->size <= size) {
-    if (held->state && held->recorded && held->recorded->size == size) {
-      whole.emplace(*held->state);
+    bool vouched = false;
+    if (held->seen && held->seen->state && held->recorded && held->recorded->size == size) {
+      CAPSULE_ASSIGN_OR_RETURN(JournalSeen now, seen_here(held->size));
+      vouched = now.device == held->seen->device && now.inode == held->seen->inode &&
+                now.last_bytes == held->seen->last_bytes;
+    }
+    if (vouched) {
+      whole.emplace(*held->seen->state);
       CAPSULE_RETURN_IF_ERROR(hash(held->size, size, true));
       begins = Sha256(*whole).FinishHex() == held->recorded->sha256;
       if (!begins) after.Reset();
@@ -85,7 +103,9 @@ Status PlanJournal(const std::string& source, const std::optional<HeldJournal>& 
     file->sha256 = after.FinishHex();
     return Status::Ok();
   }
-  extra.journal_state = std::make_shared<const Sha256>(*whole);
+  CAPSULE_ASSIGN_OR_RETURN(JournalSeen seen, seen_here(size));
+  seen.state = std::make_shared<const Sha256>(*whole);
+  extra.journal_seen = std::make_shared<const JournalSeen>(std::move(seen));
   file->size = size;
   file->sha256 = whole->FinishHex();
   return Status::Ok();

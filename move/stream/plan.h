@@ -21,6 +21,16 @@
 
 namespace capsule::move {
 
+// What a copy's plan saw of the journal it sent whole, so that a switch's plan can know the
+// journal still begins with those bytes without reading them again (PlanJournal): the
+// SHA-256 state after them, the file (device and inode), and its last few KiB among them.
+struct JournalSeen {
+  std::shared_ptr<const Sha256> state;
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  std::string last_bytes;
+};
+
 // One entry of the stream, before it is written. A plan holds one for every workspace entry,
 // so what only a few entries need is kept apart (`extra`).
 struct Planned {
@@ -37,8 +47,8 @@ struct Planned {
     // `append_from` bytes, whose SHA-256 is `append_to_sha256` (LNK.append.*).
     uint64_t append_from = 0;
     std::string append_to_sha256;
-    // The journal planned whole: the SHA-256 state after its bytes (HeldJournal::state).
-    std::shared_ptr<const Sha256> journal_state;
+    // The journal planned whole: what the plan saw of it (HeldJournal::seen).
+    std::shared_ptr<const JournalSeen> journal_seen;
   };
 
   Kind kind = Kind::kFile;
@@ -58,12 +68,13 @@ struct Planned {
 struct HeldJournal {
   uint64_t size = 0;
   std::string sha256;
-  // The SHA-256 state after those bytes, when the copy's plan kept it: a switch's plan
-  // continues it over what follows instead of reading the held bytes again.
-  std::shared_ptr<const Sha256> state;
+  // What the copy's plan saw of those bytes, when it kept it.
+  std::shared_ptr<const JournalSeen> seen;
   // The capsule manifest's entry for its journal when the switch is planned (the freeze's
-  // checkpoint wrote it). When `state` continued over what follows gives this digest, the
-  // journal begins with the held bytes; otherwise they are read and compared.
+  // checkpoint wrote it). When the journal is the file `seen` names, ends its held bytes with
+  // the same last bytes, and `seen`'s state continued over what follows gives this digest,
+  // the journal is taken to begin with the held bytes, as a mount's checkpoint takes a journal
+  // it appends to; otherwise they are read and compared.
   std::optional<FileDigest> recorded;
 };
 

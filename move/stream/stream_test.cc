@@ -547,8 +547,8 @@ TEST_F(JournalTest, ASwitchKnowsItsJournalGrewFromTheManifestsDigest) {
   PackStats copied;
   const std::string dst = root_ + "/dst";
   PackOptions sw = CopiedAndSwitchOptions(50, dst, &copied);
-  ASSERT_NE(copied.journal.state, nullptr);
-  EXPECT_EQ(Sha256(*copied.journal.state).FinishHex(), copied.journal.sha256);
+  ASSERT_NE(copied.journal.seen, nullptr);
+  EXPECT_EQ(Sha256(*copied.journal.seen->state).FinishHex(), copied.journal.sha256);
   const std::string held = Journal(src_);
   sw.have = *HaveOfCapsule(dst);
   UnpackOptions sealed;
@@ -567,15 +567,31 @@ TEST_F(JournalTest, ASwitchKnowsItsJournalGrewFromTheManifestsDigest) {
   EXPECT_TRUE(Contains(appended, std::string(kAppendSizeRecord) + "=" + std::to_string(held.size())));
   EXPECT_EQ(stats.file_bytes_sent, Journal(src_).size() - held.size());
 
-  // The manifest vouches for the journal it was told of: the held bytes are not read again.
-  // (Here the file's first line changed behind the manifest's back, which a mount never lets
-  // happen; the receiver gets the journal the manifest names.)
-  std::string edited = Journal(src_);
-  const std::string grown = edited;
-  edited.replace(edited.find("before the copy 0"), 17, "BEFORE THE COPY 0");
-  ASSERT_TRUE(WriteFileAtomic(src_ + "/" + kJournalPath, edited).ok());
+  // The manifest vouches for the journal it was told of, in the file the copy read, ending
+  // its held bytes as they did: the held bytes are not read again. (Here the file's first
+  // line was changed in place behind the manifest's back, which a mount never lets happen;
+  // the receiver gets the journal the manifest names.)
+  const std::string grown = Journal(src_);
+  auto edit_in_place = [&](size_t at, const std::string& bytes) {
+    UniqueFd fd(::open((src_ + "/" + kJournalPath).c_str(), O_WRONLY));
+    ASSERT_TRUE(fd.valid());
+    ASSERT_EQ(::pwrite(fd.get(), bytes.data(), bytes.size(), static_cast<off_t>(at)), static_cast<ssize_t>(bytes.size()));
+  };
+  edit_in_place(grown.find("before the copy 0"), "BEFORE");
   Pack(src_, sw, &stats);
   EXPECT_EQ(stats.file_bytes_sent, grown.size() - held.size()) << "only what follows the held bytes is read";
+  // An edit among the held bytes' last 4 KiB is seen, and so is another file in its place:
+  // the held bytes are read, differ, and the journal goes whole.
+  edit_in_place(grown.find("before the copy 0"), "before");
+  edit_in_place(held.size() - 100, "X");
+  Pack(src_, sw, &stats);
+  EXPECT_EQ(stats.file_bytes_sent, grown.size()) << "an edit near the held bytes' end is seen";
+  edit_in_place(held.size() - 100, std::string(1, grown[held.size() - 100]));
+  std::string edited = grown;
+  edited.replace(edited.find("before the copy 0"), 6, "BEFORE");
+  ASSERT_TRUE(WriteFileAtomic(src_ + "/" + kJournalPath, edited).ok());  // another file
+  Pack(src_, sw, &stats);
+  EXPECT_EQ(stats.file_bytes_sent, grown.size()) << "a journal replaced since the copy is read";
 
   // The manifest brought up to date with that journal: it no longer vouches, the held bytes
   // are read and differ, and the journal goes whole.

@@ -646,10 +646,10 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
     // Its digest continues the copy's over the bytes appended (checked with them below).
     const std::string path = JoinPath(staging, kJournalPath);
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
-    CAPSULE_ASSIGN_OR_RETURN(std::string appended, ReadAll(FileReadAt(fd.get(), path), grown_from->size));
     Sha256 hasher(*grown_from->hasher);
-    hasher.Update(appended);
-    manifest.files[kJournalPath] = FileDigest{hasher.FinishHex(), grown_from->size + appended.size()};
+    CAPSULE_ASSIGN_OR_RETURN(uint64_t appended, ReadPieces(FileReadAt(fd.get(), path), grown_from->size,
+                                                           [&hasher](std::string_view piece) { hasher.Update(piece); }));
+    manifest.files[kJournalPath] = FileDigest{hasher.FinishHex(), grown_from->size + appended};
   }
   CAPSULE_RETURN_IF_ERROR(
       DropDeletedContent(staging, snapshot, &manifest, /*listed_before=*/options.expected_phase == Phase::kSwitch));

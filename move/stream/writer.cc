@@ -117,7 +117,7 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
   PackStats local;
   local.move_id = manifest.move;
   if (auto journal = plan.find(kStreamJournal); journal != plan.end() && journal->second.extras().append_from == 0) {
-    local.journal = HeldJournal{journal->second.size, journal->second.sha256, journal->second.extras().journal_state,
+    local.journal = HeldJournal{journal->second.size, journal->second.sha256, journal->second.extras().journal_seen,
                                 std::nullopt};
   }
   local.removed = manifest.removed.size();
