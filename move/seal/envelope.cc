@@ -210,6 +210,17 @@ Result<size_t> EnvelopeReader::Read(char* buffer, size_t size) {
   return n;
 }
 
+Result<std::string_view> EnvelopeReader::NextPiece() {
+  if (!error_.ok()) return error_;
+  while (offset_ == plaintext_.size()) {
+    if (finished_) return std::string_view();
+    CAPSULE_RETURN_IF_ERROR(ReadRecord());
+  }
+  std::string_view piece(plaintext_.data() + offset_, plaintext_.size() - offset_);
+  offset_ = plaintext_.size();
+  return piece;
+}
+
 Status EnvelopeReader::ReadRecord() {
   const std::string record = "record " + std::to_string(counter_);
   char length_bytes[kLengthSize];

@@ -69,6 +69,11 @@ class EnvelopeReader : public ByteSource {
   // REQUIRES: size > 0 (a read of 0 bytes is InvalidArgument, since 0 means the end).
   Result<size_t> Read(char* buffer, size_t size) override;
 
+  // The rest of the current record's verified plaintext (the next record's once it is all
+  // read), without copying it: a view into the reader, valid until its next call; empty at
+  // the end. Read gives the same bytes, copied.
+  Result<std::string_view> NextPiece();
+
  private:
   EnvelopeReader(ByteSource* in, AeadCipher cipher, uint64_t first_counter);
   Status ReadRecord();  // the next record into plaintext_, or the end

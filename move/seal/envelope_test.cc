@@ -116,6 +116,44 @@ std::vector<size_t> RecordStarts() {
   return {first, second, third, final};
 }
 
+// NextPiece gives each record's plaintext where it was opened (the rest of one Read began),
+// the same bytes Read gives, and a damaged record's refusal, sticky.
+TEST(EnvelopeTest, PiecesAreTheRecordsPlaintext) {
+  hpke::KeyPair key = NewKey();
+  const std::string plaintext = Pattern(2 * 65536 + 500);
+  const std::string sealed = Seal(key, plaintext);
+  StringSource source(sealed);
+  auto reader = EnvelopeReader::Open(&source, key.private_key.get());
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  char buffer[100];
+  ASSERT_EQ(*(*reader)->Read(buffer, sizeof buffer), sizeof buffer);
+  std::string out(buffer, sizeof buffer);
+  std::vector<size_t> sizes;
+  for (;;) {
+    Result<std::string_view> piece = (*reader)->NextPiece();
+    ASSERT_TRUE(piece.ok()) << piece.status().ToString();
+    if (piece->empty()) break;
+    sizes.push_back(piece->size());
+    out.append(*piece);
+  }
+  EXPECT_TRUE(out == plaintext);
+  EXPECT_EQ(sizes, (std::vector<size_t>{kMaxRecordSize - sizeof buffer, kMaxRecordSize, 500}));
+  EXPECT_TRUE((*reader)->NextPiece()->empty()) << "the end stays the end";
+
+  std::string bad = sealed;
+  bad[RecordStarts()[1] + 4 + 10] ^= 1;
+  StringSource bad_source(bad);
+  auto bad_reader = EnvelopeReader::Open(&bad_source, key.private_key.get());
+  ASSERT_TRUE(bad_reader.ok());
+  Result<std::string_view> first = (*bad_reader)->NextPiece();
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(*first == std::string_view(plaintext).substr(0, kMaxRecordSize));
+  Result<std::string_view> refused = (*bad_reader)->NextPiece();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kCorruption);
+  EXPECT_EQ((*bad_reader)->NextPiece().status().message(), refused.status().message());
+}
+
 TEST(EnvelopeTest, FlippedBitsInEveryPartAreRefused) {
   hpke::KeyPair key = NewKey();
   const std::string plaintext = Pattern(2 * 65536 + 500);
