@@ -42,17 +42,45 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return 0;
 }
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  capsule::StringSource source(std::string(reinterpret_cast<const char*>(data), size));
+// What a reader gives of `input` read by Read, or by NextPiece: the plaintext and the verdict.
+struct Opened {
+  std::string plaintext;
+  std::string error;  // empty: the end was reached
+};
+
+Opened OpenAll(const std::string& input, bool by_pieces) {
+  capsule::StringSource source(input);
   auto reader = capsule::EnvelopeReader::Open(&source, FixedKey().private_key.get());
-  if (!reader.ok()) return 0;
+  if (!reader.ok()) return {"", reader.status().message()};
+  Opened opened;
   char buffer[4096];
   for (;;) {
-    auto n = (*reader)->Read(buffer, sizeof buffer);
-    if (!n.ok()) {
-      if ((*reader)->Read(buffer, sizeof buffer).ok()) std::abort();  // errors stick
-      return 0;
+    capsule::Status failed;
+    if (by_pieces) {
+      auto piece = (*reader)->NextPiece();
+      if (piece.ok() && piece->empty()) return opened;
+      if (piece.ok()) opened.plaintext.append(*piece);
+      failed = piece.status();
+    } else {
+      auto n = (*reader)->Read(buffer, sizeof buffer);
+      if (n.ok() && *n == 0) return opened;
+      if (n.ok()) opened.plaintext.append(buffer, *n);
+      failed = n.status();
     }
-    if (*n == 0) return 0;
+    if (!failed.ok()) {
+      // Errors stick, by either way of reading.
+      if ((*reader)->Read(buffer, sizeof buffer).ok() || (*reader)->NextPiece().ok()) std::abort();
+      opened.error = failed.message();
+      return opened;
+    }
   }
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string input(reinterpret_cast<const char*>(data), size);
+  Opened read = OpenAll(input, false);
+  Opened pieces = OpenAll(input, true);
+  // Both ways give the same bytes and the same verdict.
+  if (read.plaintext != pieces.plaintext || read.error != pieces.error) std::abort();
+  return 0;
 }
