@@ -76,16 +76,10 @@ Result<CheckedJournal> CheckFrom(CheckedJournal from, const ReadAtFunction& read
 }
 
 // The SHA-256 state after the first `length` bytes `read` gives; nullopt when it gives fewer.
-Result<std::optional<Sha256>> HashPrefix(const ReadAtFunction& read, uint64_t length, size_t block) {
+Result<std::optional<Sha256>> HashPrefix(const ReadAtFunction& read, uint64_t length) {
   Sha256 hasher;
-  std::string piece(static_cast<size_t>(std::min<uint64_t>(length, block)), '\0');
-  for (uint64_t done = 0; done < length;) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(piece.size(), length - done));
-    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(done, piece.data(), want));
-    if (n == 0) return std::optional<Sha256>();
-    hasher.Update(std::string_view(piece.data(), n));
-    done += n;
-  }
+  CAPSULE_ASSIGN_OR_RETURN(uint64_t got, ReadPieces(read, 0, length, [&](std::string_view piece) { hasher.Update(piece); }));
+  if (got < length) return std::optional<Sha256>();
   return std::optional<Sha256>(std::move(hasher));
 }
 
@@ -152,7 +146,7 @@ Result<CheckedJournal> CheckJournalAppended(const CheckedJournal& from, std::str
 Result<CheckedJournal> CheckJournalGrowthAt(const CheckedJournal& from, const ReadAtFunction& read,
                                             const LineVisitor& visit, size_t block) {
   if (from.size > 0) {
-    CAPSULE_ASSIGN_OR_RETURN(std::optional<Sha256> prefix, HashPrefix(read, from.size, block));
+    CAPSULE_ASSIGN_OR_RETURN(std::optional<Sha256> prefix, HashPrefix(read, from.size));
     if (prefix && Sha256(*prefix).FinishHex() == from.sha256) return CheckFrom(from, read, visit, std::move(*prefix), block);
   }
   return CheckFrom(CheckedJournal{}, read, visit, Sha256(), block);

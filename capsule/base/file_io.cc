@@ -202,16 +202,19 @@ Result<std::string> ReadAll(const ReadAtFunction& read, uint64_t from) {
   return text;
 }
 
-Result<uint64_t> ReadPieces(const ReadAtFunction& read, uint64_t from,
+Result<uint64_t> ReadPieces(const ReadAtFunction& read, uint64_t from, uint64_t to,
                             const std::function<void(std::string_view)>& consume) {
-  std::string piece(1 << 20, '\0');
+  if (to <= from) return uint64_t{0};
+  std::string piece(static_cast<size_t>(std::min<uint64_t>(to - from, 1 << 20)), '\0');
   uint64_t total = 0;
-  for (;;) {
-    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(from + total, piece.data(), piece.size()));
-    if (n == 0) return total;
+  while (total < to - from) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(piece.size(), to - from - total));
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(from + total, piece.data(), want));
+    if (n == 0) break;
     consume(std::string_view(piece.data(), n));
     total += n;
   }
+  return total;
 }
 
 Status SyncDirectory(const std::string& dir) {

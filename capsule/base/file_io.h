@@ -77,9 +77,9 @@ ReadAtFunction FileReadAt(int fd, std::string name);
 ReadAtFunction TextReadAt(std::string_view text);
 // Everything `read` gives, from offset `from` to its end.
 Result<std::string> ReadAll(const ReadAtFunction& read, uint64_t from = 0);
-// The same given to `consume` a piece of at most 1 MiB at a time, in one buffer: how many
-// bytes there were.
-Result<uint64_t> ReadPieces(const ReadAtFunction& read, uint64_t from,
+// What `read` gives from offset `from` up to `to` (or its end, if sooner), given to `consume`
+// a piece of at most 1 MiB at a time, in one buffer: how many bytes there were.
+Result<uint64_t> ReadPieces(const ReadAtFunction& read, uint64_t from, uint64_t to,
                             const std::function<void(std::string_view)>& consume);
 
 // A file's bytes read whole into memory of their own: anonymous pages, huge ones where the

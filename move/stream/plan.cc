@@ -47,18 +47,12 @@ Status PlanJournal(const std::string& source, const std::optional<HeldJournal>& 
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   std::optional<Sha256> whole;  // of the journal from its first byte
   Sha256 after;                 // of the bytes after the held ones
-  std::vector<char> piece;
   auto hash = [&](uint64_t from, uint64_t to, bool also_after) -> Status {
-    piece.resize(static_cast<size_t>(std::clamp<uint64_t>(to - from, 1, 1 << 20)));
-    for (uint64_t at = from; at < to;) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(piece.size(), to - at));
-      CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd.get(), piece.data(), want, static_cast<off_t>(at), source));
-      if (n == 0) return Status::Corruption(source, "shrank while being read");
-      std::string_view bytes(piece.data(), n);
-      whole->Update(bytes);
-      if (also_after) after.Update(bytes);
-      at += n;
-    }
+    CAPSULE_ASSIGN_OR_RETURN(uint64_t got, ReadPieces(FileReadAt(fd.get(), source), from, to, [&](std::string_view bytes) {
+                               whole->Update(bytes);
+                               if (also_after) after.Update(bytes);
+                             }));
+    if (got < to - from) return Status::Corruption(source, "shrank while being read");
     return Status::Ok();
   };
   // The file and its last bytes before `end`, as a copy's plan sees them.

@@ -647,7 +647,7 @@ Status ApplyStreamToStaging(ByteSource* source, const std::string& staging, cons
     const std::string path = JoinPath(staging, kJournalPath);
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
     Sha256 hasher(*grown_from->hasher);
-    CAPSULE_ASSIGN_OR_RETURN(uint64_t appended, ReadPieces(FileReadAt(fd.get(), path), grown_from->size,
+    CAPSULE_ASSIGN_OR_RETURN(uint64_t appended, ReadPieces(FileReadAt(fd.get(), path), grown_from->size, UINT64_MAX,
                                                            [&hasher](std::string_view piece) { hasher.Update(piece); }));
     manifest.files[kJournalPath] = FileDigest{hasher.FinishHex(), grown_from->size + appended};
   }
