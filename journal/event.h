@@ -21,6 +21,10 @@
 
 namespace capsule::journal {
 
+// The largest event a journal takes: its canonical line, without the newline, at most 16 MiB.
+// Larger content belongs in an attachment (memory/attachments/), which an event references.
+inline constexpr uint64_t kMaxEventLineBytes = uint64_t{16} << 20;
+
 struct Event {
   uint64_t clock = 0;                // Lamport clock
   Json data = Json::object();        // type-specific fields; may carry "conversation"
