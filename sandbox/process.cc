@@ -1,7 +1,9 @@
 #include "sandbox/process.h"
 
 #include <fcntl.h>
+#include <linux/keyctl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -99,6 +101,10 @@ Result<int> RunProcess(const std::vector<std::string>& argv, const ProcessOption
     if (output.valid() && (::dup2(output.get(), 1) < 0 || ::dup2(output.get(), 2) < 0)) ::_exit(127);
     if (input.valid() && ::dup2(input.get(), 0) < 0) ::_exit(127);
     if (!options.chdir.empty() && ::chdir(options.chdir.c_str()) != 0) ::_exit(127);
+    for (int fd : options.inherit_fds) {
+      if (::fcntl(fd, F_SETFD, 0) != 0) ::_exit(127);
+    }
+    if (options.new_session_keyring && ::syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) < 0) ::_exit(127);
     if (options.env != nullptr) {
       ::execve(program.c_str(), args.data(), env.data());
     } else {

@@ -26,6 +26,12 @@ struct ProcessOptions {
   // foreground group) are ignored here and SIGTERM and SIGHUP are passed on to it, so that
   // this process outlives it and can clean up after it.
   bool forward_signals = false;
+  // Descriptors the program inherits (made not close-on-exec in the child only), such as a
+  // seccomp program bwrap reads by number.
+  std::vector<int> inherit_fds;
+  // The program starts in a new, empty session keyring of its own (keyrings(7)): it holds no
+  // link to this process's keyrings, and so possesses none of their keys.
+  bool new_session_keyring = false;
 };
 
 // Runs argv[0] (looked up in PATH when it has no '/') and waits. Its exit code, or 128 plus

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +30,39 @@ constexpr char kLastUse[] = "last-use";
 // Where a run's workspace appears inside every sandbox; made at build, as the root file
 // system is read-only when it runs.
 constexpr char kWorkspaceInside[] = "workspace";
+constexpr char kDevices[] = ".dev";
+// Who owns the device nodes: not root, whom a sandbox run as root is on the host.
+constexpr uid_t kDeviceOwner = 65534;
+constexpr gid_t kDeviceGroup = 65534;
+
+struct DeviceNode {
+  const char* name;
+  unsigned major, minor;
+};
+constexpr DeviceNode kDeviceNodes[] = {{"null", 1, 3},    {"zero", 1, 5},    {"full", 1, 7},
+                                       {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+
+bool IsTheNode(const struct stat& st, const DeviceNode& node) {
+  return S_ISCHR(st.st_mode) && st.st_rdev == makedev(node.major, node.minor) && st.st_uid == kDeviceOwner &&
+         st.st_gid == kDeviceGroup && (st.st_mode & 07777) == 0666 && st.st_nlink == 1;
+}
+
+// DIR/name made the node `node` is, through a temporary name and a rename: whole or absent.
+Status MakeDeviceNode(int dir, const std::string& dir_path, const DeviceNode& node) {
+  struct stat st {};
+  if (::fstatat(dir, node.name, &st, AT_SYMLINK_NOFOLLOW) == 0 && IsTheNode(st, node)) return Status::Ok();
+  std::string temp = std::string(".") + node.name + "-" + std::to_string(::getpid());
+  (void)::unlinkat(dir, temp.c_str(), 0);
+  std::string path = JoinPath(dir_path, node.name);
+  if (::mknodat(dir, temp.c_str(), S_IFCHR | 0600, makedev(node.major, node.minor)) != 0) return Status::IOError(path, errno);
+  if (::fchownat(dir, temp.c_str(), kDeviceOwner, kDeviceGroup, AT_SYMLINK_NOFOLLOW) != 0 ||
+      ::fchmodat(dir, temp.c_str(), 0666, 0) != 0 || ::renameat(dir, temp.c_str(), dir, node.name) != 0) {
+    int err = errno;
+    (void)::unlinkat(dir, temp.c_str(), 0);
+    return Status::IOError(path, err);
+  }
+  return Status::Ok();
+}
 
 int64_t Now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -133,6 +168,25 @@ Result<SandboxCache> SandboxCache::Open(const std::string& root) {
   CAPSULE_RETURN_IF_ERROR(MakeDirectories(root));
   std::string real = RealPath(root);
   return SandboxCache(real.empty() ? root : real);
+}
+
+Result<std::string> SandboxCache::DeviceNodes() const {
+  if (::geteuid() != 0) return std::string();
+  std::string path = JoinPath(root_, kDevices);
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return Status::IOError(path, errno);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd dir, OpenFile(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (::fstat(dir.get(), &st) != 0) return Status::IOError(path, errno);
+  if (st.st_uid != 0 || (st.st_mode & 0077) != 0) {
+    if (::fchown(dir.get(), 0, 0) != 0 || ::fchmod(dir.get(), 0700) != 0) return Status::IOError(path, errno);
+  }
+  struct statvfs fs {};
+  if (::fstatvfs(dir.get(), &fs) != 0) return Status::IOError(path, errno);
+  if ((fs.f_flag & ST_NODEV) != 0) {
+    return Status::FailedPrecondition(root_, "on a file system mounted nodev: the sandbox's device nodes cannot be made there");
+  }
+  for (const DeviceNode& node : kDeviceNodes) CAPSULE_RETURN_IF_ERROR(MakeDeviceNode(dir.get(), path, node));
+  return path;
 }
 
 Result<UniqueFd> SandboxCache::Lock(const std::string& digest, int operation) const {

@@ -7,6 +7,9 @@
 //   CACHE/.lock-<digest>          flock(2): exclusive while one builds or removes, shared
 //                                 while one runs
 //   CACHE/.build-<digest>-XXXXXX  a build in progress (or one a crash cut short)
+//   CACHE/.dev/                   0700, root's: the device nodes every sandbox's /dev holds
+//                                 (null, zero, full, random, urandom, tty), each 0666 and
+//                                 owned by nobody (65534), so that no sandbox may change them
 //
 // A build writes into a .build- folder, syncs the file system, then renames it to
 // CACHE/<digest> in one step: a crash leaves the sandbox whole or absent, and two builds of
@@ -72,6 +75,13 @@ class SandboxCache {
   // NotFound when none is; InvalidArgument when several are; FailedPrecondition while a run
   // uses it.
   Result<SandboxEntry> Remove(const std::string& digest);
+
+  // For a run as root: CACHE/.dev with its nodes as above, each made (or made again, when
+  // it is not what it should be) by mknod(2). A sandbox binds them over the host's, which
+  // belong to root and so to a command run as root on the host, user namespace or not.
+  // Empty for anyone else: the host's nodes are not theirs to change. FailedPrecondition
+  // when CACHE is on a file system mounted nodev.
+  Result<std::string> DeviceNodes() const;
 
   const std::string& root() const { return root_; }
 

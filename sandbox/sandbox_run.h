@@ -6,7 +6,21 @@
 // the spec's variables and the secrets. The environment reaches bwrap, and through it the
 // command, by execve: no value is ever in an argument list.
 //
-// Thread-safety: one run at a time per process (RunProcess's signal forwarding).
+// What the command cannot do there (man/capsule.1, SECURITY):
+//   - it runs as uid and gid 1000 in a user namespace of its own that maps that one id to
+//     the user running this process (root, as a rule): the user the workspace's mount serves,
+//     so that what it writes is the mount's own, as any write of that user. The namespace gives
+//     it no capability outside; --cap-drop ALL leaves it none inside, and no_new_privs none to
+//     gain through a set-user-ID program;
+//   - the seccomp filter (seccomp_filter.h) refuses mounts, keyrings, tracing, namespaces and
+//     loading code into the kernel; --disable-userns refuses nested user namespaces too;
+//   - it starts in an empty session keyring of its own, and /proc/keys and /proc/key-users
+//     read empty, so the keys of the user it maps to are neither possessed nor listed;
+//   - /dev's nodes are the sandbox cache's own (SandboxCache::DeviceNodes) when given: the
+//     host's /dev/null belongs to root, whom the command is on the host, and would be its to
+//     chmod;
+//   - --new-session (no ioctl(TIOCSTI) into the caller's terminal) and --die-with-parent.
+//
 #pragma once
 
 #include <map>
@@ -18,6 +32,9 @@
 namespace capsule::sandbox {
 
 inline constexpr char kWorkspaceInSandbox[] = "/workspace";
+// The command's user and group inside its sandbox.
+inline constexpr int kSandboxUid = 1000;
+inline constexpr int kSandboxGid = 1000;
 
 struct RunRequest {
   std::vector<std::string> command;
@@ -25,6 +42,9 @@ struct RunRequest {
   std::map<std::string, std::string> env;  // the spec's variables, then the secrets
   std::string rootfs;                      // sandbox runs: the root file system
   bool network = false;                    // sandbox runs: share the host's network
+  // Sandbox runs: a folder of the device nodes /dev holds (null, zero, full, random, urandom,
+  // tty), the command's to use but not to change; empty: the host's, as bwrap --dev binds them.
+  std::string devices;
 };
 
 // The command in its sandbox: its exit code (128 plus a signal that ended it).
@@ -34,7 +54,8 @@ Result<int> RunInSandbox(const RunRequest& request);
 // request.env.
 Result<int> RunOnHost(const RunRequest& request);
 
-// The argument list RunInSandbox gives bwrap (for tests and --help): no variable is in it.
-std::vector<std::string> BubblewrapArguments(const RunRequest& request);
+// The argument list RunInSandbox gives bwrap, the seccomp program read from descriptor
+// `seccomp_fd` (none when negative, for tests): no variable is in it.
+std::vector<std::string> BubblewrapArguments(const RunRequest& request, int seccomp_fd = -1);
 
 }  // namespace capsule::sandbox

@@ -4,7 +4,8 @@
 // writes through a capsulefs mount, sees nothing of the host and reaches no network.
 //
 // The sandbox is slow to build and needs the mirror: the suite builds one (debian:12 with
-// hello) in one cache shared by its tests and by later runs of the suite
+// hello, keyutils and mount, the tools tests/sandbox_escape_test.cc attacks with) in one cache
+// shared by its tests, the other sandbox suites and later runs
 // ($CAPSULE_TEST_SANDBOX_CACHE, default /var/tmp/capsule-test-sandboxes).
 #include <unistd.h>
 
@@ -24,7 +25,7 @@
 namespace capsule::testing {
 namespace {
 
-constexpr char kHelloSpec[] = R"({"env":{"GREETING":"hello from the spec"},"image":"debian:12","packages":["hello"],"secrets":[]})";
+constexpr char kHelloSpec[] = R"({"env":{"GREETING":"hello from the spec"},"image":"debian:12","packages":["hello","keyutils","mount"],"secrets":[]})";
 
 std::string SharedCache() {
   const char* set = std::getenv("CAPSULE_TEST_SANDBOX_CACHE");
@@ -246,7 +247,7 @@ TEST_F(SandboxE2eTest, TheSandboxWritesThroughTheMountAndSeesNothingOfTheHost) {
   Verify();
 
   // A spec that allows the network: the host's interfaces are there (same sandbox).
-  WriteSpec(cap_, R"({"env":{},"image":"debian:12","network":true,"packages":["hello"],"secrets":[]})");
+  WriteSpec(cap_, R"({"env":{},"image":"debian:12","network":true,"packages":["hello","keyutils","mount"],"secrets":[]})");
   RunResult net = Exec("cut -d: -f1 /proc/net/dev | sort");
   EXPECT_EQ(net.exit_code, 0) << net.err;
   EXPECT_EQ(net.out, RunProgram("sh", {"-c", "cut -d: -f1 /proc/net/dev | sort"}).out);
@@ -254,7 +255,7 @@ TEST_F(SandboxE2eTest, TheSandboxWritesThroughTheMountAndSeesNothingOfTheHost) {
 
 TEST_F(SandboxE2eTest, ASecretReachesTheSandboxedRunOnly) {
   const std::string value = "pw-" + std::to_string(::getpid()) + "-0cc175b9c0f1b6a8";
-  WriteSpec(cap_, R"({"env":{},"image":"debian:12","packages":["hello"],"secrets":["DB_PASSWORD"]})");
+  WriteSpec(cap_, R"({"env":{},"image":"debian:12","packages":["hello","keyutils","mount"],"secrets":["DB_PASSWORD"]})");
   ASSERT_EQ(RunCapsule({"secret", "set", agent_, "DB_PASSWORD"}, value).exit_code, 0);
   RunResult run = RunCapsule({"exec", cap_, "--", "env"});
   ASSERT_EQ(run.exit_code, 0) << run.err;

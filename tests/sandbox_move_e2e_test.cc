@@ -3,7 +3,8 @@
 // TLS on loopback, with certificates from tests/make_pki.sh.
 //
 // The target shares the suite's one sandbox cache with //tests:sandbox_e2e_test
-// ($CAPSULE_TEST_SANDBOX_CACHE, default /var/tmp/capsule-test-sandboxes): debian:12 with hello.
+// ($CAPSULE_TEST_SANDBOX_CACHE, default /var/tmp/capsule-test-sandboxes): debian:12 with hello
+// (and keyutils and mount, which tests/sandbox_escape_test.cc attacks with: one sandbox for all).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -29,7 +30,7 @@ using testing::MakeTempDir;
 using testing::RunCapsule;
 using testing::Sidecar;
 
-constexpr char kHelloSpec[] = R"({"env":{},"image":"debian:12","packages":["hello"],"secrets":[]})";
+constexpr char kHelloSpec[] = R"({"env":{},"image":"debian:12","packages":["hello","keyutils","mount"],"secrets":[]})";
 
 std::string SharedCache() {
   const char* set = std::getenv("CAPSULE_TEST_SANDBOX_CACHE");

@@ -177,6 +177,9 @@ int RunExec(ExecArgs args) {
     Result<sandbox::SandboxEntry> held = cache->Hold(*spec, &hold);
     if (!held.ok()) return Fail(held.status().WithContext("exec"));
     request.rootfs = held->rootfs;
+    Result<std::string> devices = cache->DeviceNodes();
+    if (!devices.ok()) return Fail(devices.status().WithContext("exec"));
+    request.devices = *devices;
     where = held->digest;
   }
   Result<std::unique_ptr<WorkspaceMount>> mount = WorkspaceMount::ForCapsule(args.path, *dir);
