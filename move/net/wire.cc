@@ -1,5 +1,6 @@
 #include "move/net/wire.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -8,6 +9,9 @@
 namespace capsule::move {
 
 namespace {
+
+// The first read of a message's text; each next read is as long as what came before it.
+constexpr size_t kFirstMessageRead = 64 << 10;
 
 const std::pair<Code, const char*> kCodes[] = {
     {Code::kInvalidArgument, "InvalidArgument"}, {Code::kCorruption, "Corruption"},
@@ -31,8 +35,17 @@ Result<Json> ReadMessage(ByteSource* in) {
   if (first < sizeof length) CAPSULE_RETURN_IF_ERROR(ReadExactly(in, length + first, sizeof length - first, "message length"));
   uint32_t size = GetBigEndian32(length);
   if (size > kMaxMessage) return Status::Corruption("message", "longer than 64 MiB");
-  std::string text(size, '\0');
-  CAPSULE_RETURN_IF_ERROR(ReadExactly(in, text.data(), size, "message"));
+  // The buffer grows with the bytes that arrive (at most twice what came, plus 64 KiB), never
+  // to the length the peer declared: a peer that says 64 MiB and sends 4 bytes costs 64 KiB.
+  std::string text;
+  size_t step = kFirstMessageRead;
+  while (text.size() < size) {
+    const size_t from = text.size();
+    const size_t to = from + std::min<size_t>(step, size - from);
+    text.resize(to);
+    CAPSULE_RETURN_IF_ERROR(ReadExactly(in, text.data() + from, to - from, "message"));
+    step = to;  // doubles what is held
+  }
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, "message", Code::kCorruption));
   if (!json.is_object()) return Status::Corruption("message", "not a JSON object");
   return json;

@@ -45,7 +45,8 @@ class Connection {
 };
 
 Status WriteMessage(ByteSink* out, const Json& message);
-// NotFound when the connection ended cleanly before a message began.
+// NotFound when the connection ended cleanly before a message began. What it holds grows with
+// the bytes that arrive, never to the length the message declares.
 Result<Json> ReadMessage(ByteSource* in);
 
 // A message's fields as a peer sent them, read without throwing: the value when `key` is there
