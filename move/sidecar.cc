@@ -61,11 +61,15 @@ Result<int> RunTool(const std::string& program, std::vector<std::string> args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-// capsulefs DIR MNT, which returns once the mount is ready (it daemonises).
+// capsulefs DIR MNT, which returns once the mount is ready (it daemonises). A mount that
+// fails leaves no driver of DIR behind: activate then puts the folder back as it was.
 Status MountCapsule(const std::string& dir, const std::string& mountpoint) {
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(mountpoint));
+  if (Status made = MakeDirectories(mountpoint); !made.ok()) {
+    return made.WithContext("cannot mount " + dir + " at " + mountpoint);
+  }
   CAPSULE_ASSIGN_OR_RETURN(int exit_code, RunTool(ProgramBesideMe("capsulefs"), {dir, mountpoint}));
   if (exit_code != 0) {
+    CAPSULE_RETURN_IF_ERROR(WaitForDriverToExit(dir));
     return Status::IOError(mountpoint, "capsulefs " + dir + " did not mount (exit " + std::to_string(exit_code) + ")");
   }
   return Status::Ok();
@@ -191,9 +195,10 @@ Status RunSidecar(const SidecarOptions& args) {
   if (!target.ok()) return target.status().WithContext("--root");
   if (!args.sandbox_cache.empty()) (*target)->set_sandbox_cache(args.sandbox_cache);
   if (!args.mount_to.empty()) {
-    (*target)->set_on_activated([mount_to = args.mount_to](const std::string& agent, const std::string& dir) {
-      Status mounted = MountCapsule(dir, JoinPath(mount_to, agent));
-      if (!mounted.ok()) std::cerr << "capsule: serve: " << mounted.message() << "\n";
+    // Activate means running: the agent is mounted before activate is answered, and a mount
+    // that fails refuses the activate (the source keeps the agent).
+    (*target)->set_start_agent([mount_to = args.mount_to](const std::string& agent, const std::string& dir) {
+      return MountCapsule(dir, JoinPath(mount_to, agent));
     });
     (*target)->set_release_retired([mount_to = args.mount_to](const std::string& agent, const std::string& dir) {
       return UnmountRetired(dir, JoinPath(mount_to, agent));

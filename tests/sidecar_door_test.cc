@@ -1,6 +1,7 @@
-// The sidecar's door, through the real binaries: two `capsule serve` sidecars on loopback,
-// attackers that hold sockets open, send a TLS ClientHello a byte at a time, or authenticate
-// and then declare 64 MiB messages they never send, while a real move goes through.
+// The sidecar's door and its promise that an activated agent runs, through the real binaries:
+// two `capsule serve` sidecars on loopback, attackers that hold sockets open, send a TLS
+// ClientHello a byte at a time, or authenticate and then declare 64 MiB messages they never
+// send, while a real move goes through; and a target whose mount of the agent fails.
 //
 // The attackers bind addresses of their own (127.0.X.Y: all of 127/8 is this machine), so
 // each is a peer of its own to the door, apart from the real move's 127.0.0.1.
@@ -358,6 +359,72 @@ TEST_F(SidecarDoorTest, PeerTextInTheLogIsEscaped) {
               LinesWith(log, "serve: activated").front().find(" serve: refused activate ") != std::string::npos)
       << *text;
   EXPECT_NE(text->find(R"(move="\u001b[2J\n2026-01-01T00:00:00Z serve: activated")"), std::string::npos) << *text;
+}
+
+// Activate means running: a target that mounts what it takes over (--mount-to) and cannot
+// mount this agent (where its mount belongs, a file) refuses the activate, undoing it, so the
+// source thaws and runs the agent on, its mount writable; the target holds nothing new. Once
+// the fault is cleared the same move goes through and the agent is mounted there. The same
+// on the way back, where the target's retired copy is put back in its place.
+TEST_F(SidecarDoorTest, ATargetThatCannotMountTheAgentRefusesActivateAndTheSourceKeepsIt) {
+  const std::string mnt = root_ + "/mnt", mounts_a = root_ + "/mounted-a", mounts_b = root_ + "/mounted-b";
+  const std::string log_b = root_ + "/b.log";
+  ASSERT_TRUE(MakeDirectories(mnt).ok());
+  ASSERT_TRUE(MakeDirectories(mounts_a).ok());
+  ASSERT_TRUE(MakeDirectories(mounts_b).ok());
+  ASSERT_TRUE(WriteFileAtomic(mounts_b + "/agent-1", "a file where the mount belongs\n").ok());
+  Sidecar sidecar_b(b_, pki_, seal_, {"--mount-to", mounts_b}, log_b);
+  {
+    testing::Mount source(a_ + "/agent-1", mnt);
+    ASSERT_TRUE(source.up());
+    auto refused = Move(mnt, sidecar_b.address());
+    EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+    EXPECT_NE(refused.err.find("the target did not take over ("), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("the agent could not be started here (cannot mount " + b_ + "/agent-1 at " + mounts_b +
+                               "/agent-1"),
+              std::string::npos)
+        << refused.err;
+    EXPECT_NE(refused.err.find("so the agent was thawed here"), std::string::npos) << refused.err;
+    EXPECT_EQ(StateOf(a_ + "/agent-1"), "active@1");
+    EXPECT_EQ(testing::Put(mnt + "/files/after-refusal.txt", "still here\n"), 0) << "the source's mount takes writes";
+    EXPECT_EQ(StateOf(b_ + "/agent-1"), "absent") << "the target holds nothing of the agent";
+    EXPECT_FALSE(PathExists(b_ + "/.staging/agent-1"));
+    EXPECT_FALSE(testing::IsMounted(mounts_b + "/agent-1"));
+    const std::vector<std::string> logged = LinesWith(log_b, " serve: refused activate agent=agent-1 ");
+    ASSERT_EQ(logged.size(), 1u);
+    EXPECT_NE(logged[0].find("so this machine does not take it over and the source keeps it"), std::string::npos)
+        << logged[0];
+
+    // The fault cleared, the same agent moves.
+    ASSERT_EQ(::unlink((mounts_b + "/agent-1").c_str()), 0);
+    auto moved = Move(mnt, sidecar_b.address());
+    ASSERT_EQ(moved.exit_code, 0) << moved.err;
+    EXPECT_EQ(StateOf(b_ + "/agent-1"), "active@2");
+    EXPECT_EQ(StateOf(a_ + "/agent-1"), "retired@1");
+    ASSERT_TRUE(testing::IsMounted(mounts_b + "/agent-1"));
+    EXPECT_EQ(*ReadFile(mounts_b + "/agent-1/files/after-refusal.txt"), "still here\n");
+    EXPECT_EQ(testing::Put(mnt + "/files/late.txt", "no\n"), EROFS);
+  }
+
+  // Back to a sidecar that cannot mount it either: its retired copy goes back in its place.
+  ASSERT_TRUE(WriteFileAtomic(mounts_a + "/agent-1", "a file where the mount belongs\n").ok());
+  {
+    Sidecar sidecar_a(a_, pki_, seal_, {"--mount-to", mounts_a});
+    auto refused = Move(mounts_b + "/agent-1", sidecar_a.address());
+    EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+    EXPECT_NE(refused.err.find("the agent could not be started here"), std::string::npos) << refused.err;
+    EXPECT_EQ(StateOf(a_ + "/agent-1"), "retired@1") << "the copy the activation replaced is back";
+    EXPECT_EQ(StateOf(b_ + "/agent-1"), "active@2");
+    EXPECT_EQ(testing::Put(mounts_b + "/agent-1/files/on-b.txt", "b\n"), 0);
+    ASSERT_EQ(::unlink((mounts_a + "/agent-1").c_str()), 0);
+    auto back = Move(mounts_b + "/agent-1", sidecar_a.address());
+    ASSERT_EQ(back.exit_code, 0) << back.err;
+    EXPECT_EQ(StateOf(a_ + "/agent-1"), "active@3");
+    ASSERT_TRUE(testing::IsMounted(mounts_a + "/agent-1"));
+    EXPECT_EQ(*ReadFile(mounts_a + "/agent-1/files/on-b.txt"), "b\n");
+  }
+  testing::UnmountPath(mounts_a + "/agent-1");
+  testing::UnmountPath(mounts_b + "/agent-1");
 }
 
 }  // namespace
