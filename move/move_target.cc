@@ -309,12 +309,13 @@ Status MoveTarget::Activate(const std::string& agent, const std::string& move, u
                                                                      ", not " + std::to_string(epoch));
   }
   std::string staging = StagingDir(agent);
+  const bool replaced = PathExists(dir);
   Status done = [&]() -> Status {
     CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(staging));
     HolderRecord record{agent, machine, epoch, HolderState::kActive, "", false};
     CAPSULE_RETURN_IF_ERROR(record.Save(staging));
     // The one step that makes this machine the holder.
-    if (PathExists(dir)) {
+    if (replaced) {
       if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
         return Status::IOError(dir, errno);
       }
@@ -327,6 +328,26 @@ Status MoveTarget::Activate(const std::string& agent, const std::string& move, u
   if (!done.ok()) {
     Drop(agent);
     return done.WithContext("activate of move " + move);
+  }
+  // The agent runs here before the source hears it moved: started (mounted) now, under the
+  // agent's lock, so a query waits for the outcome; one that cannot start undoes the step
+  // above and refuses, and the source, finding the epoch this machine held before, keeps it.
+  if (start_agent_) {
+    if (Status started = start_agent_(agent, dir); !started.ok()) {
+      Status put_back = PutBack(dir, staging, replaced);
+      if (!put_back.ok()) {
+        // Two faults at once: the record in place says this machine holds the new epoch, which
+        // the source's query will find; the agent is held here, not started.
+        return Status::IOError("activate of move " + move,
+                               "the agent could not be started here (" + started.message() +
+                                   ") and the activation could not be undone (" + put_back.message() +
+                                   "): this machine holds it at epoch " + std::to_string(epoch) + ", not started");
+      }
+      Drop(agent);
+      return Status::FailedPrecondition("activate of move " + move,
+                                        "the agent could not be started here (" + started.message() +
+                                            "), so this machine does not take it over and the source keeps it");
+    }
   }
   {
     std::lock_guard lock(mu_);
@@ -343,8 +364,18 @@ Status MoveTarget::Activate(const std::string& agent, const std::string& move, u
       (void)RemoveTree(staging);
     }
   }
-  if (on_activated_) on_activated_(agent, dir);
   return Status::Ok();
+}
+
+Status MoveTarget::PutBack(const std::string& dir, const std::string& staging, bool replaced) {
+  if (replaced) {
+    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
+      return Status::IOError(dir, errno);
+    }
+  } else if (::rename(dir.c_str(), staging.c_str()) != 0) {
+    return Status::IOError(dir, errno);
+  }
+  return SyncDirectory(root_);
 }
 
 Result<QueryReply> MoveTarget::Query(const std::string& agent, const std::string& move) {

@@ -46,9 +46,13 @@ class MoveTarget : public TargetApi {
   Result<QueryReply> Query(const std::string& agent, const std::string& move) override;
   Status Abort(const std::string& agent, const std::string& move) override;
 
-  // Called after an activation, with the agent and its capsule folder (to mount it).
-  void set_on_activated(std::function<void(const std::string&, const std::string&)> hook) {
-    on_activated_ = std::move(hook);
+  // Starts the agent an activation put in place, before activate is answered: called with
+  // the agent and its capsule folder (the sidecar mounts it there, --mount-to). When it fails
+  // (leaving nothing running on the folder) the activation is undone: the copy it replaced,
+  // if any, is put back, and activate is refused, so the source keeps the agent (the query
+  // that follows finds the epoch this machine held before). Unset: activate starts nothing.
+  void set_start_agent(std::function<Status(const std::string&, const std::string&)> hook) {
+    start_agent_ = std::move(hook);
   }
 
   // Called on an offer when this machine's retired copy of the agent is still mounted, with
@@ -113,6 +117,9 @@ class MoveTarget : public TargetApi {
   void Drop(const std::string& agent);
   // Runs `step`; on failure the move is rolled back here (Drop) before the error returns.
   Status OrDrop(const std::string& agent, Status status);
+  // Undoes the one step of an activation: the copy it replaced (`replaced`) or nothing back
+  // at `dir`, the activated capsule back at `staging`, for Drop to empty.
+  Status PutBack(const std::string& dir, const std::string& staging, bool replaced);
   // The staged capsule's sandbox, built or found in the cache (set_sandbox_cache); its
   // digest, or "" when this target builds none. `built` is the digest already built for
   // this move: the same one is not looked up again.
@@ -121,7 +128,7 @@ class MoveTarget : public TargetApi {
   std::string root_;
   EvpPkeyPtr seal_key_;
   std::string seal_key_hex_;
-  std::function<void(const std::string&, const std::string&)> on_activated_;
+  std::function<Status(const std::string&, const std::string&)> start_agent_;
   std::function<Status(const std::string&, const std::string&)> release_retired_;
   std::string sandbox_cache_;
   std::mutex mu_;  // guards locks_ and pending_; never held while an agent's lock is taken

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "capsule/format/local_files.h"
 #include "capsule/format/mount_lock.h"
 #include "fs/control_client.h"
+#include "move/door.h"
 #include "move/move_source.h"
 #include "move/move_target.h"
 #include "move/net/tls_channel.h"
@@ -58,11 +61,15 @@ Result<int> RunTool(const std::string& program, std::vector<std::string> args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-// capsulefs DIR MNT, which returns once the mount is ready (it daemonises).
+// capsulefs DIR MNT, which returns once the mount is ready (it daemonises). A mount that
+// fails leaves no driver of DIR behind: activate then puts the folder back as it was.
 Status MountCapsule(const std::string& dir, const std::string& mountpoint) {
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(mountpoint));
+  if (Status made = MakeDirectories(mountpoint); !made.ok()) {
+    return made.WithContext("cannot mount " + dir + " at " + mountpoint);
+  }
   CAPSULE_ASSIGN_OR_RETURN(int exit_code, RunTool(ProgramBesideMe("capsulefs"), {dir, mountpoint}));
   if (exit_code != 0) {
+    CAPSULE_RETURN_IF_ERROR(WaitForDriverToExit(dir));
     return Status::IOError(mountpoint, "capsulefs " + dir + " did not mount (exit " + std::to_string(exit_code) + ")");
   }
   return Status::Ok();
@@ -126,6 +133,32 @@ void ResolveOutgoing(const std::string& root, const TlsCredentials& credentials,
   }
 }
 
+// One connection the door let in, on a thread of its own: its handshake, by the door's
+// deadline (or until the door gives its place to another), then its calls. Its pass is
+// given back when the connection closes.
+void ServeAdmitted(TlsListener* listener, MoveTarget* target, SidecarState* log, AcceptedSocket socket,
+                   std::unique_ptr<DoorPass> pass, int handshake_timeout_seconds) {
+  const std::string address = socket.address;
+  Result<std::unique_ptr<TlsConnection>> conn =
+      listener->Handshake(std::move(socket), handshake_timeout_seconds, pass->wake_fd(), "dropped by this end");
+  if (!conn.ok()) {
+    const std::string dropped = pass->dropped_why();
+    if (!dropped.empty()) {
+      log->LogDoor("dropped", "handshake", address, dropped);
+    } else {
+      const bool refused = conn.status().code() == Code::kPermissionDenied;
+      log->LogDoor(refused ? "refused" : "dropped", "handshake", address, conn.status().message());
+    }
+    return;
+  }
+  pass->Authenticated();
+  (*conn)->set_timeout_seconds(kLinkTimeoutSeconds);
+  TlsLink link(std::move(*conn));
+  LoggedTarget logged(target, log, link.peer());
+  Status served = ServeConnection(&link, &logged);
+  if (!served.ok()) log->LogDoor("failed", "connection", link.peer(), served.message());
+}
+
 }  // namespace
 
 Status RunSidecar(const SidecarOptions& args) {
@@ -137,6 +170,7 @@ Status RunSidecar(const SidecarOptions& args) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // every thread made from here on too
 
+  if (Status limits = args.door.Check(); !limits.ok()) return limits;
   TlsCredentials credentials{args.cert, args.key, args.ca};
   Result<EvpPkeyPtr> seal_key = LoadPrivateKey(args.seal_key, KeyType::kX25519);
   if (!seal_key.ok()) return seal_key.status().WithContext("--seal-key");
@@ -161,9 +195,10 @@ Status RunSidecar(const SidecarOptions& args) {
   if (!target.ok()) return target.status().WithContext("--root");
   if (!args.sandbox_cache.empty()) (*target)->set_sandbox_cache(args.sandbox_cache);
   if (!args.mount_to.empty()) {
-    (*target)->set_on_activated([mount_to = args.mount_to](const std::string& agent, const std::string& dir) {
-      Status mounted = MountCapsule(dir, JoinPath(mount_to, agent));
-      if (!mounted.ok()) std::cerr << "capsule: serve: " << mounted.message() << "\n";
+    // Activate means running: the agent is mounted before activate is answered, and a mount
+    // that fails refuses the activate (the source keeps the agent).
+    (*target)->set_start_agent([mount_to = args.mount_to](const std::string& agent, const std::string& dir) {
+      return MountCapsule(dir, JoinPath(mount_to, agent));
     });
     (*target)->set_release_retired([mount_to = args.mount_to](const std::string& agent, const std::string& dir) {
       return UnmountRetired(dir, JoinPath(mount_to, agent));
@@ -193,20 +228,36 @@ Status RunSidecar(const SidecarOptions& args) {
   });
   stopper.detach();
   MoveTarget* serving = target->get();
+  auto door = std::make_unique<Door>(args.door);
+  // This loop only accepts and admits: every handshake runs on its connection's thread, so no
+  // peer, however slow, holds the door for another.
   while (!stopping) {
-    Result<std::unique_ptr<TlsConnection>> conn = accepting->Accept();
-    if (!conn.ok()) {
-      if (!stopping) std::cerr << "capsule: serve: " << conn.status().message() << "\n";
+    Result<AcceptedSocket> socket = accepting->AcceptSocket();
+    if (!socket.ok()) {
+      if (stopping) break;
+      std::cerr << "capsule: serve: " << socket.status().message() << "\n";
+      // Out of file descriptors, say: wait for connections to close rather than spin.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
-    (*conn)->set_timeout_seconds(kLinkTimeoutSeconds);
-    std::thread([serving, state = log.get(), link = std::make_shared<TlsLink>(std::move(*conn))] {
-      LoggedTarget logged(serving, state, link->peer());
-      Status served = ServeConnection(link.get(), &logged);
-      if (!served.ok()) std::cerr << "capsule: serve: " << link->peer() << ": " << served.message() << "\n";
-    }).detach();
+    const std::string address = socket->address;
+    Result<std::unique_ptr<DoorPass>> pass = door->Admit(socket->host);
+    if (!pass.ok()) {
+      log->LogDoor("refused", "connection", address, pass.status().message());
+      continue;  // the socket closes here
+    }
+    try {
+      std::thread(ServeAdmitted, accepting, serving, log.get(), std::move(*socket), std::move(*pass),
+                  args.door.handshake_timeout_seconds)
+          .detach();
+    } catch (const std::system_error& e) {
+      log->LogDoor("refused", "connection", address, std::string("no thread to serve it: ") + e.what());
+    }
   }
-  (void)log.release();  // connection threads still running may log until the process ends
+  // Connection threads still running may log, admit and hand-shake until the process ends.
+  (void)log.release();
+  (void)door.release();
+  (void)listener->release();
   return Status::Ok();
 }
 

@@ -3,13 +3,15 @@
 // mounts each capsule it takes over (capsulefs) and unmounts a retired copy it mounted when
 // the agent is offered back. See man/capsule-protocol.7.
 //
-// Thread-safety: RunSidecar runs on the calling thread and starts a thread per connection;
-// what they share (the MoveTarget) is thread-safe.
+// Thread-safety: RunSidecar runs on the calling thread, which only accepts connections and
+// admits them (move/door.h); each admitted connection has a thread of its own for its
+// handshake and its calls. What they share (the MoveTarget, the door, the log) is thread-safe.
 #pragma once
 
 #include <string>
 
 #include "capsule/base/status.h"
+#include "move/door.h"
 
 namespace capsule::move {
 
@@ -22,6 +24,8 @@ struct SidecarOptions {
   // When set, build (or find in this cache) each arriving agent's sandbox before the move can
   // activate (MoveTarget::set_sandbox_cache).
   std::string sandbox_cache;
+  // Who may open a connection, and how long a handshake may take (move/door.h).
+  DoorLimits door;
 };
 
 // Listens, prints "listening on HOST:PORT" and "seal key HEX" on standard output, and serves

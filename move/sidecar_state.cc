@@ -30,10 +30,19 @@ std::string UtcNow() {
   return text;
 }
 
-// A value of a log line: as it is when it has no blank or quote, else quoted as JSON.
+// Text quoted as a JSON string: control characters escaped, bytes that are not UTF-8 replaced,
+// so that nothing a peer sent can forge a line or a terminal's escape.
+std::string Quoted(const std::string& text) {
+  return Json(text).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// A value of a log line: as it is when it is printable ASCII with no blank, quote, backslash or
+// '=', else quoted.
 std::string LogValue(const std::string& value) {
-  if (!value.empty() && value.find_first_of(" \t\n\"\\=") == std::string::npos) return value;
-  return Json(value).dump();
+  const bool plain = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+    return c > ' ' && c < 0x7f && c != '"' && c != '\\' && c != '=';
+  });
+  return plain ? value : Quoted(value);
 }
 
 Json MoveToJson(const MoveInFlight& m) {
@@ -65,7 +74,15 @@ void SidecarState::Log(const std::string& event, const std::string& call, const 
                        const std::string& move, uint64_t epoch, const std::string& peer, const std::string& why) {
   std::string line = UtcNow() + " serve: " + event + " " + call + " agent=" + LogValue(agent) +
                      " move=" + LogValue(move) + " epoch=" + std::to_string(epoch) + " peer=" + LogValue(peer);
-  if (!why.empty()) line += " why=" + Json(why).dump();
+  if (!why.empty()) line += " why=" + Quoted(why);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::fprintf(log_, "%s\n", line.c_str());
+  std::fflush(log_);
+}
+
+void SidecarState::LogDoor(const std::string& event, const std::string& what, const std::string& peer,
+                        const std::string& why) {
+  std::string line = UtcNow() + " serve: " + event + " " + what + " peer=" + LogValue(peer) + " why=" + Quoted(why);
   std::lock_guard<std::mutex> lock(mu_);
   std::fprintf(log_, "%s\n", line.c_str());
   std::fflush(log_);

@@ -7,6 +7,18 @@
 //
 // Events: accepted (an offer), copied, switched, activated, aborted, refused (any call, with
 // why), recovered (at start: a staging area left mid-way emptied, or a move out resolved).
+// At the door (move/door.h), before any call, one line per connection turned away:
+//
+//   2026-12-03T18:40:00Z serve: refused connection peer=10.0.0.9:50112 why="..."
+//   2026-12-03T18:40:00Z serve: refused handshake peer=10.0.0.9:50113 why="..."
+//   2026-12-03T18:40:10Z serve: dropped handshake peer=10.0.0.9:50114 why="..."
+//   2026-12-03T18:41:00Z serve: failed connection peer="10.0.0.7:40100 (CN=host-a)" why="..."
+//
+// refused connection: a limit on connections; refused handshake: TLS refused the peer (no
+// certificate, not the CA's, not TLS 1.3); dropped handshake: one that did not finish in time,
+// that the peer left, or whose place went to a newer connection; failed connection: an
+// authenticated connection ended by an error (a malformed message, a link gone silent).
+// Every why= is quoted as JSON (control characters escaped), whatever the peer sent.
 //
 // Thread-safety: SidecarState is shared by every connection's thread (one mutex); the
 // LoggedTarget of one connection is used by that connection's thread.
@@ -42,6 +54,9 @@ class SidecarState {
   // One log line: "TS serve: EVENT CALL agent=A move=M epoch=E peer=P[ why="..."]".
   void Log(const std::string& event, const std::string& call, const std::string& agent, const std::string& move,
            uint64_t epoch, const std::string& peer, const std::string& why = "");
+  // A line about a connection at the door: "TS serve: EVENT WHAT peer=P why="..."" (EVENT
+  // refused, dropped or failed; WHAT connection or handshake).
+  void LogDoor(const std::string& event, const std::string& what, const std::string& peer, const std::string& why);
   // A free-form line ("TS serve: recovered ..."), for what no call caused.
   void Note(const std::string& event, const std::string& text);
   // A move in reaches `phase` ("" when it ended: activated, aborted, refused).

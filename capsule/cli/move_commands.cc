@@ -1,5 +1,7 @@
 // capsule serve --root DIR --listen HOST:PORT --cert FILE --key FILE --ca FILE --seal-key FILE
-//               [--mount-to DIR] [--sandbox-cache DIR]
+//               [--mount-to DIR] [--sandbox-cache DIR] [--handshake-timeout S]
+//               [--max-connections N] [--max-connections-per-peer N] [--max-handshakes N]
+//               [--max-handshakes-per-peer N]
 // capsule move SOURCE --to HOST:PORT --cert FILE --key FILE --ca FILE [--recover] [--json]
 //              [--progress]
 #include "capsule/cli/cli.h"
@@ -131,7 +133,27 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   serve->add_option("--sandbox-cache", serve_args->sandbox_cache,
                     "Build each arriving agent's sandbox in this cache (or find it there) before its move can activate; "
                     "a sandbox that cannot be built refuses the move");
-  serve->footer("The protocol, its failure rules and recovery: man capsule-protocol.7");
+  move::DoorLimits& door = serve_args->door;
+  serve->add_option("--handshake-timeout", door.handshake_timeout_seconds,
+                    "Seconds a peer has to complete its TLS handshake (default " +
+                        std::to_string(door.handshake_timeout_seconds) + ")")
+      ->check(PositiveWholeNumber());
+  serve->add_option("--max-connections", door.max_connections,
+                    "Connections open at once, in all (default " + std::to_string(door.max_connections) + ")")
+      ->check(PositiveWholeNumber());
+  serve->add_option("--max-connections-per-peer", door.max_connections_per_peer,
+                    "Connections open at once from one address (default " +
+                        std::to_string(door.max_connections_per_peer) + ")")
+      ->check(PositiveWholeNumber());
+  serve->add_option("--max-handshakes", door.max_handshakes,
+                    "TLS handshakes in progress at once, in all; past it a new one takes the place of the oldest "
+                    "of the peer with the most (default " + std::to_string(door.max_handshakes) + ")")
+      ->check(PositiveWholeNumber());
+  serve->add_option("--max-handshakes-per-peer", door.max_handshakes_per_peer,
+                    "TLS handshakes in progress at once from one address; past it a new one takes the place of its "
+                    "oldest (default " + std::to_string(door.max_handshakes_per_peer) + ")")
+      ->check(PositiveWholeNumber());
+  serve->footer("The protocol, its failure rules and recovery, the door's limits: man capsule-protocol.7");
   serve->callback([serve_args, exit_code] {
     Status stopped = move::RunSidecar(*serve_args);
     if (!stopped.ok()) {

@@ -186,9 +186,9 @@ Status HandshakeFailure(SSL* ssl, int ret, const std::string& peer) {
 }
 
 // Drives SSL_accept or SSL_connect to the end by `deadline`. `wake_fd` (or -1) interrupts
-// the wait with Unavailable.
+// the wait with Unavailable saying `woken_why`.
 Status RunHandshake(SSL* ssl, int fd, const Deadline& deadline, int timeout_seconds, int wake_fd,
-                    const std::string& peer) {
+                    const std::string& peer, const std::string& woken_why = "") {
   const std::string what = "TLS handshake with " + peer;
   for (;;) {
     ERR_clear_error();
@@ -201,7 +201,7 @@ Status RunHandshake(SSL* ssl, int fd, const Deadline& deadline, int timeout_seco
     }
     CAPSULE_ASSIGN_OR_RETURN(WaitResult waited,
                              WaitSocket(fd, EventsFor(error), deadline, wake_fd, what));
-    if (waited == WaitResult::kWoken) return Status::Unavailable(what, "listener shut down");
+    if (waited == WaitResult::kWoken) return Status::Unavailable(what, woken_why);
     if (waited == WaitResult::kTimeout) {
       return Status::Unavailable(what,
                                  "not complete after " + std::to_string(timeout_seconds) + " s");
@@ -405,7 +405,7 @@ Result<std::unique_ptr<TlsListener>> TlsListener::Listen(const std::string& host
       last = Status::IOError("listen on " + host_port + ": bind", errno);
       continue;
     }
-    if (listen(fd.get(), 16) != 0) {
+    if (listen(fd.get(), kListenBacklog) != 0) {
       last = Status::IOError("listen on " + host_port + ": listen", errno);
       continue;
     }
@@ -432,7 +432,7 @@ void TlsListener::Shutdown() {
   [[maybe_unused]] const ssize_t n = write(wake_fd_.get(), &one, sizeof one);
 }
 
-Result<std::unique_ptr<TlsConnection>> TlsListener::Accept() {
+Result<AcceptedSocket> TlsListener::AcceptSocket() {
   const std::string what = "accept on port " + std::to_string(port_);
   UniqueFd fd;
   for (;;) {
@@ -449,21 +449,38 @@ Result<std::unique_ptr<TlsConnection>> TlsListener::Accept() {
     return Status::IOError(what, errno);
   }
   SetNoDelay(fd.get());
+  AcceptedSocket accepted;
   Result<std::string> address = PeerAddress(fd.get());
-  const std::string peer = address.ok() ? *address : "unknown peer";
+  accepted.address = address.ok() ? *address : "unknown peer";
+  accepted.host = accepted.address.substr(0, accepted.address.rfind(':'));
+  if (accepted.host.size() >= 2 && accepted.host.front() == '[') {
+    accepted.host = accepted.host.substr(1, accepted.host.size() - 2);
+  }
+  accepted.fd = std::move(fd);
+  return accepted;
+}
 
+Result<std::unique_ptr<TlsConnection>> TlsListener::Handshake(AcceptedSocket socket,
+                                                              int timeout_seconds, int wake_fd,
+                                                              const std::string& woken_why) {
+  const std::string& peer = socket.address;
   ERR_clear_error();
   SslPtr ssl(SSL_new(ctx_.get()));
   if (ssl == nullptr) return OpenSslError("SSL_new", Code::kIOError);
-  CAPSULE_RETURN_IF_ERROR(AttachSocket(ssl.get(), fd.get()));
+  CAPSULE_RETURN_IF_ERROR(AttachSocket(ssl.get(), socket.fd.get()));
   SSL_set_accept_state(ssl.get());
-  const int handshake_timeout = handshake_timeout_seconds_.load();
-  CAPSULE_RETURN_IF_ERROR(RunHandshake(ssl.get(), fd.get(), Deadline(handshake_timeout),
-                                       handshake_timeout, wake_fd_.get(), peer));
+  CAPSULE_RETURN_IF_ERROR(RunHandshake(ssl.get(), socket.fd.get(), Deadline(timeout_seconds),
+                                       timeout_seconds, wake_fd, peer, woken_why));
   CAPSULE_RETURN_IF_ERROR(CheckVerified(ssl.get(), peer));
   std::string common_name = CommonNameOf(ssl.get());
-  return std::make_unique<TlsConnection>(std::move(fd), std::move(ssl), peer,
+  return std::make_unique<TlsConnection>(std::move(socket.fd), std::move(ssl), peer,
                                          std::move(common_name));
+}
+
+Result<std::unique_ptr<TlsConnection>> TlsListener::Accept() {
+  CAPSULE_ASSIGN_OR_RETURN(AcceptedSocket socket, AcceptSocket());
+  return Handshake(std::move(socket), handshake_timeout_seconds_.load(), wake_fd_.get(),
+                   "listener shut down");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -93,6 +93,18 @@ class TlsConnection : public ByteSource, public ByteSink {
   bool closed_ = false;
 };
 
+// Connections the kernel queues for a listener until it accepts them. The accept loop of a
+// server takes them at once and hands each handshake to a thread of its own (AcceptSocket,
+// Handshake), so the queue is short-lived; a burst of connections fills it, not a slow peer.
+inline constexpr int kListenBacklog = 256;
+
+// A TCP connection TlsListener::AcceptSocket took, its TLS handshake not begun.
+struct AcceptedSocket {
+  UniqueFd fd;
+  std::string address;  // "1.2.3.4:5" or "[::1]:5"
+  std::string host;     // the same without the port: the peer's address, as limits count it
+};
+
 class TlsListener {
  public:
   // "HOST:PORT" ("[::1]:PORT" for IPv6; ":PORT" for the wildcard address of the first family
@@ -107,13 +119,24 @@ class TlsListener {
 
   uint16_t port() const { return port_; }
 
+  // Accepts one TCP connection, without its handshake; thread-safe. A server that must not
+  // wait on one peer (capsule serve) takes connections with it on one thread and hands each
+  // to Handshake on another. Unavailable once Shutdown is called.
+  Result<AcceptedSocket> AcceptSocket();
+
+  // Completes the TLS handshake of `socket` by `timeout_seconds` from now (0 = no limit), or
+  // gives it up (Unavailable saying `woken_why`) as soon as `wake_fd` (or -1 for none)
+  // becomes readable. Errors as Accept's; thread-safe (handshakes run at once).
+  Result<std::unique_ptr<TlsConnection>> Handshake(AcceptedSocket socket, int timeout_seconds,
+                                                   int wake_fd, const std::string& woken_why);
+
   // Accepts one TCP connection and completes the handshake. A peer that presents no
   // certificate, or one not chaining to the CA, or offers less than TLS 1.3, fails here with
   // PermissionDenied naming the peer and the reason; a peer that vanishes or stalls during the
   // handshake fails with Unavailable. Either way the listener stays usable.
   // The handshake runs inside Accept, so a peer that is slow to complete it holds this call
-  // for up to the handshake timeout; a server that must not wait on one peer calls Accept from
-  // several threads at once (each connection goes to exactly one of them).
+  // for up to the handshake timeout; a server that must not wait on one peer takes
+  // connections with AcceptSocket and runs each Handshake on a thread of its own.
   Result<std::unique_ptr<TlsConnection>> Accept();
 
   // Makes a blocked Accept return (Unavailable) so a server can stop, and every later Accept
