@@ -33,7 +33,7 @@ std::string UtcNow() {
 // A value of a log line: as it is when it has no blank or quote, else quoted as JSON.
 std::string LogValue(const std::string& value) {
   if (!value.empty() && value.find_first_of(" \t\n\"\\=") == std::string::npos) return value;
-  return Json(value).dump();
+  return JsonText(Json(value));
 }
 
 Json MoveToJson(const MoveInFlight& m) {
@@ -65,7 +65,7 @@ void SidecarState::Log(const std::string& event, const std::string& call, const 
                        const std::string& move, uint64_t epoch, const std::string& peer, const std::string& why) {
   std::string line = UtcNow() + " serve: " + event + " " + call + " agent=" + LogValue(agent) +
                      " move=" + LogValue(move) + " epoch=" + std::to_string(epoch) + " peer=" + LogValue(peer);
-  if (!why.empty()) line += " why=" + Json(why).dump();
+  if (!why.empty()) line += " why=" + JsonText(Json(why));
   std::lock_guard<std::mutex> lock(mu_);
   std::fprintf(log_, "%s\n", line.c_str());
   std::fflush(log_);
@@ -106,7 +106,7 @@ Status SidecarState::SaveLocked() {
   Json moves = Json::array();
   for (const auto& [agent, m] : moves_) moves.push_back(MoveToJson(m));
   Json state = {{"pid", static_cast<int64_t>(::getpid())}, {"listen", listen_}, {"started", started_}, {"moves", moves}};
-  return WriteFileAtomic(JoinPath(root_, kSidecarState), state.dump() + "\n");
+  return WriteFileAtomic(JoinPath(root_, kSidecarState), JsonText(state) + "\n");
 }
 
 Result<OfferReply> LoggedTarget::Offer(const OfferRequest& request) {
