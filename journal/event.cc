@@ -268,6 +268,15 @@ Status CheckEventFields(const Event& event) {
   return Status::Ok();
 }
 
+Status CheckEventLineSize(uint64_t line_bytes, const std::string& what) {
+  if (line_bytes <= kMaxEventLineBytes) return Status::Ok();
+  return Status::InvalidArgument(
+      what, "an event of " + std::to_string(line_bytes) + " bytes (its canonical line) is over the journal's limit of " +
+                std::to_string(kMaxEventLineBytes) +
+                " bytes (16 MiB): store large content as an attachment (capsule attach) and reference it in "
+                "data.attachments");
+}
+
 std::string UtcNowRfc3339() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};

@@ -25,6 +25,12 @@ namespace capsule::journal {
 // Larger content belongs in an attachment (memory/attachments/), which an event references.
 inline constexpr uint64_t kMaxEventLineBytes = uint64_t{16} << 20;
 
+// Refuses (InvalidArgument, naming `what`) an event whose canonical line, without its
+// newline, is `line_bytes` long when that is over kMaxEventLineBytes: the message gives the
+// size and the limit, and points at attachments. Every writer of the journal asks it (an
+// append, a merge's added events); readers take any size a journal already holds.
+Status CheckEventLineSize(uint64_t line_bytes, const std::string& what);
+
 struct Event {
   uint64_t clock = 0;                // Lamport clock
   Json data = Json::object();        // type-specific fields; may carry "conversation"

@@ -59,26 +59,9 @@ Status AppendLine(Event* event, std::string* lines) {
   hasher.Update(head);
   hasher.Update(rest);
   event->id = hasher.FinishHex();
+  size_t start = lines->size();
   lines->append(head).append(",\"id\":\"").append(event->id).append("\"").append(rest).push_back('\n');
-  return Status::Ok();
-}
-
-// The last line of the journal open at `fd` (`size` bytes, ending with a newline), without
-// its newline; empty for an empty journal.
-Result<std::string> ReadLastLine(int fd, uint64_t size, const std::string& path) {
-  std::string line;
-  uint64_t end = size == 0 ? 0 : size - 1;  // before the final newline
-  while (end > 0) {
-    uint64_t begin = end > 4096 ? end - 4096 : 0;
-    std::string chunk(end - begin, '\0');
-    CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd, chunk.data(), chunk.size(), static_cast<off_t>(begin), path));
-    chunk.resize(got);
-    size_t newline = chunk.rfind('\n');
-    if (newline != std::string::npos) return chunk.substr(newline + 1) + line;
-    line = chunk + line;
-    end = begin;
-  }
-  return line;
+  return CheckEventLineSize(lines->size() - start - 1, event->type);
 }
 
 // After a merge that added nothing the journal is left as it is. But a crash of an earlier
@@ -170,7 +153,8 @@ Result<int> Journal::WriteLocked(const std::vector<NewEvent>& events, std::vecto
   std::string lines;
   JournalTail tail = tail_;
   size_t last_start = 0;
-  for (const NewEvent& next : events) {
+  for (size_t i = 0; i < events.size(); ++i) {
+    const NewEvent& next = events[i];
     Event event;
     const MachineTail* mine = nullptr;
     if (auto it = tail.machines.find(machine_); it != tail.machines.end()) mine = &it->second;
@@ -182,7 +166,11 @@ Result<int> Journal::WriteLocked(const std::vector<NewEvent>& events, std::vecto
     event.ts = options_.now();
     event.type = next.type;
     last_start = lines.size();
-    CAPSULE_RETURN_IF_ERROR(AppendLine(&event, &lines));
+    Status line = AppendLine(&event, &lines);
+    if (!line.ok()) {
+      return events.size() == 1 ? line
+                                : line.WithContext("event " + std::to_string(i + 1) + " of " + std::to_string(events.size()));
+    }
     tail.Add(event);  // the next event chains to this one
     appended->push_back(std::move(event));
   }
@@ -277,7 +265,7 @@ Status Journal::Reopen() {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
   CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
   CAPSULE_ASSIGN_OR_RETURN(JournalTail tail, LoadJournalTail(dir_, fd.get(), size));
-  CAPSULE_ASSIGN_OR_RETURN(last_line_, ReadLastLine(fd.get(), size, path));
+  CAPSULE_ASSIGN_OR_RETURN(last_line_, ReadLastLine(FileReadAt(fd.get(), path), size, path));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
   if (!tail_fd_.valid()) {
@@ -416,6 +404,7 @@ Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
       ++i;
     } else {
       CAPSULE_ASSIGN_OR_RETURN(last_line, event.CanonicalLine());
+      CAPSULE_RETURN_IF_ERROR(CheckEventLineSize(last_line.size(), "merge: " + DescribeEvent(event)));
       ++j;
     }
     last_line += '\n';

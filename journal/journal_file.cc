@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
@@ -118,6 +119,48 @@ Result<uint64_t> CutTornTail(int fd, const std::string& path) {
   if (::ftruncate(fd, static_cast<off_t>(cut)) != 0) return Status::IOError(path + ": cutting a torn last line", errno);
   if (::fdatasync(fd) != 0) return Status::IOError(path, errno);
   return cut;
+}
+
+namespace {
+
+// Reads `size` bytes at `offset` through `read`, all of them or an error.
+Status ReadExactly(const ReadAtFunction& read, uint64_t offset, char* buffer, size_t size, const std::string& name) {
+  size_t got = 0;
+  while (got < size) {
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, read(offset + got, buffer + got, size - got));
+    if (n == 0) return Status::IOError(name, "ended before its size (cut short while read?)");
+    got += n;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::string> ReadLastLine(const ReadAtFunction& read, uint64_t size, const std::string& name,
+                                 size_t first_block) {
+  constexpr size_t kLargestBlock = 4 << 20;
+  if (size == 0) return std::string();
+  char final_byte = 0;
+  CAPSULE_RETURN_IF_ERROR(ReadExactly(read, size - 1, &final_byte, 1, name));
+  uint64_t end = final_byte == '\n' ? size - 1 : size;  // where the line ends
+  uint64_t begin = 0;                                    // where it starts
+  size_t block = std::max<size_t>(first_block, 1);
+  std::string buffer;
+  for (uint64_t scanned_to = end; scanned_to > 0;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(block, scanned_to));
+    uint64_t from = scanned_to - n;
+    if (buffer.size() < n) buffer.resize(n);
+    CAPSULE_RETURN_IF_ERROR(ReadExactly(read, from, buffer.data(), n, name));
+    if (const void* newline = ::memrchr(buffer.data(), '\n', n)) {
+      begin = from + static_cast<uint64_t>(static_cast<const char*>(newline) - buffer.data()) + 1;
+      break;
+    }
+    scanned_to = from;
+    block = std::min(block * 2, kLargestBlock);
+  }
+  std::string line(end - begin, '\0');
+  CAPSULE_RETURN_IF_ERROR(ReadExactly(read, begin, line.data(), line.size(), name));
+  return line;
 }
 
 Result<JournalTail> LoadJournalTail(const std::string& capsule_dir, int fd, uint64_t size) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
 #include "journal/check.h"
 
@@ -29,6 +30,16 @@ class JournalLock {
 // Cuts a last line without its newline off the open journal `fd` (ftruncate to just after
 // the last newline, then fdatasync). Returns the journal's size afterwards.
 Result<uint64_t> CutTornTail(int fd, const std::string& path);
+
+// The last line of a journal of `size` bytes read through `read` (errors naming `name`),
+// without its newline; empty for an empty journal. A final newline ends the line; without
+// one the line runs to `size`. It reads backward from the end in blocks that double from
+// `first_block` to 4 MiB, each into the same buffer, looking only for the newline before the
+// line, then reads the line once: at most three times the line's length and a block in all,
+// whatever that length (a journal written before kMaxEventLineBytes may hold a longer line).
+inline constexpr size_t kLastLineFirstBlock = 64 << 10;
+Result<std::string> ReadLastLine(const ReadAtFunction& read, uint64_t size, const std::string& name,
+                                 size_t first_block = kLastLineFirstBlock);
 
 // What the tail cache records: the journal it describes and that journal's tail.
 struct TailCache {

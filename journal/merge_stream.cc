@@ -6,6 +6,8 @@
 #include <map>
 #include <thread>
 
+#include "journal/event.h"
+
 namespace capsule::journal {
 
 namespace {
@@ -245,6 +247,10 @@ Result<MergeCounts> MergeSides(MergeCursor& a, MergeCursor& b, const MergeOutput
     mine = event.seq;
     last_line = event.line;
     if (!take_ours) {
+      // The limit of every writer: an event over it is refused, not merged in.
+      CAPSULE_RETURN_IF_ERROR(CheckEventLineSize(event.line.size(), "merge: event " + std::string(event.id) + " (machine " +
+                                                                        std::string(event.machine) + ", seq " +
+                                                                        std::to_string(event.seq) + ")"));
       ++counts.added;
       if (!out.started() && conflict.ok()) {
         // Everything before this line came from ours, in its order: its text up to here.

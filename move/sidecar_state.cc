@@ -33,7 +33,7 @@ std::string UtcNow() {
 // Text quoted as a JSON string: control characters escaped, bytes that are not UTF-8 replaced,
 // so that nothing a peer sent can forge a line or a terminal's escape.
 std::string Quoted(const std::string& text) {
-  return Json(text).dump(-1, ' ', false, Json::error_handler_t::replace);
+  return JsonText(Json(text));
 }
 
 // A value of a log line: as it is when it is printable ASCII with no blank, quote, backslash or
@@ -123,7 +123,7 @@ Status SidecarState::SaveLocked() {
   Json moves = Json::array();
   for (const auto& [agent, m] : moves_) moves.push_back(MoveToJson(m));
   Json state = {{"pid", static_cast<int64_t>(::getpid())}, {"listen", listen_}, {"started", started_}, {"moves", moves}};
-  return WriteFileAtomic(JoinPath(root_, kSidecarState), state.dump() + "\n");
+  return WriteFileAtomic(JoinPath(root_, kSidecarState), JsonText(state) + "\n");
 }
 
 Result<OfferReply> LoggedTarget::Offer(const OfferRequest& request) {

@@ -3,17 +3,28 @@
 // may crash (this suite also runs under AddressSanitizer and UndefinedBehaviorSanitizer), and
 // after all of them the capsule still verifies and its journal is as it was.
 //
+// Endless inputs (/dev/zero where a file or standard input is read whole) and files past
+// their kind's limit are refused as they are read; text that is not UTF-8 still comes out
+// as valid JSON; an event over the journal's limit is refused, and one that an older journal
+// already holds (64 MiB) does not hold up the next append.
+//
 // The mount's hostile journal lines and spec writes are in capsulefs_test; hostile peers of
 // a sidecar in move_e2e_test; bytes to every reader of outside bytes in the fuzzers.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
+#include "journal/event.h"
 #include "tests/cli_runner.h"
 
 namespace capsule {
@@ -21,6 +32,7 @@ namespace {
 
 using testing::MakeTempDir;
 using testing::RunCapsule;
+using testing::RunProgram;
 
 struct Hostile {
   const char* name;
@@ -28,7 +40,55 @@ struct Hostile {
   std::string stdin_text;
   int exit_code;
   std::string message;  // a part of standard error
+  std::string stdin_file = "";  // standard input from this file instead (/dev/zero)
 };
+
+// Runs ./capsule with `args`, then prints the CPU time it took (the shell's `times`: user and
+// system seconds of its children) as the last line of standard output.
+testing::RunResult RunCapsuleTimed(const std::vector<std::string>& args, double* cpu_seconds) {
+  std::vector<std::string> sh = {"-c", "./capsule \"$@\" || exit $?; times", "sh"};
+  sh.insert(sh.end(), args.begin(), args.end());
+  testing::RunResult run = RunProgram("/bin/sh", sh);
+  // "0m0.01s 0m0.00s\n0m1.45s 0m1.16s\n": the shell's, then its children's.
+  size_t last = run.out.rfind('\n', run.out.size() - 2);
+  int user_m = 0, sys_m = 0;
+  double user_s = 0, sys_s = 0;
+  *cpu_seconds = -1;
+  if (last != std::string::npos &&
+      std::sscanf(run.out.c_str() + last + 1, "%dm%lfs %dm%lfs", &user_m, &user_s, &sys_m, &sys_s) == 4) {
+    *cpu_seconds = 60.0 * (user_m + sys_m) + user_s + sys_s;
+  }
+  return run;
+}
+
+// Runs ./capsule with standard input from `path`.
+testing::RunResult RunCapsuleReading(const std::string& path, const std::vector<std::string>& args) {
+  std::vector<std::string> sh = {"-c", "exec ./capsule \"$@\" < " + path, "sh"};
+  sh.insert(sh.end(), args.begin(), args.end());
+  return RunProgram("/bin/sh", sh);
+}
+
+// Event data whose text makes the journal's second event (seq 2, clock 2) one line over the
+// journal's limit, though the data alone is under it; and that line's length.
+std::string OversizeEventData() { return R"({"text":")" + std::string(journal::kMaxEventLineBytes - 100, 'x') + R"("})"; }
+uint64_t OversizeEventLineBytes() {
+  journal::Event probe;
+  probe.clock = 2;
+  probe.data = *ParseJson(OversizeEventData(), "data");
+  probe.machine = "m-0000000000000000";  // every machine's id has this length
+  probe.prev = std::string(64, '0');
+  probe.seq = 2;
+  probe.ts = "2026-12-02T16:40:00Z";
+  probe.type = "user_message";
+  probe.id = std::string(64, '0');
+  return probe.CanonicalLine()->size();
+}
+
+// A sparse file of `size` bytes: a file past a limit without the disk it would take.
+void MakeSparse(const std::string& path, off_t size) {
+  UniqueFd fd = *OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_EQ(::ftruncate(fd.get(), size), 0);
+}
 
 std::string Deep(int levels) { return std::string(levels, '[') + std::string(levels, ']'); }
 
@@ -44,6 +104,9 @@ class HostileInputTest : public ::testing::Test {
     ASSERT_TRUE(WriteFileAtomic(root_ + "/empty", "").ok());
     ASSERT_TRUE(WriteFileAtomic(root_ + "/deep.json", "{\"files/a\":" + Deep(100000) + "}").ok());
     ASSERT_EQ(::symlink((root_ + "/garbage").c_str(), (root_ + "/link").c_str()), 0);
+    ASSERT_EQ(::mkfifo((root_ + "/fifo").c_str(), 0600), 0);
+    MakeSparse(root_ + "/big_key", (64 << 10) + 1);
+    MakeSparse(root_ + "/big_attachment", (64 << 20) + 1);
   }
   std::string Expand(const std::string& arg) const {
     std::string out = arg;
@@ -98,6 +161,33 @@ TEST_F(HostileInputTest, EveryHostileInputGetsAClearErrorAndChangesNothing) {
       // Queries.
       {"SQL that writes", {"sql", "{CAP}", "DELETE FROM messages"}, "", 1, "capsule: "},
       {"SQL that is not SQL", {"sql", "{CAP}", "SELEKT"}, "", 1, "capsule: "},
+      // Endless inputs and files past their kind's limit, refused as they are read.
+      {"/dev/zero as a signing key", {"export", "{CAP}", "-o", "{ROOT}/signed.tar", "--sign", "/dev/zero"}, "", 1,
+       "/dev/zero: not a regular file (a character device): a private key is read from a regular file"},
+      {"/dev/zero as a key to open with", {"open", "--key", "/dev/zero"}, "x", 1,
+       "/dev/zero: not a regular file (a character device): a private key is read from a regular file"},
+      {"a FIFO as a key (not waited on)", {"open", "--key", "{ROOT}/fifo"}, "x", 1,
+       "/fifo: not a regular file (a FIFO): a private key is read from a regular file"},
+      {"a key file past 64 KiB", {"open", "--key", "{ROOT}/big_key"}, "x", 1,
+       "/big_key: larger than a private key may be: at most 64 KiB (65536 bytes)"},
+      {"/dev/zero as a public key", {"verify", "{CAP}", "--pubkey", "/dev/zero"}, "", 1,
+       "/dev/zero: not a regular file (a character device): a public key is read from a regular file"},
+      {"/dev/zero as a have",
+       {"stream", "pack", "{CAP}", "--phase", "copy", "--have", "/dev/zero", "-o", "{ROOT}/s"}, "", 1,
+       "/dev/zero: not a regular file (a character device): a have is read from a regular file"},
+      {"/dev/zero attached", {"attach", "{CAP}", "/dev/zero"}, "", 1,
+       "attach: /dev/zero: not a regular file (a character device): an attachment is read from a regular file"},
+      {"an attachment past 64 MiB", {"attach", "{CAP}", "{ROOT}/big_attachment"}, "", 1,
+       "/big_attachment: larger than an attachment may be: at most 64 MiB (67108864 bytes)"},
+      {"a query from /dev/zero", {"sql", "{CAP}", "-"}, "", 1,
+       "standard input: larger than a SQL query may be: at most 1 MiB (1048576 bytes)", "/dev/zero"},
+      {"event data from /dev/zero", {"log", "append", "{CAP}", "--type", "user_message"}, "", 1,
+       "log append: standard input: larger than an event's data may be: at most 16 MiB (16777216 bytes)", "/dev/zero"},
+      {"an event over the journal's limit", {"log", "append", "{CAP}", "--type", "user_message"},
+       OversizeEventData(), 1,
+       "user_message: an event of " + std::to_string(OversizeEventLineBytes()) +
+           " bytes (its canonical line) is over the journal's limit of 16777216 bytes (16 MiB): store large content "
+           "as an attachment (capsule attach) and reference it in data.attachments"},
       // The command line's own words (usage: exit 2).
       {"a mistyped command", {"verfy", "{CAP}"}, "", 2, "'verfy' is not a command; did you mean 'verify'?"},
       {"a count of zero", {"render", "{CAP}", "--context-tokens", "0"}, "", 2,
@@ -114,7 +204,7 @@ TEST_F(HostileInputTest, EveryHostileInputGetsAClearErrorAndChangesNothing) {
   for (const Hostile& row : table) {
     std::vector<std::string> args;
     for (const std::string& arg : row.args) args.push_back(Expand(arg));
-    auto run = RunCapsule(args, row.stdin_text);
+    auto run = row.stdin_file.empty() ? RunCapsule(args, row.stdin_text) : RunCapsuleReading(row.stdin_file, args);
     EXPECT_EQ(run.exit_code, row.exit_code) << row.name << "\n" << run.err;
     EXPECT_NE(run.err.find(row.message), std::string::npos) << row.name << ": " << run.err;
     // One line per problem, in the form the command line promises.
@@ -124,6 +214,64 @@ TEST_F(HostileInputTest, EveryHostileInputGetsAClearErrorAndChangesNothing) {
   for (const char* made : {"imported", "unpacked", "new", "new2", "s", "signed.tar"}) {
     EXPECT_FALSE(PathExists(root_ + "/" + made)) << made << " was left behind";
   }
+  auto verify = RunCapsule({"verify", cap_});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+// Text that is not UTF-8 (a SQLite text cast from a blob, a path named by an error) comes
+// out of --json as valid JSON, each invalid byte as U+FFFD, instead of aborting the command.
+TEST_F(HostileInputTest, BytesThatAreNotUtf8ComeOutAsValidJson) {
+  auto sql = RunCapsule({"sql", cap_, "SELECT CAST(x'ff' AS TEXT) AS t, 'ok' AS u", "--json"});
+  ASSERT_EQ(sql.exit_code, 0) << sql.err;
+  Result<Json> rows = ParseJson(sql.out, "sql --json");  // refuses invalid UTF-8
+  ASSERT_TRUE(rows.ok()) << rows.status().message() << "\n" << sql.out;
+  EXPECT_NE(sql.out.find("\"\xEF\xBF\xBD\""), std::string::npos) << sql.out;
+  EXPECT_NE(sql.out.find("\"ok\""), std::string::npos) << sql.out;
+
+  auto error = RunCapsule({"verify", root_ + "/\xff\xfe", "--json"});
+  EXPECT_EQ(error.exit_code, 1) << error.err;
+  Result<Json> answer = ParseJson(error.out, "verify --json");
+  ASSERT_TRUE(answer.ok()) << answer.status().message() << "\n" << error.out;
+  ASSERT_TRUE(answer->contains("error")) << error.out;
+  const std::string message = (*answer)["error"]["message"].get<std::string>();
+  EXPECT_NE(message.find("/\xEF\xBF\xBD\xEF\xBF\xBD: no such file or folder"), std::string::npos) << message;
+}
+
+// An event of 64 MiB that an older journal holds (its chain sound) is checked once, then the
+// next append finds the journal's last line in bounded reads: a hang detector on the CPU time
+// the command takes, whatever the machine's load (the last line read a block at a time, copied
+// again for each, took 4.5 s for 16 MiB and over 200 s for 32 MiB), not a speed test. The
+// reads themselves are counted in journal/last_line_test.
+TEST_F(HostileInputTest, AnAppendAfterA64MiBEventIsNotHeldUp) {
+  journal::Event big;
+  big.clock = 2;  // after SetUp's event
+  big.data = {{"text", std::string(64 << 20, 'x')}};
+  big.machine = "m-00000000000000ff";  // another machine's first event
+  big.seq = 1;
+  big.ts = "2026-12-02T16:40:00Z";
+  big.type = "user_message";
+  big.id = *big.ComputeId();
+  const std::string line = *big.CanonicalLine() + "\n";
+  ASSERT_GT(line.size(), 64u << 20);
+  {
+    UniqueFd fd = *OpenFile(cap_ + "/memory/timeline_events.jsonl", O_WRONLY | O_APPEND | O_CLOEXEC);
+    ASSERT_TRUE(WriteAll(fd.get(), line, "journal").ok());
+  }
+  auto started = std::chrono::steady_clock::now();
+  double cpu = 0;
+  auto append =
+      RunCapsuleTimed({"log", "append", cap_, "--type", "user_message", "--data", R"({"text":"after"})"}, &cpu);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_EQ(append.exit_code, 0) << append.err;
+  ASSERT_GE(cpu, 0) << append.out;
+  // It checks the 64 MiB line once and projects it into the owned state: about 3 s of CPU
+  // time, several times that under AddressSanitizer.
+  EXPECT_LT(cpu, 45.0) << "the append after a 64 MiB line took " << cpu << " s of CPU time";
+  std::cerr << "append after a 64 MiB event: " << cpu << " s of CPU time, " << seconds << " s in all\n";
+  // Chained after it: the largest clock was the big event's.
+  auto log = RunCapsule({"log", cap_, "--json"});
+  ASSERT_EQ(log.exit_code, 0) << log.err;
+  EXPECT_NE(log.out.find("\"clock\":3"), std::string::npos) << log.out.substr(0, 300);
   auto verify = RunCapsule({"verify", cap_});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
 }

@@ -113,6 +113,10 @@ Result<Json> ParseJson(std::string_view text, const std::string& what, Code code
   return value;
 }
 
+std::string JsonText(const Json& value, int indent) {
+  return value.dump(indent, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+}
+
 Result<std::string> CanonicalJson(const Json& value, const std::string& what) {
   Json copy = value;
   if (!Normalize(copy)) return Status::InvalidArgument(what, "NaN or infinity has no JSON form");

@@ -39,6 +39,13 @@ Result<Json> ParseJson(std::string_view text, const std::string& what,
 // The canonical text of `value`; refuses NaN, infinities and invalid UTF-8, naming `what`.
 Result<std::string> CanonicalJson(const Json& value, const std::string& what = "json");
 
+// `value` as compact JSON text for output (a command's --json answer, a log line, a state
+// file): never throws. A string whose bytes are not valid UTF-8 (a SQLite text cast from a
+// blob, a file's name, a peer's words) has each invalid byte written as U+FFFD, so the
+// output is always valid JSON; whatever must keep its bytes exactly goes through
+// CanonicalJson, which refuses them instead.
+std::string JsonText(const Json& value, int indent = -1);
+
 // Writing large documents of a known shape (the manifest, the snapshot) without building a
 // Json first: CanonicalJson's form, key by key, at a fraction of the cost. Only strings that
 // need no escape and are plain ASCII are taken; anything else makes ok() false, and the caller

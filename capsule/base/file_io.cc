@@ -507,4 +507,75 @@ std::string RealPath(const std::string& path) {
   return result;
 }
 
+// ---- Bounded reads: what a user hands a command ----
+
+namespace {
+
+std::string FileKind(mode_t mode) {
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a folder";
+  return "not a file";
+}
+
+Status TooLarge(const std::string& name, uint64_t max, std::string_view what) {
+  return Status::InvalidArgument(name, "larger than " + std::string(what) + " may be: at most " + DescribeBytes(max) +
+                                           " (" + std::to_string(max) + " bytes)");
+}
+
+// Appends what `fd` gives to `out` until its end; refused once `out` would pass `max`.
+Status ReadBoundedInto(int fd, const std::string& name, uint64_t max, std::string_view what, std::string* out) {
+  constexpr size_t kPiece = 64 << 10;
+  for (;;) {
+    // At most one byte past the limit is asked for: enough to know it was passed.
+    uint64_t room = max + 1 - std::min<uint64_t>(out->size(), max + 1);
+    if (room == 0) return TooLarge(name, max, what);
+    size_t want = static_cast<size_t>(std::min<uint64_t>(room, kPiece));
+    size_t used = out->size();
+    out->resize(used + want);
+    ssize_t n = ::read(fd, out->data() + used, want);
+    if (n < 0) {
+      out->resize(used);
+      if (errno == EINTR) continue;
+      return Status::IOError(name, errno);
+    }
+    out->resize(used + static_cast<size_t>(n));
+    if (n == 0) return Status::Ok();
+  }
+}
+
+}  // namespace
+
+std::string DescribeBytes(uint64_t bytes) {
+  for (auto [unit, name] : {std::pair<uint64_t, const char*>{uint64_t{1} << 30, "GiB"}, {uint64_t{1} << 20, "MiB"},
+                            {uint64_t{1} << 10, "KiB"}}) {
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + " " + name;
+  }
+  return std::to_string(bytes) + " bytes";
+}
+
+Result<std::string> ReadFileBounded(const std::string& path, uint64_t max, std::string_view what) {
+  // O_NONBLOCK: a FIFO is refused below instead of waiting here for a writer.
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
+  if (!S_ISREG(st.st_mode)) {
+    return Status::InvalidArgument(path, "not a regular file (" + FileKind(st.st_mode) + "): " + std::string(what) +
+                                             " is read from a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > max) return TooLarge(path, max, what);
+  std::string data;
+  data.reserve(static_cast<size_t>(st.st_size) + 1);
+  CAPSULE_RETURN_IF_ERROR(ReadBoundedInto(fd.get(), path, max, what, &data));  // it may grow meanwhile
+  return data;
+}
+
+Result<std::string> ReadStreamBounded(int fd, const std::string& name, uint64_t max, std::string_view what) {
+  std::string data;
+  CAPSULE_RETURN_IF_ERROR(ReadBoundedInto(fd, name, max, what, &data));
+  return data;
+}
+
 }  // namespace capsule

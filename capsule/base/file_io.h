@@ -220,4 +220,25 @@ Status RemoveTree(const std::string& path);
 
 bool PathExists(const std::string& path);
 
+// ---- Bounded reads: what a user hands a command ----
+// Every file or stream a command reads whole from outside (a key, a query, a have, an
+// attachment, an event's data) has a largest size for its kind, checked WHILE reading: an
+// endless input (/dev/zero, a pipe that never ends) is refused after that many bytes instead
+// of filling memory, and where a file is expected anything but a regular file is refused
+// before a byte is read. `what` names the input's kind with its article ("a private key",
+// "an attachment"), which each message gives with the limit.
+
+// "64 KiB", "1 MiB", "1 GiB", "1000 bytes": a size in words.
+std::string DescribeBytes(uint64_t bytes);
+
+// The regular file at `path`, read whole. InvalidArgument naming `path` for anything else (a
+// character device, a FIFO, a folder: "not a regular file (a character device): <what> is
+// read from a regular file") and for more than `max` bytes, counted as read ("larger than
+// <what> may be: at most 64 KiB (65536 bytes)"). Opened without waiting for a FIFO's writer.
+Result<std::string> ReadFileBounded(const std::string& path, uint64_t max, std::string_view what);
+
+// Everything `fd` gives to its end (standard input, a pipe, a file), named `name` in errors
+// ("standard input"), refused with the same words as ReadFileBounded past `max` bytes.
+Result<std::string> ReadStreamBounded(int fd, const std::string& name, uint64_t max, std::string_view what);
+
 }  // namespace capsule

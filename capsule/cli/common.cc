@@ -60,7 +60,7 @@ void StandardOutputIsData() { json_output = false; }
 void PrintJsonError(const std::string& code, const std::string& message, const Json& extra) {
   Json out = extra.is_object() ? extra : Json::object();
   out["error"] = {{"code", code}, {"message", message}};
-  std::cout << out.dump() << "\n" << std::flush;
+  std::cout << JsonText(out) << "\n" << std::flush;
 }
 
 int ExitCode(const Status& status) { return status.ok() ? kExitOk : kExitFailed; }
@@ -80,7 +80,7 @@ int Fail(const std::string& message) {
 }
 
 int PrintJson(const Json& value) {
-  std::cout << value.dump() << "\n";
+  std::cout << JsonText(value) << "\n";
   return std::cout.flush() ? kExitOk : Fail("standard output: write failed");
 }
 

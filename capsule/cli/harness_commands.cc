@@ -156,12 +156,15 @@ int RunNarrow(const NarrowArgs& args) {
   return kExitOk;
 }
 
+// The largest file `capsule attach` stores: a provider takes far less inline.
+constexpr uint64_t kMaxAttachmentBytes = 64 << 20;
+
 struct AttachArgs {
   std::string dir, file, name, media_type;
 };
 
 int RunAttach(const AttachArgs& args) {
-  Result<std::string> bytes = ReadFile(args.file);
+  Result<std::string> bytes = ReadFileBounded(args.file, kMaxAttachmentBytes, "an attachment");
   if (!bytes.ok()) return Fail(bytes.status().WithContext("attach"));
   std::string media_type = args.media_type;
   if (media_type.empty()) {

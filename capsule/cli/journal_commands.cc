@@ -1,10 +1,13 @@
 // capsule log, capsule log append, capsule merge.
 #include "capsule/cli/cli.h"
 
+#include <unistd.h>
+
 #include <iostream>
 #include <iterator>
 #include <memory>
 
+#include "capsule/base/file_io.h"
 #include "capsule/format/manifest.h"
 #include "journal/event.h"
 #include "journal/journal.h"
@@ -43,10 +46,10 @@ std::string Summary(const Event& event) {
   for (const char* key : {"text", "name", "content", "key", "status", "awaiting", "model"}) {
     auto it = event.data.find(key);
     if (it == event.data.end()) continue;
-    text = it->is_string() ? it->get<std::string>() : it->dump();
+    text = it->is_string() ? it->get<std::string>() : JsonText(*it);
     break;
   }
-  if (text.empty()) text = event.data.dump();
+  if (text.empty()) text = JsonText(event.data);
   for (char& c : text) {
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
   }
@@ -79,7 +82,13 @@ int RunLog(const LogArgs& args) {
 
 int RunAppend(const AppendArgs& args) {
   std::string text = args.data;
-  if (!args.has_data) text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  if (!args.has_data) {
+    // No event's data is larger than its line may be: an endless input stops there.
+    Result<std::string> read =
+        ReadStreamBounded(STDIN_FILENO, "standard input", journal::kMaxEventLineBytes, "an event's data");
+    if (!read.ok()) return Fail(read.status().WithContext("log append"));
+    text = std::move(read).value();
+  }
   Result<Json> data = ParseJson(text, args.has_data ? "--data" : "data on standard input");
   if (!data.ok()) return Fail(data.status());
   Result<std::string> dir = ResolveCapsule(args.dir);

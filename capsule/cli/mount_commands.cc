@@ -17,7 +17,7 @@ void Print(const Json& status, bool json) {
   if (json) {
     Json out = {{"agent", status.value("agent", "")}, {"epoch", status.value("epoch", 0)},
                 {"state", status.value("state", "")}};
-    std::cout << out.dump() << "\n";
+    std::cout << JsonText(out) << "\n";
   } else {
     std::cout << "agent " << status.value("agent", "") << "\nepoch " << status.value("epoch", 0) << "\nstate "
               << status.value("state", "") << "\n";

@@ -83,7 +83,7 @@ int RunMoveCommand(const MoveArgs& args) {
                  {"removed", report->removed},
                  {"freeze_seconds", report->freeze_seconds},
                  {"frozen_seconds", report->frozen_seconds}};
-    std::cout << json.dump() << "\n";
+    std::cout << JsonText(json) << "\n";
   } else {
     std::cout << "moved agent " << report->agent << " to " << args.to << " at epoch " << report->epoch << ": copy "
               << Mib(report->copy_bytes) << " (" << report->copy_files << " files sent, " << report->copy_skipped

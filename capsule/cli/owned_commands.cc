@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/file_io.h"
 #include "journal/event.h"
 #include "journal/owned/capsule_ports.h"
 #include "journal/owned/owned_state.h"
@@ -95,23 +96,23 @@ Result<std::unique_ptr<CapsulePorts>> OpenPorts(const std::string& dir) {
   return CapsulePorts::Open(folder);
 }
 
+// The largest query read from standard input (an endless one is refused as it is read).
+constexpr uint64_t kMaxQueryBytes = 1 << 20;
+
 // The query: QUERY itself, or standard input when QUERY is "-" or absent (and standard
-// input is not a terminal).
-Result<std::string> SqlQuery(const SqlArgs& args) {
+// input is not a terminal). `usage` says whether a refusal is of the command's words (no
+// query at all) rather than of what standard input held.
+Result<std::string> SqlQuery(const SqlArgs& args, bool* usage) {
+  *usage = false;
   if (args.query_given && args.query != "-") return args.query;
   if (!args.query_given && ::isatty(STDIN_FILENO)) {
+    *usage = true;
     return Status::InvalidArgument("sql", "give a QUERY, or - to read it from standard input");
   }
-  std::string query;
-  char buffer[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::IOError("standard input", errno);
-    if (n == 0) break;
-    query.append(buffer, static_cast<size_t>(n));
-  }
+  CAPSULE_ASSIGN_OR_RETURN(std::string query, ReadStreamBounded(STDIN_FILENO, "standard input", kMaxQueryBytes,
+                                                                "a SQL query"));
   if (query.find_first_not_of(" \t\r\n;") == std::string::npos) {
+    *usage = true;
     return Status::InvalidArgument("sql", "standard input holds no query");
   }
   return query;
@@ -130,9 +131,10 @@ struct SqlDeadline {
 };
 
 int RunSql(const SqlArgs& args) {
-  Result<std::string> query = SqlQuery(args);
+  bool usage = false;
+  Result<std::string> query = SqlQuery(args, &usage);
   if (!query.ok()) {
-    if (query.status().code() == Code::kInvalidArgument) return UsageFailure(query.status().message(), 0, nullptr);
+    if (usage) return UsageFailure(query.status().message(), 0, nullptr);
     return Fail(query.status());
   }
   Result<std::string> dir = ResolveCapsule(args.dir);
@@ -171,7 +173,7 @@ int RunSql(const SqlArgs& args) {
     }
   }
   // Not canonical: the columns keep the query's order for a reader, keys of each row as named.
-  if (JsonOutput()) std::cout << rows.dump() << "\n";
+  if (JsonOutput()) std::cout << JsonText(rows) << "\n";
   return kExitOk;
 }
 
@@ -191,7 +193,7 @@ int RunReindex(const std::string& dir) {
 }
 
 std::string FactLine(const StoredFact& fact) {
-  return fact.fact.key + "\t" + fact.fact.value.dump() + "\t" + std::to_string(fact.fact.confidence).substr(0, 4) +
+  return fact.fact.key + "\t" + JsonText(fact.fact.value) + "\t" + std::to_string(fact.fact.confidence).substr(0, 4) +
          "\t" + fact.valid_from + "\t" + fact.valid_to.value_or("-") + "\t" + fact.source;
 }
 
@@ -253,7 +255,7 @@ int RunWhy(const WhyArgs& args) {
   Result<SourceEvent> source = (*ports)->Source(fact.source);
   if (!source.ok()) return Fail(source.status());
   if (JsonOutput()) return PrintCanonical({{"fact", owned::FactToJson(fact)}, {"source", owned::SourceToJson(*source)}});
-  std::cout << "fact " << fact.fact.subject << "/" << fact.fact.key << " = " << fact.fact.value.dump()
+  std::cout << "fact " << fact.fact.subject << "/" << fact.fact.key << " = " << JsonText(fact.fact.value)
             << " (confidence " << fact.fact.confidence << "), valid from " << fact.valid_from << ", remembered by "
             << fact.id << "\n";
   if (!source->found) {

@@ -33,6 +33,9 @@ Result<std::string> AgentOf(const std::string& agent) {
   return agent;
 }
 
+// The largest secret read from standard input (the kernel keyring takes 32 KiB a key).
+constexpr uint64_t kMaxSecretBytes = 64 << 10;
+
 Status CheckName(const std::string& name) {
   bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
   for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
@@ -44,7 +47,9 @@ int RunSet(const SecretArgs& args) {
   if (!agent.ok()) return Fail(agent.status());
   if (Status named = CheckName(args.name); !named.ok()) return Fail(named);
   if (::isatty(STDIN_FILENO)) std::cerr << "capsule: value of " << args.name << " (then end of input, Ctrl-D):\n";
-  std::string value(std::istreambuf_iterator<char>(std::cin), {});
+  Result<std::string> read = ReadStreamBounded(STDIN_FILENO, "standard input", kMaxSecretBytes, "a secret's value");
+  if (!read.ok()) return Fail(read.status().WithContext("secret " + args.name));
+  std::string value = std::move(read).value();
   // `echo VALUE |` and a terminal end the value with a newline that is no part of it.
   if (!value.empty() && value.back() == '\n') value.pop_back();
   if (!value.empty() && value.back() == '\r') value.pop_back();

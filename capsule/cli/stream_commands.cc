@@ -25,6 +25,10 @@ namespace capsule::cli {
 
 namespace {
 
+// The largest --have read, as a sidecar takes one over the wire (a million files' is a
+// hundred megabytes).
+constexpr uint64_t kMaxHaveBytes = uint64_t{1} << 30;
+
 struct PackArgs {
   std::string dir, phase, have, move, seal_to, out;
 };
@@ -35,7 +39,7 @@ Status Pack(const PackArgs& args, move::PackStats* stats, Progress* progress) {
   CAPSULE_ASSIGN_OR_RETURN(options.phase, move::ParsePhase(args.phase));
   if (!args.move.empty()) options.move_id = args.move;
   if (!args.have.empty()) {
-    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(args.have));
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBounded(args.have, kMaxHaveBytes, "a have"));
     CAPSULE_ASSIGN_OR_RETURN(options.have, move::ParseHave(text));
   }
   if (options.phase == move::Phase::kSwitch && args.seal_to.empty()) {

@@ -37,7 +37,7 @@ Result<std::string> GenerateKeyFile(KeyType type, const std::string& path) {
 }
 
 Result<EvpPkeyPtr> LoadPrivateKey(const std::string& path, KeyType type) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string pem, ReadFile(path));
+  CAPSULE_ASSIGN_OR_RETURN(std::string pem, ReadFileBounded(path, kMaxKeyFileBytes, "a private key"));
   BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   EvpPkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
   if (!key) return OpenSslError(path + ": not a PEM private key");
@@ -57,7 +57,7 @@ Result<std::string> PublicKeyHex(EVP_PKEY* key) {
 }
 
 Result<std::string> LoadPublicKeyHexFile(const std::string& path) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBounded(path, kMaxKeyFileBytes, "a public key"));
   std::string hex;
   for (char c : text) {
     if (!std::isspace(static_cast<unsigned char>(c))) hex.push_back(static_cast<char>(std::tolower(c)));

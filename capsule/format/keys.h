@@ -17,6 +17,10 @@ enum class KeyType { kEd25519, kX25519 };
 // Writes a new private key to `path` (which must not exist) and returns its public key in hex.
 Result<std::string> GenerateKeyFile(KeyType type, const std::string& path);
 
+// The largest key file read (a PEM key is a few hundred bytes): anything larger, or not a
+// regular file, is refused as it is read.
+inline constexpr uint64_t kMaxKeyFileBytes = 64 << 10;
+
 // Reads a private key file; InvalidArgument unless it holds a key of `type`.
 Result<EvpPkeyPtr> LoadPrivateKey(const std::string& path, KeyType type);
 
