@@ -132,7 +132,7 @@ const std::map<std::string, Entry>& Commands() {
       {"facts", {{"facts", "{PLAIN}", "user"}, kNotACapsule, {}, ""}},
       {"runs", {{"runs", "{PLAIN}"}, kNotACapsule, {}, ""}},
       {"why", {{"why", "{PLAIN}", "user", "language"}, kNotACapsule, {}, ""}},
-      {"mcp", {{"mcp", "{PLAIN}"}, kNotACapsule, {}, ""}},
+      {"mcp", {{"mcp", "{PLAIN}"}, "neither a capsule folder nor a capsulefs mount", {}, ""}},
       {"status", {{"status", "{PLAIN}"}, kNotACapsule, {}, ""}},
       {"freeze", {{"freeze", "{PLAIN}"}, "no capsulefs mount here", {}, ""}},
       {"thaw", {{"thaw", "{PLAIN}"}, "no capsulefs mount here", {}, ""}},
@@ -210,11 +210,11 @@ class RefusalSweepTest : public ::testing::Test {
   // it was.
   void RefuseEveryOutputAt(const std::string& inside, const std::string& words, const std::string& capsule) {
     vars_["{IN}"] = inside;
-    const std::string before = Snapshot(capsule);
     int swept = 0;
     for (const auto& [name, entry] : Commands()) {
       if (entry.writes_inside.empty()) continue;
       ++swept;
+      const std::string before = Snapshot(capsule);
       RunResult run = RunCapsule(Expand(entry.writes_inside));
       EXPECT_EQ(run.exit_code, 1) << name << ": " << run.out << run.err;
       EXPECT_TRUE(Contains(run.err, words)) << name << " does not name the capsule (" << words << "): " << run.err;
@@ -260,13 +260,13 @@ TEST_F(RefusalSweepTest, ACommandGivenAFolderThatIsNoCapsuleLeavesEverythingAsIt
 
 TEST_F(RefusalSweepTest, NothingIsWrittenInsideAnotherCapsuleFolder) {
   const std::string cap = vars_["{CAP}"];
-  RefuseEveryOutputAt(cap + "/memory/made-here", "inside the capsule folder " + RealPath(cap), cap);
+  RefuseEveryOutputAt(cap + "/memory/made-here", "is inside the capsule folder " + RealPath(cap), cap);
   // Deeper, through a link to the folder, and into its local folder: the same capsule.
   ASSERT_EQ(::symlink((cap + "/memory").c_str(), (root_ + "/link").c_str()), 0);
   for (const std::string& inside : {cap + "/.capsule/work/deep/er", root_ + "/link/made-here", cap + "/x/../y"}) {
     RunResult run = RunCapsule({"keygen", "--type", "ed25519", "-o", inside});
     EXPECT_EQ(run.exit_code, 1) << inside;
-    EXPECT_TRUE(Contains(run.err, "inside the capsule folder " + RealPath(cap))) << inside << ": " << run.err;
+    EXPECT_TRUE(Contains(run.err, "is inside the capsule folder " + RealPath(cap))) << inside << ": " << run.err;
   }
   RunResult verify = RunCapsule({"verify", cap});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
@@ -281,11 +281,11 @@ TEST_F(RefusalSweepTest, AMountedCapsuleTakesFilesOnlyInItsWorkspace) {
   {
     Mount mount(cap, mnt);
     ASSERT_TRUE(mount.up());
-    RefuseEveryOutputAt(mnt + "/made-here", "inside the capsulefs mount " + RealPath(mnt), cap);
+    RefuseEveryOutputAt(mnt + "/made-here", "is inside the capsulefs mount " + RealPath(mnt), cap);
     // Behind the mount, its folder is refused the same.
     RunResult behind = RunCapsule({"stream", "pack", vars_["{SRC}"], "--phase", "copy", "-o", cap + "/s.stream"});
     EXPECT_EQ(behind.exit_code, 1);
-    EXPECT_TRUE(Contains(behind.err, "inside the capsule folder " + RealPath(cap))) << behind.err;
+    EXPECT_TRUE(Contains(behind.err, "is inside the capsule folder " + RealPath(cap))) << behind.err;
     // files/ is the agent's workspace: a user's stream goes there like any file; a private
     // key never does.
     RunResult stream = RunCapsule({"stream", "pack", vars_["{SRC}"], "--phase", "copy", "-o", mnt + "/files/s.stream"});
@@ -293,7 +293,7 @@ TEST_F(RefusalSweepTest, AMountedCapsuleTakesFilesOnlyInItsWorkspace) {
     EXPECT_TRUE(PathExists(mnt + "/files/s.stream"));
     RunResult key = RunCapsule({"keygen", "--type", "x25519", "-o", mnt + "/files/k.key"});
     EXPECT_EQ(key.exit_code, 1);
-    EXPECT_TRUE(Contains(key.err, "inside the workspace of the capsulefs mount " + RealPath(mnt))) << key.err;
+    EXPECT_TRUE(Contains(key.err, "is inside the workspace of the capsulefs mount " + RealPath(mnt))) << key.err;
     EXPECT_TRUE(Contains(key.err, "a private key never goes into a capsule")) << key.err;
     EXPECT_FALSE(PathExists(mnt + "/files/k.key"));
     ASSERT_EQ(mount.Unmount(), 0);

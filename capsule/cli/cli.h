@@ -67,8 +67,8 @@ Status CheckExists(const std::string& path);
 
 // Refuses what a command writes (an -o file, a folder it creates) at PATH when PATH lies
 // inside a capsule folder, or inside a capsulefs mount but outside its files/ (and, for a
-// `secret` such as a private key, anywhere in a mount): InvalidArgument "WHAT PATH: inside
-// the capsule folder F; ...". "-" (standard output) passes. Called before anything is made.
+// `secret` such as a private key, anywhere in a mount): InvalidArgument "WHAT PATH: is inside
+// the capsule folder F, ...". "-" (standard output) passes. Called before anything is made.
 Status CheckOutsideCapsules(const std::string& what, const std::string& path, bool secret = false);
 
 // Option checks whose refusals are words (usage.cc): "must be a positive whole number, got 0",

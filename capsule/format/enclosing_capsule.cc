@@ -103,14 +103,14 @@ Status CheckNotInsideCapsule(const std::string& what, const std::string& path, b
   if (inside->mount) {
     if (inside->in_workspace && !secret_inside_workspace) return Status::Ok();
     if (inside->in_workspace) {
-      return Status::InvalidArgument(named, "inside the workspace of the capsulefs mount " + inside->folder +
+      return Status::InvalidArgument(named, "is inside the workspace of the capsulefs mount " + inside->folder +
                                                 ": a private key never goes into a capsule, where it would travel "
                                                 "with every export and move");
     }
-    return Status::InvalidArgument(named, "inside the capsulefs mount " + inside->folder +
+    return Status::InvalidArgument(named, "is inside the capsulefs mount " + inside->folder +
                                               " (only its files/ takes a user's files); nothing written");
   }
-  return Status::InvalidArgument(named, "inside the capsule folder " + inside->folder +
+  return Status::InvalidArgument(named, "is inside the capsule folder " + inside->folder +
                                             ", which only its own commands change; nothing written");
 }
 

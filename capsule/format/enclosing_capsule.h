@@ -40,7 +40,7 @@ struct EnclosingCapsule {
 // systems), or at "/".
 Result<std::optional<EnclosingCapsule>> FindEnclosingCapsule(const std::string& path);
 
-// InvalidArgument "WHAT PATH: inside the capsule FOLDER; ..." when a write of `path` (what
+// InvalidArgument "WHAT PATH: is inside the capsule folder FOLDER, ..." when a write of `path` (what
 // the command names `what`, "-o", "DIR") would land inside a capsule; Ok otherwise. In a
 // mount's workspace (files/) the write is the user's own and allowed, unless
 // `secret_inside_workspace` (a private key never lands in a capsule, not even its workspace).
