@@ -176,6 +176,10 @@ Status RunSidecar(const SidecarOptions& args) {
   if (!seal_key.ok()) return seal_key.status().WithContext("--seal-key");
   Result<std::string> seal_hex = PublicKeyHex(seal_key->get());
   if (!seal_hex.ok()) return seal_hex.status();
+  // The address and the TLS identity are checked before the root is made: a sidecar that
+  // cannot start leaves no folder behind.
+  Result<std::unique_ptr<TlsListener>> listener = TlsListener::Listen(args.listen, credentials);
+  if (!listener.ok()) return listener.status().WithContext("--listen " + args.listen);
   // One sidecar per root: a second would empty the staging area under the first's moves.
   if (Status made = MakeDirectories(args.root); !made.ok()) return made.WithContext("--root");
   Result<ProcessLock> serving_root =
@@ -204,8 +208,6 @@ Status RunSidecar(const SidecarOptions& args) {
       return UnmountRetired(dir, JoinPath(mount_to, agent));
     });
   }
-  Result<std::unique_ptr<TlsListener>> listener = TlsListener::Listen(args.listen, credentials);
-  if (!listener.ok()) return listener.status().WithContext("--listen " + args.listen);
   std::string host = args.listen.substr(0, args.listen.rfind(':'));
   std::string address = host + ":" + std::to_string((*listener)->port());
   auto log = std::make_unique<SidecarState>(args.root, address, stderr);  // lives as long as the process

@@ -1,6 +1,8 @@
 // capsule init, verify, export, import, keygen.
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <iostream>
@@ -28,6 +30,10 @@ struct InitArgs {
 };
 
 int RunInit(const InitArgs& args) {
+  if (Status outside = CheckOutsideCapsules("", args.dir); !outside.ok()) return Fail(outside);
+  if (!args.workspace.empty()) {
+    if (Status there = CheckExists(args.workspace); !there.ok()) return Fail(there.WithContext("--workspace"));
+  }
   CreateOptions options;
   options.agent.id = args.id;
   options.agent.name = args.name;
@@ -95,6 +101,7 @@ int RunExport(const ExportArgs& args) {
   ExportOptions options;
   if (!args.sign.empty()) options.signing_key_path = args.sign;
   if (args.out == "-") StandardOutputIsData();
+  if (Status outside = CheckOutsideCapsules("-o", args.out); !outside.ok()) return Fail(outside);
   Result<std::string> dir = ResolveCapsule(args.dir);
   if (!dir.ok()) return Fail(dir.status());
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
@@ -185,6 +192,8 @@ struct ImportArgs {
 };
 
 int RunImport(const ImportArgs& args) {
+  if (Status there = CheckExists(args.tar); !there.ok()) return Fail(there);
+  if (Status outside = CheckOutsideCapsules("", args.dir); !outside.ok()) return Fail(outside);
   ImportOptions options;
   options.adopt = args.adopt;
   options.verify.check_journal = journal::CheckJournalAt;
@@ -208,8 +217,27 @@ struct KeygenArgs {
   std::string type, out;
 };
 
+// -o -: the private key on standard output, never on a terminal; the public key, the report,
+// on standard error.
+int KeygenToStandardOutput(KeyType type) {
+  StandardOutputIsData();
+  if (::isatty(STDOUT_FILENO)) {
+    return Fail(Status::InvalidArgument("keygen -o -", "standard output is a terminal: a private key is never shown "
+                                                        "on a screen (redirect it, or give a file)"));
+  }
+  Result<GeneratedKey> key = GenerateKey(type);
+  if (!key.ok()) return Fail(key.status());
+  std::cout << key->private_pem << std::flush;
+  std::fill(key->private_pem.begin(), key->private_pem.end(), '\0');
+  if (!std::cout) return Fail("keygen: standard output: write failed");
+  std::cerr << key->public_hex << "\n";
+  return kExitOk;
+}
+
 int RunKeygen(const KeygenArgs& args) {
   KeyType type = args.type == "ed25519" ? KeyType::kEd25519 : KeyType::kX25519;
+  if (args.out == "-") return KeygenToStandardOutput(type);
+  if (Status outside = CheckOutsideCapsules("-o", args.out, /*secret=*/true); !outside.ok()) return Fail(outside);
   Result<std::string> public_hex = GenerateKeyFile(type, args.out);
   if (!public_hex.ok()) return Fail(public_hex.status());
   if (JsonOutput()) return PrintJson({{"public_key", *public_hex}, {"type", args.type}, {"file", args.out}});
@@ -222,7 +250,7 @@ int RunKeygen(const KeygenArgs& args) {
 void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   auto init_args = std::make_shared<InitArgs>();
   CLI::App* init = app.add_subcommand("init", "Create a new capsule held by this machine at epoch 1");
-  init->add_option("DIR", init_args->dir, "Folder to create (absent or empty)")->required();
+  init->add_option("DIR", init_args->dir, "Folder to create (absent or empty; not inside another capsule)")->required();
   init->add_option("--id", init_args->id, "Agent id: letters, digits, '.', '_', '-'")->required();
   init->add_option("--name", init_args->name, "Agent name")->required();
   init->add_option("--owner", init_args->owner, "Agent owner");
@@ -243,7 +271,8 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   CLI::App* exp = app.add_subcommand("export", "Write the capsule as a deterministic tar");
   exp->add_option("DIR", export_args->dir, "Capsule folder or its mountpoint")->required();
   exp->add_option("-o,--output", export_args->out,
-                  "Tar file to write (replaced whole), a FIFO or device (written in place), or - for standard output")
+                  "Tar file to write (replaced whole; not inside a capsule), a FIFO or device (written in place), or - for "
+                  "standard output")
       ->required();
   exp->add_option("--sign", export_args->sign, "Ed25519 private key file: sign the exported manifest");
   AddJsonFlag(exp, "Print JSON, success and failure alike (not with -o -)");
@@ -267,7 +296,7 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   auto import_args = std::make_shared<ImportArgs>();
   CLI::App* imp = app.add_subcommand("import", "Verify an exported tar, then place it as a capsule folder");
   imp->add_option("FILE", import_args->tar, "Exported tar")->required();
-  imp->add_option("DIR", import_args->dir, "Folder to create (absent or empty)")->required();
+  imp->add_option("DIR", import_args->dir, "Folder to create (absent or empty; not inside another capsule)")->required();
   imp->add_flag("--adopt", import_args->adopt,
                 "Disaster recovery: make this machine the holder at a fresh epoch (otherwise read-only)");
   AddJsonFlag(imp);
@@ -279,8 +308,11 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   keygen->add_option("--type", keygen_args->type, "Key type")
       ->required()
       ->check(OneOf({"ed25519", "x25519"}));
-  keygen->add_option("-o,--output", keygen_args->out, "Private key file to write (must not exist)")->required();
-  AddJsonFlag(keygen);
+  keygen->add_option("-o,--output", keygen_args->out,
+                     "Private key file to write (must not exist, not inside a capsule), or - for standard output "
+                     "(not a terminal; the public key then goes to standard error)")
+      ->required();
+  AddJsonFlag(keygen, "Print JSON, success and failure alike (not with -o -)");
   keygen->callback([keygen_args, exit_code] { *exit_code = RunKeygen(*keygen_args); });
 }
 

@@ -57,11 +57,19 @@ std::unique_ptr<ProgressReporter> MakeProgress();
 
 // The capsule folder PATH names: PATH itself, or, for the mountpoint of a capsulefs mount,
 // the folder behind it (asked of the mount's control channel). NotFound "PATH: no such file
-// or folder" when nothing is at PATH.
+// or folder" when nothing is at PATH. A folder that is not a capsule (no manifest.json) is
+// refused, "PATH: not a capsule folder (no manifest.json)", before anything is read, locked or
+// written in it.
 Result<std::string> ResolveCapsule(const std::string& path);
 // Ok when something is at PATH; NotFound "PATH: no such file or folder", or the IOError of
 // lstat (ENOTCONN for a mount whose driver died).
 Status CheckExists(const std::string& path);
+
+// Refuses what a command writes (an -o file, a folder it creates) at PATH when PATH lies
+// inside a capsule folder, or inside a capsulefs mount but outside its files/ (and, for a
+// `secret` such as a private key, anywhere in a mount): InvalidArgument "WHAT PATH: is inside
+// the capsule folder F, ...". "-" (standard output) passes. Called before anything is made.
+Status CheckOutsideCapsules(const std::string& what, const std::string& path, bool secret = false);
 
 // Option checks whose refusals are words (usage.cc): "must be a positive whole number, got 0",
 // "must be openai, anthropic or gemini, got x".

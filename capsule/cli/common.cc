@@ -12,6 +12,7 @@
 
 #include "capsule/base/file_io.h"
 #include "capsule/cli/cli.h"
+#include "capsule/format/enclosing_capsule.h"
 #include "capsule/format/local_files.h"
 #include "fs/control_client.h"
 
@@ -94,7 +95,13 @@ Status CheckExists(const std::string& path) {
 
 Result<std::string> ResolveCapsule(const std::string& path) {
   CAPSULE_RETURN_IF_ERROR(CheckExists(path));
-  if (!PathExists(JoinPath(path, kControlFileName))) return path;
+  if (!PathExists(JoinPath(path, kControlFileName))) {
+    // A folder must be a capsule before anything reads, locks or writes in it; a file is left
+    // to the command (verify takes an exported tar).
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) CAPSULE_RETURN_IF_ERROR(CheckCapsuleFolder(path));
+    return path;
+  }
   // A capsulefs mount: its control channel names the folder behind it.
   CAPSULE_ASSIGN_OR_RETURN(std::string socket, fs::FindControlSocket(path));
   CAPSULE_ASSIGN_OR_RETURN(Json status, fs::SendControl(socket, "status"));
@@ -103,6 +110,11 @@ Result<std::string> ResolveCapsule(const std::string& path) {
     return Status::Corruption(path, "the mount's control channel names no capsule folder");
   }
   return dir->get<std::string>();
+}
+
+Status CheckOutsideCapsules(const std::string& what, const std::string& path, bool secret) {
+  if (path == "-") return Status::Ok();
+  return CheckNotInsideCapsule(what, path, secret);
 }
 
 }  // namespace capsule::cli

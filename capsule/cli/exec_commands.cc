@@ -143,6 +143,9 @@ Result<std::map<std::string, std::string>> SecretsFor(const std::string& agent, 
 int RunExec(ExecArgs args) {
   if (!args.command.empty() && args.command.front() == "--") args.command.erase(args.command.begin());
   if (args.command.empty()) return UsageFailure("exec: COMMAND is required: capsule exec DIR [--] COMMAND...", 0, nullptr);
+  if (Status outside = args.no_sandbox ? Status::Ok() : CheckOutsideCapsules("--sandbox-cache", args.cache); !outside.ok()) {
+    return Fail(outside);
+  }
   Result<std::string> dir = ResolveCapsule(args.path);
   if (!dir.ok()) return Fail(dir.status());
   Result<Manifest> manifest = Manifest::Load(*dir);

@@ -14,6 +14,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/format/attachments.h"
 #include "capsule/format/documents.h"
+#include "capsule/format/enclosing_capsule.h"
 #include "capsule/format/harness.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
@@ -43,6 +44,7 @@ Status WriteCapsuleDocument(const std::string& given, const std::string& rel, co
     if (::close(fd.Release()) != 0) return Status::IOError(rel, errno);
     return Status::Ok();
   }
+  CAPSULE_RETURN_IF_ERROR(CheckCapsuleFolder(given));  // no lock taken in a folder that is not a capsule
   Result<UniqueFd> mount = LockForMount(given);
   if (!mount.ok() && mount.status().code() == Code::kAlreadyExists) {
     return Status::FailedPrecondition(given, "a capsulefs mount serves this folder: give its mountpoint");

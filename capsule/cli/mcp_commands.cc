@@ -18,8 +18,10 @@ namespace {
 // The capsule folder behind `path`, as every command finds it (ResolveCapsule): the folder a
 // running mount serves, or `path` itself, which must then be a capsule folder.
 Result<std::string> CapsuleFolder(const std::string& path) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string dir, ResolveCapsule(path));
-  if (!PathExists(JoinPath(dir, kManifestPath))) {
+  Result<std::string> resolved = ResolveCapsule(path);
+  if (!resolved.ok() && resolved.status().code() != Code::kInvalidArgument) return resolved.status();
+  const std::string dir = resolved.ok() ? *resolved : path;
+  if (!resolved.ok() || !PathExists(JoinPath(dir, kManifestPath))) {
     return Status::NotFound(path, "neither a capsule folder nor a capsulefs mount");
   }
   return dir;

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "capsule/format/enclosing_capsule.h"
 #include "capsule/format/holder.h"
 #include "fs/control_client.h"
 
@@ -38,6 +39,7 @@ int Run(const std::string& command, const MountArgs& args) {
     return Fail(socket.status());
   }
   // status of a capsule folder that no mount serves: its holder record.
+  if (Status capsule = CheckCapsuleFolder(args.path); !capsule.ok()) return Fail(capsule);
   Result<HolderRecord> record = HolderRecord::Load(args.path);
   if (!record.ok()) return Fail(record.status());
   Print(Json{{"agent", record->agent}, {"epoch", record->epoch}, {"state", HolderStateName(record->state)}},

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "capsule/base/file_io.h"
 #include "capsule/format/holder.h"
@@ -155,6 +156,16 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
       ->check(PositiveWholeNumber());
   serve->footer("The protocol, its failure rules and recovery, the door's limits: man capsule-protocol.7");
   serve->callback([serve_args, exit_code] {
+    // The folders it makes lie outside every capsule (a mount's files/ excepted).
+    for (const auto& [what, path] : {std::pair<const char*, const std::string&>{"--root", serve_args->root},
+                                     {"--mount-to", serve_args->mount_to},
+                                     {"--sandbox-cache", serve_args->sandbox_cache}}) {
+      if (path.empty()) continue;
+      if (Status outside = CheckOutsideCapsules(what, path); !outside.ok()) {
+        *exit_code = Fail(outside);
+        return;
+      }
+    }
     Status stopped = move::RunSidecar(*serve_args);
     if (!stopped.ok()) {
       *exit_code = Fail(stopped);

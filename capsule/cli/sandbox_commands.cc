@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 
+#include "capsule/base/file_io.h"
 #include "capsule/cli/cli.h"
 #include "sandbox/sandbox_cache.h"
 #include "sandbox/sandbox_spec.h"
@@ -50,6 +51,7 @@ int RunBuild(const SandboxArgs& args) {
   if (!dir.ok()) return Fail(dir.status());
   Result<sandbox::SandboxSpec> spec = sandbox::SandboxSpec::Load(*dir);
   if (!spec.ok()) return Fail(spec.status().WithContext(args.path));
+  if (Status outside = CheckOutsideCapsules("--cache", args.cache); !outside.ok()) return Fail(outside);
   Result<sandbox::SandboxCache> cache = sandbox::SandboxCache::Open(args.cache);
   if (!cache.ok()) return Fail(cache.status());
   if (!JsonOutput()) std::cerr << "capsule: sandbox " << spec->image << " (" << Packages(spec->packages) << ")...\n";
@@ -68,6 +70,10 @@ int RunBuild(const SandboxArgs& args) {
 }
 
 int RunList(const SandboxArgs& args) {
+  if (!PathExists(args.cache)) {  // listing makes nothing: a cache not made yet holds no sandbox
+    if (JsonOutput()) return PrintJson({{"cache", args.cache}, {"sandboxes", Json::array()}});
+    return kExitOk;
+  }
   Result<sandbox::SandboxCache> cache = sandbox::SandboxCache::Open(args.cache);
   if (!cache.ok()) return Fail(cache.status());
   Result<std::vector<sandbox::SandboxEntry>> entries = cache->List();
@@ -85,6 +91,9 @@ int RunList(const SandboxArgs& args) {
 }
 
 int RunRemove(const SandboxArgs& args) {
+  if (!PathExists(args.cache)) {
+    return Fail(Status::NotFound("sandbox " + args.digest, "not in the cache " + args.cache + " (no such folder)"));
+  }
   Result<sandbox::SandboxCache> cache = sandbox::SandboxCache::Open(args.cache);
   if (!cache.ok()) return Fail(cache.status());
   Result<sandbox::SandboxEntry> removed = cache->Remove(args.digest);

@@ -14,6 +14,7 @@
 #include "capsule/base/output_file.h"
 #include "capsule/base/read_ahead.h"
 #include "capsule/base/sha256.h"
+#include "capsule/format/enclosing_capsule.h"
 #include "capsule/format/keys.h"
 #include "move/seal/envelope.h"
 #include "move/seal/envelope_format.h"
@@ -64,6 +65,10 @@ Status Pack(const PackArgs& args, move::PackStats* stats, Progress* progress) {
 int RunPack(const PackArgs& args) {
   move::PackStats stats;
   if (args.out == "-") StandardOutputIsData();
+  // Nothing is made before DIR is known to be a capsule and -o to lie outside every capsule.
+  Status checked = CheckOutsideCapsules("-o", args.out);
+  if (checked.ok()) checked = ResolveCapsule(args.dir).status();
+  if (!checked.ok()) return Fail(checked);
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
   Status status = Pack(args, &stats, progress.get());
   if (!status.ok()) return progress.reset(), Fail(status);
@@ -117,7 +122,21 @@ Status Unpack(const UnpackArgs& args, move::UnpackStats* stats, Progress* progre
   return move::UnpackStream(source, args.dir, options, stats);
 }
 
+// DIR receives a stream when it is absent (a first copy), an empty folder, or a capsule folder
+// (a later phase); any other folder is refused before the stream is read.
+Status CheckReceivingFolder(const std::string& dir) {
+  CAPSULE_RETURN_IF_ERROR(CheckOutsideCapsules("", dir));
+  if (!PathExists(dir)) return Status::Ok();
+  Status capsule = CheckCapsuleFolder(dir);
+  if (capsule.code() != Code::kInvalidArgument) return capsule;
+  std::vector<std::string> others;
+  Result<std::vector<std::string>> files = ListFileNames(dir, &others);
+  if (files.ok() && files->empty() && others.empty()) return Status::Ok();
+  return capsule;
+}
+
 int RunUnpack(const UnpackArgs& args) {
+  if (Status receiving = CheckReceivingFolder(args.dir); !receiving.ok()) return Fail(receiving);
   move::UnpackStats stats;
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
   Status status = Unpack(args, &stats, progress.get());
@@ -171,7 +190,8 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code) {
   pack->add_option("--move", pack_args->move, "Move id (32 hex digits); a switch must give its copy's");
   pack->add_option("--seal-to", pack_args->seal_to, "Seal the stream to this X25519 public key (required for a switch)");
   pack->add_option("-o,--output", pack_args->out,
-                   "Stream file to write (replaced whole), a FIFO or device (written in place), or - for standard output")
+                   "Stream file to write (replaced whole; not inside a capsule), a FIFO or device (written in place), or - "
+                   "for standard output")
       ->required();
   AddJsonFlag(pack, "Print the figures as JSON (not with -o -); an error as JSON");
   AddProgressFlag(pack);
@@ -180,7 +200,7 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code) {
   auto unpack_args = std::make_shared<UnpackArgs>();
   CLI::App* unpack = stream->add_subcommand("unpack", "Read a Move Stream into the capsule at DIR, refusing it whole on any fault");
   unpack->add_option("FILE", unpack_args->file, "Stream file (sealed or not)")->required();
-  unpack->add_option("DIR", unpack_args->dir, "Capsule folder to receive into (absent for a first copy)")->required();
+  unpack->add_option("DIR", unpack_args->dir, "Capsule folder to receive into (absent for a first copy; not inside another capsule)")->required();
   unpack->add_option("--open-with", unpack_args->open_with, "X25519 private key file to open a sealed stream");
   AddJsonFlag(unpack);
   AddProgressFlag(unpack);

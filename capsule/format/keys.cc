@@ -2,6 +2,7 @@
 
 #include <openssl/pem.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "capsule/base/file_io.h"
@@ -16,8 +17,7 @@ const char* NameOf(KeyType type) { return type == KeyType::kEd25519 ? "ed25519" 
 
 }  // namespace
 
-Result<std::string> GenerateKeyFile(KeyType type, const std::string& path) {
-  if (PathExists(path)) return Status::AlreadyExists(path, "exists; a key file is never overwritten");
+Result<GeneratedKey> GenerateKey(KeyType type) {
   EvpPkeyCtxPtr ctx(EVP_PKEY_CTX_new_id(NidOf(type), nullptr));
   EVP_PKEY* raw = nullptr;
   if (!ctx || EVP_PKEY_keygen_init(ctx.get()) != 1 || EVP_PKEY_keygen(ctx.get(), &raw) != 1) {
@@ -30,10 +30,20 @@ Result<std::string> GenerateKeyFile(KeyType type, const std::string& path) {
   }
   char* data = nullptr;
   long length = BIO_get_mem_data(bio.get(), &data);
+  GeneratedKey generated;
+  generated.private_pem.assign(data, static_cast<size_t>(length));
+  CAPSULE_ASSIGN_OR_RETURN(generated.public_hex, PublicKeyHex(key.get()));
+  return generated;
+}
+
+Result<std::string> GenerateKeyFile(KeyType type, const std::string& path) {
+  if (PathExists(path)) return Status::AlreadyExists(path, "exists; a key file is never overwritten");
+  CAPSULE_ASSIGN_OR_RETURN(GeneratedKey key, GenerateKey(type));
   CAPSULE_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path, 0600));
-  CAPSULE_RETURN_IF_ERROR(file.Append(std::string_view(data, static_cast<size_t>(length))));
+  CAPSULE_RETURN_IF_ERROR(file.Append(key.private_pem));
+  std::fill(key.private_pem.begin(), key.private_pem.end(), '\0');
   CAPSULE_RETURN_IF_ERROR(file.CommitNoReplace());
-  return PublicKeyHex(key.get());
+  return key.public_hex;
 }
 
 Result<EvpPkeyPtr> LoadPrivateKey(const std::string& path, KeyType type) {

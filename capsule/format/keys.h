@@ -14,6 +14,12 @@ namespace capsule {
 
 enum class KeyType { kEd25519, kX25519 };
 
+// A new private key, PEM-encoded, and its public key in hex.
+struct GeneratedKey {
+  std::string private_pem, public_hex;
+};
+Result<GeneratedKey> GenerateKey(KeyType type);
+
 // Writes a new private key to `path` (which must not exist) and returns its public key in hex.
 Result<std::string> GenerateKeyFile(KeyType type, const std::string& path);
 

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "capsule/base/file_io.h"
+#include "capsule/format/enclosing_capsule.h"
 #include "capsule/format/layout.h"
 #include "journal/check.h"
 #include "journal/event.h"
@@ -45,6 +46,16 @@ class OwnedLock {
   explicit OwnedLock(UniqueFd fd) : fd_(std::move(fd)) {}
   UniqueFd fd_;  // closing it releases the lock
 };
+
+// The local folder, made when missing, and only in a capsule folder: a query of a folder that
+// is not a capsule leaves nothing in it.
+Status MakeLocalDir(const std::string& dir) {
+  const std::string local = JoinPath(dir, kLocalDir);
+  struct stat st {};
+  if (::lstat(local.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Status::Ok();
+  CAPSULE_RETURN_IF_ERROR(CheckCapsuleFolder(dir));
+  return MakeDirectories(local);
+}
 
 // Calls `each` with every complete line (without its newline) of the open journal from byte
 // `from` up to `to`, and the line's length with its newline. A torn last line is left out.
@@ -320,7 +331,7 @@ Status OwnedState::Reopen() {
 }
 
 Result<ProjectionStats> OwnedState::CatchUp() {
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir_, kLocalDir)));
+  CAPSULE_RETURN_IF_ERROR(MakeLocalDir(dir_));
   CAPSULE_ASSIGN_OR_RETURN(OwnedLock lock, OwnedLock::Acquire(dir_));
   CAPSULE_ASSIGN_OR_RETURN(Settings settings, Settings::Load(dir_));
   const std::string path = OwnedDbPath(dir_);
@@ -372,7 +383,7 @@ Result<ProjectionStats> OwnedState::CatchUp() {
 }
 
 Result<ProjectionStats> OwnedState::Reindex(const std::string& capsule_dir, Progress* progress) {
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
+  CAPSULE_RETURN_IF_ERROR(MakeLocalDir(capsule_dir));
   CAPSULE_ASSIGN_OR_RETURN(OwnedLock lock, OwnedLock::Acquire(capsule_dir));
   CAPSULE_ASSIGN_OR_RETURN(Settings settings, Settings::Load(capsule_dir));
   // A database of a newer, incompatible schema is not this build's to drop.

@@ -59,6 +59,8 @@ class OwnedState {
  public:
   // Opens the capsule's database (building it when needed) and follows the journal to its end.
   // With RebuildPolicy::kNever, a database that needs a rebuild is FailedPrecondition instead.
+  // A folder that is not a capsule (CheckCapsuleFolder) is refused before .capsule/ or its
+  // lock is made; so is it by Reindex.
   static Result<OwnedState> Open(const std::string& capsule_dir, RebuildPolicy policy = RebuildPolicy::kAllowed);
 
   // Drops the database and rebuilds it from the journal. `progress` (phase "reindex"): the
