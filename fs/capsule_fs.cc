@@ -1,5 +1,7 @@
-// Opening a mount: the capsule's folder checked and recovered after a crash (blobs reconciled
-// with the manifest, the change log replayed over the last snapshot), then the tree built.
+// Opening a mount: the capsule's folder checked (its non-blob files as the manifest lists them,
+// but for what a crashed mount wrote: capsule/format/trust.h) and recovered after a crash
+// (blobs reconciled with the manifest, the change log replayed over the last snapshot), then
+// the tree built.
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include "capsule/format/harness.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
+#include "capsule/format/trust.h"
 #include "capsule/format/workspace.h"
 #include "fs/capsule_fs.h"
 #include "fs/change_log.h"
@@ -101,6 +104,9 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
   const std::string& dir = fs->options_.dir;
   bool writable = state != MountState::kReadOnly;
   CAPSULE_ASSIGN_OR_RETURN(*fs->manifest_, Manifest::Load(dir));
+  // Trusted before anything is served or re-sealed: a file edited behind the manifest outside
+  // any mount is refused; what a crashed mount wrote since its last checkpoint is recovered.
+  CAPSULE_RETURN_IF_ERROR(CheckTrustedForMount(dir, *fs->manifest_));
   if (writable) {
     CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(dir, local::kWorkDir)));
     CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, local::kWorkDir)));

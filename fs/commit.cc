@@ -23,6 +23,7 @@
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
+#include "capsule/format/trust.h"
 #include "capsule/format/verify.h"
 #include "fs/capsule_fs.h"
 #include "fs/tree_undo.h"
@@ -70,6 +71,16 @@ Status StoreAsBlob(const std::string& from, const std::string& blob) {
   return Status::Ok();
 }
 
+// A workspace file's blob is served only when its bytes hash to its name (`sha256`): checked
+// as it is opened, through `cache` (a stat when its identity is unchanged since it was last
+// hashed), so that a blob altered on disk, even under a running mount, answers EIO instead.
+Status CheckBlobBeforeServing(DigestCache* cache, const std::string& path, const std::string& sha256) {
+  Result<std::string> digest = cache->Sha256File(path, nullptr);
+  if (!digest.ok()) return digest.status();
+  if (*digest != sha256) return Status::Corruption(path, "does not hash to its name: altered on disk, not served");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
@@ -111,6 +122,9 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
     clock_gettime(CLOCK_REALTIME, &wc.mtime);
   } else {
     if (!nothing_to_copy) {
+      if (node->kind == NodeKind::kWsFile) {
+        CAPSULE_RETURN_IF_ERROR(CheckBlobBeforeServing(&verified_blobs_, source, BaseName(source)));
+      }
       CAPSULE_ASSIGN_OR_RETURN(UniqueFd from, OpenFile(source, O_RDONLY | O_CLOEXEC));
       CAPSULE_RETURN_IF_ERROR(CopyFd(from.get(), wc.fd.get(), &wc.size, wc.path));
     }
@@ -135,6 +149,9 @@ Result<std::shared_ptr<const UniqueFd>> CapsuleFs::CommittedFile(Node* node, Han
     std::shared_lock lock(tree_mu_);
     path = node->kind == NodeKind::kWsFile ? JoinPath(options_.dir, BlobPath(node->sha256))
                                            : JoinPath(options_.dir, RelPath(node));
+  }
+  if (node->kind == NodeKind::kWsFile) {
+    CAPSULE_RETURN_IF_ERROR(CheckBlobBeforeServing(&verified_blobs_, path, BaseName(path)));
   }
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
   h->committed = std::make_shared<const UniqueFd>(std::move(fd));
@@ -223,6 +240,7 @@ Status CapsuleFs::CommitRealFile(Node* node) {
     rel = RelPath(node);
   }
   if (::fsync(wc.fd.get()) != 0) return Status::IOError(wc.path, errno);
+  std::optional<FileDigest> written;
   if (IsCheckedWhenWritten(rel)) {
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(wc.path));
     Status checked = CheckWrittenDocument(rel, text);
@@ -231,9 +249,16 @@ Status CapsuleFs::CommitRealFile(Node* node) {
       // that a later write and close can still make the file whole and valid.
       return FsError(EINVAL, checked.message());
     }
+    written = FileDigest::OfText(text);
   }
   // As above (EINVAL, the old content stays): an attachment's bytes are those its name says.
   if (IsAttachmentsPath(rel)) CAPSULE_RETURN_IF_ERROR(CheckAttachmentFile(wc.path, rel));
+  if (!written) {
+    written.emplace();
+    CAPSULE_ASSIGN_OR_RETURN(written->sha256, Sha256File(wc.path, &written->size));
+  }
+  // Known as this mount's before it is there: a crash's recovery takes it (trust.h).
+  CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, written));
   std::string target = JoinPath(options_.dir, rel);
   if (::rename(wc.path.c_str(), target.c_str()) != 0) return Status::IOError(target, errno);
   node->wc.reset();
@@ -320,6 +345,7 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
   // folder and names everything afresh.
   std::future<Status> snapshot_saved = std::async(std::launch::async, [&]() -> Status {
     CAPSULE_RETURN_IF_ERROR(blobs_synced.get());
+    CAPSULE_RETURN_IF_ERROR(RecordMountWrite(dir, kSnapshotPath, snapshot_digest));  // ahead of its manifest
     CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kSnapshotPath), snapshot_bytes));
     return SaveWorkspaceTimes(JoinPath(dir, local::kTimes), times);
   });
@@ -341,6 +367,7 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
   CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest->ToCanonicalText());
   CAPSULE_RETURN_IF_ERROR(snapshot_saved.get());
   CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kManifestPath), manifest_text));
+  CAPSULE_RETURN_IF_ERROR(ClearMountWrites(dir));  // the manifest lists them now
   CAPSULE_RETURN_IF_ERROR(RemoveBlobs(dir, unreferenced));
   blobs_listed_ = true;
   if (saved != nullptr) {

@@ -14,6 +14,7 @@
 #include "capsule/format/documents.h"
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/layout.h"
+#include "capsule/format/trust.h"
 #include "fs/capsule_fs.h"
 #include "fs/errno_map.h"
 #include "fs/tree_undo.h"
@@ -119,6 +120,7 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent,
   {
     if (PathExists(path) && (flags & O_EXCL)) return FsError(EEXIST, rel);
     if (!PathExists(path)) {
+      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, FileDigest::OfText("")));  // capsule/format/trust.h
       CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(path, "", mode & 07777));
       created = true;
     }

@@ -11,7 +11,9 @@
 
 #include "capsule/base/canonical_scan.h"
 #include "capsule/format/attachments.h"
+#include "capsule/base/sha256.h"
 #include "capsule/format/layout.h"
+#include "capsule/format/trust.h"
 #include "fs/capsule_fs.h"
 #include "fs/tree_undo.h"
 #include "fs/errno_map.h"
@@ -372,6 +374,7 @@ Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
     std::string rel = RelPath(node.get());
     if (IsDirKind(node->kind)) return FsError(EISDIR, rel);
     if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
+      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, std::nullopt));  // capsule/format/trust.h
       if (::unlink(JoinPath(options_.dir, rel).c_str()) != 0) return Status::IOError(rel, errno);
       CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
       ++generation_;
@@ -458,6 +461,11 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
       CAPSULE_RETURN_IF_ERROR(CheckAttachmentFile(JoinPath(options_.dir, rel), new_rel));
     }
     if (real) {
+      // Known as this mount's before they are there (capsule/format/trust.h).
+      FileDigest moved;
+      CAPSULE_ASSIGN_OR_RETURN(moved.sha256, Sha256File(JoinPath(options_.dir, rel), &moved.size));
+      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, std::nullopt));
+      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, new_rel, moved));
       if (::renameat2(AT_FDCWD, JoinPath(options_.dir, rel).c_str(), AT_FDCWD,
                       JoinPath(options_.dir, new_rel).c_str(), flags) != 0) {
         return Status::IOError(rel, errno);

@@ -11,7 +11,7 @@ namespace capsule::journal {
 
 namespace {
 
-enum class Kind { kString, kObject, kBoolean, kAny, kTextOrJson, kConfidence, kEventId, kAttachments, kNameList };
+enum class Kind { kString, kObject, kBoolean, kAny, kTextOrJson, kConfidence, kEventId, kAttachments, kNameList, kEdits };
 
 struct Field {
   const char* name;
@@ -60,6 +60,8 @@ const std::vector<TypeRule>& Rules() {
       {"run_closed", {{"run_id", Kind::kString, true}, {"status", Kind::kString, true}}},
       // A run (capsule exec) was given these secrets from the host's keychain: names only.
       {"secrets_used", {{"secrets", Kind::kNameList, true}, {"sandbox", Kind::kString, true}}},
+      // capsule accept took files edited behind the manifest: each path, its digest before and after.
+      {"edits_accepted", {{"edits", Kind::kEdits, true}}},
   };
   return rules;
 }
@@ -99,6 +101,25 @@ std::string KindProblem(Kind kind, const Json& value) {
                      std::all_of(value.begin(), value.end(), [](const Json& name) { return name.is_string() && !name.get<std::string>().empty(); })
                  ? ""
                  : "must be a non-empty list of names";
+    case Kind::kEdits: {
+      const char* what = "must be a non-empty list of {\"path\": a string, \"before\" and \"after\": null or "
+                         "{\"sha256\": 64 hex digits, \"size\": a byte count}}";
+      auto digest_ok = [](const Json& digest) {
+        if (digest.is_null()) return true;
+        return digest.is_object() && digest.size() == 2 && digest.contains("sha256") && digest["sha256"].is_string() &&
+               IsSha256Hex(digest["sha256"].get<std::string>()) && digest.contains("size") &&
+               digest["size"].is_number_integer() && digest["size"].get<int64_t>() >= 0;
+      };
+      if (!value.is_array() || value.empty()) return what;
+      for (const Json& edit : value) {
+        if (!edit.is_object() || !edit.contains("path") || !edit["path"].is_string() ||
+            edit["path"].get<std::string>().empty() || !edit.contains("before") || !edit.contains("after") ||
+            !digest_ok(edit["before"]) || !digest_ok(edit["after"])) {
+          return what;
+        }
+      }
+      return "";
+    }
   }
   return "unknown kind";
 }

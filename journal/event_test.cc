@@ -100,11 +100,14 @@ Json GoodData(const std::string& type) {
   if (type == "run_awaiting") return {{"run_id", "r"}, {"awaiting", "user"}};
   if (type == "run_closed") return {{"run_id", "r"}, {"status", "done"}};
   if (type == "secrets_used") return {{"secrets", {"OPENAI_API_KEY"}}, {"sandbox", "host"}};
+  if (type == "edits_accepted") {
+    return {{"edits", {{{"path", "notes/a.md"}, {"before", {{"sha256", id}, {"size", 3}}}, {"after", nullptr}}}}};
+  }
   return nullptr;
 }
 
 TEST(EventDataTest, EveryTypeAcceptsGoodDataAndNamesEachMissingField) {
-  ASSERT_EQ(KnownEventTypes().size(), 14u);
+  ASSERT_EQ(KnownEventTypes().size(), 15u);
   for (const std::string& type : KnownEventTypes()) {
     Json good = GoodData(type);
     ASSERT_FALSE(good.is_null()) << type;

@@ -13,6 +13,7 @@
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
 #include "capsule/format/schedule.h"
+#include "capsule/format/trust.h"
 #include "capsule/format/verify.h"
 #include "move/byte_pipe.h"
 #include "move/local_capsule.h"
@@ -149,6 +150,9 @@ Result<MoveReport> Mover::Run() {
     return Status::FailedPrecondition(dir_, std::string("is ") + HolderStateName(record->state) + " at epoch " +
                                                 std::to_string(record->epoch) + "; only an active holder moves it");
   }
+  // A capsule at rest is trusted before anything is offered (capsule/format/trust.h); a
+  // mounted one was checked by its mount.
+  if (!local_.mounted()) CAPSULE_RETURN_IF_ERROR(CheckTrusted(dir_).WithContext("move " + manifest.agent.id));
   // Schedules travel only while paused: refused before anything is offered. The switch's pack
   // checks again (they may be resumed during the copy), before the point of no return.
   CAPSULE_RETURN_IF_ERROR(CheckSchedulesMayTravel(dir_).WithContext("move " + manifest.agent.id));

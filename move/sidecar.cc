@@ -20,6 +20,7 @@
 #include "capsule/format/layout.h"
 #include "capsule/format/local_files.h"
 #include "capsule/format/mount_lock.h"
+#include "capsule/format/trust.h"
 #include "fs/control_client.h"
 #include "move/door.h"
 #include "move/move_source.h"
@@ -159,6 +160,26 @@ void ServeAdmitted(TlsListener* listener, MoveTarget* target, SidecarState* log,
   if (!served.ok()) log->LogDoor("failed", "connection", link.peer(), served.message());
 }
 
+// The agents held in `root` are trusted before any is served (capsule/format/trust.h): the
+// first one edited behind its manifest refuses the start, naming it and each file. A mounted
+// one was checked by its mount.
+Status CheckAgentsTrusted(const std::string& root) {
+  Result<std::vector<TreeEntry>> entries = ListTree(root, {kStagingDir});
+  if (!entries.ok()) return Status::Ok();  // a new root: nothing held yet
+  for (const TreeEntry& entry : *entries) {
+    if (entry.type != TreeEntry::Type::kDirectory || entry.path.find('/') != std::string::npos ||
+        entry.path[0] == '.') {
+      continue;
+    }
+    const std::string dir = JoinPath(root, entry.path);
+    if (!PathExists(JoinPath(dir, kManifestPath))) continue;
+    Result<UniqueFd> at_rest = LockForMount(dir);
+    if (!at_rest.ok()) continue;  // mounted: its mount vouches for it
+    CAPSULE_RETURN_IF_ERROR(CheckTrusted(dir).WithContext("agent " + entry.path));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RunSidecar(const SidecarOptions& args) {
@@ -185,6 +206,7 @@ Status RunSidecar(const SidecarOptions& args) {
   Result<ProcessLock> serving_root =
       ProcessLock::Acquire(JoinPath(args.root, kSidecarLock), "--root " + args.root + ": another capsule serve serves it");
   if (!serving_root.ok()) return serving_root.status();
+  if (Status trusted = CheckAgentsTrusted(args.root); !trusted.ok()) return trusted.WithContext("--root");
   // Moves in left mid-way by an earlier run: MoveTarget::Open empties their staging areas.
   std::vector<std::string> left_staged;
   if (Result<std::vector<TreeEntry>> staged = ListTree(JoinPath(args.root, kStagingDir)); staged.ok()) {

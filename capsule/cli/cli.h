@@ -113,5 +113,7 @@ void RegisterSandboxCommands(CLI::App& app, int* exit_code);
 void RegisterSecretCommands(CLI::App& app, int* exit_code);
 // capsule serve (the sidecar, move/sidecar.h) and capsule move (move_commands.cc).
 void RegisterMoveCommands(CLI::App& app, int* exit_code);
+// capsule accept: takes files edited behind the manifest on purpose (accept_commands.cc).
+void RegisterAcceptCommands(CLI::App& app, int* exit_code);
 
 }  // namespace capsule::cli

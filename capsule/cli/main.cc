@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   capsule::cli::RegisterExecCommands(app, &exit_code);
   capsule::cli::RegisterSandboxCommands(app, &exit_code);
   capsule::cli::RegisterSecretCommands(app, &exit_code);
+  capsule::cli::RegisterAcceptCommands(app, &exit_code);
   argc = capsule::cli::SplitExecCommand(argc, argv);
   std::string unknown = capsule::cli::UnknownSubcommand(app, argc, argv);
   if (!unknown.empty()) return capsule::cli::UsageFailure(unknown, argc, argv);

@@ -27,6 +27,9 @@ inline constexpr char kControlSocket[] = ".capsule/control.sock";
 inline constexpr char kWorkDir[] = ".capsule/work";
 inline constexpr char kWorkspaceLog[] = ".capsule/workspace.log";
 inline constexpr char kTimes[] = ".capsule/times.json";
+// The files a mount wrote outside the workspace since its last checkpoint, each with the
+// digest it wrote (capsule/format/trust.h): what its crash recovery may find changed.
+inline constexpr char kMountWrites[] = ".capsule/mount-writes.log";
 
 // The journal's append lock and its checked tail (journal/journal_file.h).
 inline constexpr char kJournalLock[] = ".capsule/journal.lock";

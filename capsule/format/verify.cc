@@ -168,20 +168,21 @@ std::string ExportSignatureMessage(const std::string& manifest_text) {
   return "capsule export signature v1\n" + manifest_text;
 }
 
-void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, ObservedFile>& files,
-                          const std::map<std::string, std::string>& documents, const ReadAtFunction& journal,
-                          const VerifyOptions& options, std::vector<std::string>* problems,
-                          const std::vector<std::string>* snapshot_problems) {
-  std::vector<std::pair<std::string, std::string>> found;  // (path, problem) to sort by path
-  for (const char* required : kRequiredFiles) {
-    if (!manifest.files.count(required)) found.emplace_back(required, "missing from the manifest (the layout requires it)");
-  }
+namespace {
+
+// Each path of `listed_files` (manifest entries) against what was found at it, worded as
+// capsule verify words it: missing, not in manifest, truncated, altered, a blob or attachment
+// whose name is not its digest. Appends (path, problem) pairs.
+void CompareWithManifest(const std::map<std::string, FileDigest>& listed_files,
+                         const std::map<std::string, ObservedFile>& files,
+                         std::vector<std::pair<std::string, std::string>>* found_out) {
+  auto& found = *found_out;
   // Both maps are sorted by path: one walk side by side finds what each lacks.
-  auto listed = manifest.files.begin();
+  auto listed = listed_files.begin();
   auto seen = files.begin();
-  while (listed != manifest.files.end() || seen != files.end()) {
-    const bool only_listed = seen == files.end() || (listed != manifest.files.end() && listed->first < seen->first);
-    const bool only_seen = !only_listed && (listed == manifest.files.end() || seen->first < listed->first);
+  while (listed != listed_files.end() || seen != files.end()) {
+    const bool only_listed = seen == files.end() || (listed != listed_files.end() && listed->first < seen->first);
+    const bool only_seen = !only_listed && (listed == listed_files.end() || seen->first < listed->first);
     if (only_listed) {
       found.emplace_back(listed->first, "missing");
       ++listed;
@@ -224,6 +225,19 @@ void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, 
     }
     ++seen;
   }
+}
+
+}  // namespace
+
+void CheckAgainstManifest(const Manifest& manifest, const std::map<std::string, ObservedFile>& files,
+                          const std::map<std::string, std::string>& documents, const ReadAtFunction& journal,
+                          const VerifyOptions& options, std::vector<std::string>* problems,
+                          const std::vector<std::string>* snapshot_problems) {
+  std::vector<std::pair<std::string, std::string>> found;  // (path, problem) to sort by path
+  for (const char* required : kRequiredFiles) {
+    if (!manifest.files.count(required)) found.emplace_back(required, "missing from the manifest (the layout requires it)");
+  }
+  CompareWithManifest(manifest.files, files, &found);
   std::sort(found.begin(), found.end());
   for (auto& [path, why] : found) problems->push_back(path + ": " + why);
 
@@ -262,6 +276,7 @@ struct Observed {
   UniqueFd journal_fd;
   ReadAtFunction journal;  // for VerifyOptions::check_journal
   bool snapshot_checked = false;  // the snapshot was found, and is not too large to check
+  bool read_documents = true;     // set false before ObserveFiles: files hashed, no text kept
 };
 
 // Hashes the files of `dir` listed in `entries` (in path order) as a verify does, skipping
@@ -346,6 +361,7 @@ Status ObserveFiles(const std::string& dir, const std::vector<TreeEntry>& entrie
       continue;
     }
     out->files[path] = ObservedFile{*digests[i], sizes[i], prefixes[i]};
+    if (!out->read_documents) continue;
     if (!ReadToCheck(path, sizes[i], options, problems)) continue;
     if (path == kSnapshotPath) out->snapshot_checked = true;
     if (read_snapshot || path != kSnapshotPath) {
@@ -401,6 +417,46 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
                  "a folder holds one only when extracted from a signed export (capsule export --sign)", &report);
   report.files_checked = manifest->files.size();
   report.manifest = std::move(*manifest);
+  return report;
+}
+
+Result<NonBlobReport> VerifyNonBlobFiles(const std::string& dir, const Manifest& manifest) {
+  NonBlobReport report;
+  // The blobs are listed by name only (never read): a listed blob that is gone is named.
+  std::vector<std::string> blob_others;
+  Result<std::vector<std::string>> blob_names = ListFileNames(JoinPath(dir, kBlobsDir), &blob_others);
+  if (!blob_names.ok() && PathExists(JoinPath(dir, kBlobsDir))) return blob_names.status();
+  std::set<std::string_view> blobs_here;
+  if (blob_names.ok()) blobs_here.insert(blob_names->begin(), blob_names->end());
+  std::map<std::string, FileDigest> non_blobs;
+  std::vector<std::pair<std::string, std::string>> found;
+  const std::string blob_prefix = std::string(kBlobsDir) + "/";
+  for (const auto& [path, digest] : manifest.files) {
+    if (!InBlobsFolder(path)) {
+      non_blobs.insert(non_blobs.end(), {path, digest});
+    } else if (!blobs_here.count(std::string_view(path).substr(blob_prefix.size()))) {
+      found.emplace_back(path, "missing");
+    }
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir, kBlobsDir}));
+  VerifyOptions options;
+  options.max_document_size = UINT64_MAX;  // compared by digest only: no document is too large
+  Observed observed;
+  observed.read_documents = false;
+  std::vector<std::string> unreadable;  // "<path>: <why>", as ObserveFiles words them
+  CAPSULE_RETURN_IF_ERROR(ObserveFiles(dir, entries, manifest, /*trust_blobs=*/false, /*read_snapshot=*/false,
+                                       options, &observed, &unreadable));
+  for (const std::string& problem : unreadable) {
+    const size_t colon = problem.find(": ");
+    found.emplace_back(problem.substr(0, colon), colon == std::string::npos ? "unreadable" : problem.substr(colon + 2));
+  }
+  CompareWithManifest(non_blobs, observed.files, &found);
+  std::sort(found.begin(), found.end());
+  for (auto& [path, why] : found) {
+    if (report.paths.empty() || report.paths.back() != path) report.paths.push_back(path);
+    report.problems.push_back(path + ": " + why);
+  }
+  report.files = std::move(observed.files);
   return report;
 }
 

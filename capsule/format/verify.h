@@ -114,6 +114,21 @@ struct ObservedFile {
 // events appended since are checked by the journal's own chain (VerifyOptions::check_journal).
 bool IsAppendOnlyPath(const std::string& path);
 
+// The non-blob files of a capsule folder against its manifest, as VerifyFolder compares them
+// (missing, not in manifest, truncated, altered; an attachment whose name is not its digest),
+// and the blobs the manifest lists by name only: a listed blob that is gone is "missing", a
+// blob's bytes are never read. What a mount, a pack or a move checks before it trusts a
+// capsule (capsule/format/trust.h): its cost is the non-blob files' bytes (of the journal, the
+// part the manifest covers and what follows) and a listing of the blobs folder, never the
+// workspace's content. The documents' content and the snapshot against the blobs are not
+// checked here (capsule verify does).
+struct NonBlobReport {
+  std::vector<std::string> problems;            // "<path>: <what differs>", in path order
+  std::vector<std::string> paths;               // the paths named by `problems`, once each, in order
+  std::map<std::string, ObservedFile> files;    // the non-blob files found, as hashed
+};
+Result<NonBlobReport> VerifyNonBlobFiles(const std::string& dir, const Manifest& manifest);
+
 // A blob found in a capsule: its digest (hex; a view of the caller's string) and size.
 struct FoundBlob {
   std::string_view sha256;

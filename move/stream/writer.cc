@@ -15,6 +15,8 @@
 #include "capsule/format/schedule.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
+#include "capsule/format/mount_lock.h"
+#include "capsule/format/trust.h"
 #include "move/stream/digest_check.h"
 #include "move/stream/plan.h"
 
@@ -79,6 +81,15 @@ Status WriteFileEntry(const std::string& dir, const std::string& stream_path, co
 }  // namespace
 
 Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink* sink, PackStats* stats) {
+  // A capsule at rest is trusted before it is sent (capsule/format/trust.h), and no mount
+  // starts until it is; a mounted one is vouched for by its mount, which checked it at its
+  // open and re-seals what it writes at each checkpoint.
+  Result<UniqueFd> at_rest = LockForMount(dir);
+  if (at_rest.ok()) {
+    CAPSULE_RETURN_IF_ERROR(CheckTrusted(dir));
+  } else if (at_rest.status().code() != Code::kAlreadyExists) {
+    return at_rest.status();
+  }
   CAPSULE_ASSIGN_OR_RETURN(Manifest capsule_manifest, Manifest::LoadHeader(dir));
   StreamManifest manifest;
   manifest.phase = options.phase;
@@ -170,7 +181,8 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
   // The end goes only after every file sent was found to be what its digest says: a stream
   // without it is refused whole.
   if (std::optional<std::string> changed = digests.Finish()) {
-    return Status::Corruption(*changed, "changed while being sent");
+    return Status::Corruption(*changed, "does not hash to the digest it is sent under (altered on disk, or changed "
+                                        "while being sent); nothing was sent whole");
   }
   CAPSULE_RETURN_IF_ERROR(tar.AddFile(kStreamEndName, "", 0644, {{kDigestRecord, Sha256Hex("")}}));
   CAPSULE_RETURN_IF_ERROR(tar.Finish());

@@ -1,0 +1,67 @@
+// Whether a capsule folder is trusted: its non-blob files are the ones its manifest lists,
+// with the digests it lists (VerifyNonBlobFiles, capsule/format/verify.h). A mount, a pack, a
+// move and a sidecar check this before they carry a capsule; a capsule edited behind its
+// manifest is refused, naming each file and what differs, until `capsule accept` takes the
+// edits on purpose (AcceptEdits, recorded in the journal by the command line).
+//
+// A mount writes files outside the workspace (notes, the environment spec, the snapshot at a
+// checkpoint...) between two checkpoints, and a crash leaves them newer than the manifest.
+// Before each such write it records the path and the digest it writes in
+// .capsule/mount-writes.log (RecordMountWrite), emptied once a checkpoint has written the
+// manifest (ClearMountWrites); its recovery excuses a file found as the last record for its
+// path says (CheckTrustedForMount). Everything else that differs was edited outside any mount.
+//
+// Blobs are checked by their names as they are read (the mount at open, a pack as it sends),
+// never here: this check costs the non-blob files, not the workspace.
+//
+// Thread-safety: RecordMountWrite may be called from any thread (each record is one append
+// of one line); the rest are plain functions.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capsule/base/status.h"
+#include "capsule/format/manifest.h"
+
+namespace capsule {
+
+// Ok when the non-blob files of `dir` are as its manifest (`manifest`, as loaded) lists them,
+// or as a mount that crashed since its last checkpoint left them: a file that differs is
+// excused when the last write a mount recorded for its path (RecordMountWrite) is what is
+// found there, the file as it wrote it or gone as it removed it. Otherwise Corruption naming
+// `dir`, each file and what differs, and how to take the edits on purpose (capsule accept).
+Status CheckTrustedForMount(const std::string& dir, const Manifest& manifest);
+// The same, reading the manifest of `dir`: for a capsule at rest (no mount running).
+Status CheckTrusted(const std::string& dir);
+
+// Records, durably, that a mount is about to leave the file at `path` (relative to `dir`) with
+// `written` as its digest, or removed (nullopt). Called before the write.
+Status RecordMountWrite(const std::string& dir, const std::string& path, const std::optional<FileDigest>& written);
+
+// Forgets the mount's writes: called once a checkpoint's manifest lists them.
+Status ClearMountWrites(const std::string& dir);
+
+// One file whose edits `capsule accept` takes: its manifest entry before and after (nullopt:
+// not listed before, or gone now).
+struct AcceptedEdit {
+  std::string path;
+  std::string why;  // what differed, as CheckTrusted named it
+  std::optional<FileDigest> before, after;
+};
+
+// What AcceptEdits would take: every non-blob file that differs from the manifest, and the
+// manifest's blob entries whose blob is gone. Empty when the capsule is trusted as it is.
+Result<std::vector<AcceptedEdit>> FindEdits(const std::string& dir);
+
+// Re-seals the manifest of `dir` to the files as they were found: each of `edits` (from
+// FindEdits) takes its `after` digest, or leaves the manifest. `record` (the journal's event)
+// runs first, under the mount lock; nothing is re-sealed if it fails. Refused
+// (FailedPrecondition) while a capsulefs holds the folder.
+Status AcceptEdits(const std::string& dir, const std::vector<AcceptedEdit>& edits,
+                   const std::function<Status()>& record);
+
+}  // namespace capsule
