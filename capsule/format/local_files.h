@@ -27,6 +27,9 @@ inline constexpr char kControlSocket[] = ".capsule/control.sock";
 inline constexpr char kWorkDir[] = ".capsule/work";
 inline constexpr char kWorkspaceLog[] = ".capsule/workspace.log";
 inline constexpr char kTimes[] = ".capsule/times.json";
+// What the mount refused to commit of each capsule file (a JSON document or an attachment not
+// valid whole), kept for its writer under the file's path: .capsule/rejected/<path>.
+inline constexpr char kRejectedDir[] = ".capsule/rejected";
 
 // The journal's append lock and its checked tail (journal/journal_file.h).
 inline constexpr char kJournalLock[] = ".capsule/journal.lock";
