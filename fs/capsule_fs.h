@@ -7,7 +7,9 @@
 //   2b. render_mu_                       the cache of rendered documents
 //   3. tree_mu_                          the tree, the workspace metadata, manifest_
 //   4. ChangeLog::mu_                    orders the lines of the change log
-// fdatasync of the change log happens with no lock held but the node's wc_mu.
+// fdatasync of the change log happens with no lock held but the node's wc_mu. libfuse's lock
+// of a request, held while it calls the request's interrupt function, comes before the
+// gate's own mutex (fs/state_gate.h).
 #pragma once
 
 #include <fuse3/fuse_lowlevel.h>
