@@ -7,13 +7,16 @@
 //   2b. render_mu_                       the cache of rendered documents
 //   3. tree_mu_                          the tree, the workspace metadata, manifest_
 //   4. ChangeLog::mu_                    orders the lines of the change log
-// fdatasync of the change log happens with no lock held but the node's wc_mu.
+// fdatasync of the change log happens with no lock held but the node's wc_mu. libfuse's lock
+// of a request, held while it calls the request's interrupt function, comes before the
+// gate's own mutex (fs/state_gate.h).
 #pragma once
 
 #include <fuse3/fuse_lowlevel.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -117,7 +120,12 @@ class CapsuleFs {
   // does not even stat the blobs that PreVerify read. Returns how many blobs it read.
   // `move`: the move out this freeze is for ("" for an admin's); the holder record keeps it,
   // so that only that move thaws the mount (TransitionHolder).
-  Result<uint64_t> Freeze(const std::string& move = "");
+  // `timeout` (an admin's freeze only; zero: none): ThawIfDue thaws it once that has passed. A
+  // freeze for a move never times out, and takes over an admin's without its timeout.
+  Result<uint64_t> Freeze(const std::string& move = "", std::chrono::seconds timeout = {});
+  // Thaws an admin's freeze whose timeout has passed, and says so on the driver's standard
+  // error and in the system log.
+  void ThawIfDue();
   // Hashes the capsule's blobs while the agent runs, ahead of a freeze (a move's copy phase).
   // Returns how many blobs were read rather than remembered.
   Result<uint64_t> PreVerify();
@@ -231,13 +239,17 @@ class CapsuleFs {
 
   // commit.cc: working copies, commits, checkpoints.
   Status EnsureWorkingCopy(Node* node, bool empty);  // needs node->wc_mu
-  // environment/spec.json, schedule files and thread files (IsCheckedWhenWritten) are checked
-  // as soon as their copy is whole JSON, so that a shell's redirection fails visibly at its
-  // write, not only at close.
-  Status CheckSpecAsWritten(Node* node, const WorkingCopy& wc);  // needs node->wc_mu
+  // environment/spec.json, schedule files and thread files (IsCheckedWhenWritten): the write of
+  // `data` at `off` is refused (EINVAL, nothing of it kept) when it would make the copy whole
+  // JSON that fails its check, or extend it into text no JSON begins with, so that a shell's
+  // redirection fails visibly at its write, not only at close.
+  Status CheckSpecAsWritten(Node* node, const WorkingCopy& wc, std::string_view data, off_t off);  // needs node->wc_mu
   // Durable: the blob and the log line reach the disk before it returns (fsync).
   Status CommitWorkingCopy(Node* node, bool durable = false);  // needs node->wc_mu
   Status CommitRealFile(Node* node);                           // needs node->wc_mu
+  // A commit of the capsule file `rel` refused for `why`: the working copy's bytes (at
+  // `wc_path`) are kept in DIR/.capsule/rejected/<rel>, and the refusal, EINVAL, says where.
+  Status RefuseCommit(const std::string& rel, const std::string& wc_path, const Status& why);
   void DropWorkingCopy(Node* node);                            // needs node->wc_mu
   // The committed file of `node` for reading through `h`, opened again when a commit replaced
   // it since h last read it. Needs node->wc_mu.
@@ -297,6 +309,8 @@ class CapsuleFs {
   std::atomic<bool> blobs_listed_{false};
   std::string control_path_;
   JournalSink journal_sink_;
+  // The journal's last line while its newline has not come, shared by every open of it.
+  std::shared_ptr<UnfinishedLine> journal_unfinished_ = std::make_shared<UnfinishedLine>();
   std::unique_ptr<ChangeLog> log_;
   std::atomic<uint64_t> work_counter_{0};
   std::mutex handles_mu_;

@@ -26,6 +26,7 @@
 #include "capsule/format/trust.h"
 #include "capsule/format/verify.h"
 #include "fs/capsule_fs.h"
+#include "fs/document_writes.h"
 #include "fs/tree_undo.h"
 #include "fs/errno_map.h"
 
@@ -241,18 +242,19 @@ Status CapsuleFs::CommitRealFile(Node* node) {
   }
   if (::fsync(wc.fd.get()) != 0) return Status::IOError(wc.path, errno);
   std::optional<FileDigest> written;
+  // Refused (EINVAL): the old content stays, and the bytes written are kept aside for their
+  // writer (RefuseCommit); the working copy stays while a writer has the file open, so that a
+  // later write and close can still make the file whole and valid.
   if (IsCheckedWhenWritten(rel)) {
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(wc.path));
     Status checked = CheckWrittenDocument(rel, text);
-    if (!checked.ok()) {
-      // The old content stays; the working copy stays while a writer has the file open, so
-      // that a later write and close can still make the file whole and valid.
-      return FsError(EINVAL, checked.message());
-    }
+    if (!checked.ok()) return RefuseCommit(rel, wc.path, checked);
     written = FileDigest::OfText(text);
   }
-  // As above (EINVAL, the old content stays): an attachment's bytes are those its name says.
-  if (IsAttachmentsPath(rel)) CAPSULE_RETURN_IF_ERROR(CheckAttachmentFile(wc.path, rel));
+  // An attachment's bytes are those its name says.
+  if (IsAttachmentsPath(rel)) {
+    if (Status named = CheckAttachmentFile(wc.path, rel); !named.ok()) return RefuseCommit(rel, wc.path, named);
+  }
   if (!written) {
     written.emplace();
     CAPSULE_ASSIGN_OR_RETURN(written->sha256, Sha256File(wc.path, &written->size));
@@ -261,6 +263,7 @@ Status CapsuleFs::CommitRealFile(Node* node) {
   CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, written));
   std::string target = JoinPath(options_.dir, rel);
   if (::rename(wc.path.c_str(), target.c_str()) != 0) return Status::IOError(target, errno);
+  ForgetRejected(options_.dir, rel);
   node->wc.reset();
   ++node->commits;
   CAPSULE_RETURN_IF_ERROR(SyncDirectory(DirName(target)));
@@ -386,6 +389,8 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
 Status CapsuleFs::Shutdown() {
   MountState state = gate_.state();
   if (state == MountState::kReadOnly) return Status::Ok();
+  // A journal line still without its newline is kept for whoever wrote it (capsulefs(8)).
+  if (std::string line = journal_unfinished_->Take(); !line.empty()) (void)KeepRejected(options_.dir, kJournalPath, line);
   Status committed = state == MountState::kRetired ? Status::Ok() : CommitAll();
   Status checkpointed = Checkpoint();
   return committed.ok() ? checkpointed : committed;

@@ -95,6 +95,18 @@ Result<ControlCommand> ParseControlCommand(std::string_view line) {
   }
   if (space == std::string_view::npos) return command;
   if (!takes_move) return Status::InvalidArgument("control", command.verb + " takes no argument");
+  if (command.verb == "freeze" && command.move.rfind("timeout=", 0) == 0) {
+    std::string seconds = command.move.substr(8);
+    command.move.clear();
+    bool digits = !seconds.empty() && seconds.size() <= 10;
+    for (char c : seconds) digits = digits && c >= '0' && c <= '9';
+    if (digits) command.timeout_seconds = std::stoull(seconds);
+    if (!digits || command.timeout_seconds == 0 || command.timeout_seconds > kMaxFreezeTimeoutSeconds) {
+      return Status::InvalidArgument("control", "freeze: a timeout is 1 to " + std::to_string(kMaxFreezeTimeoutSeconds) +
+                                                    " seconds (timeout=SECONDS)");
+    }
+    return command;
+  }
   bool hex = !command.move.empty() && command.move.size() <= 64;
   for (char c : command.move) hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
   if (!hex) return Status::InvalidArgument("control", command.verb + ": a move id is 1 to 64 lower-case hex digits");

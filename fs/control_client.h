@@ -2,6 +2,7 @@
 // and the sidecar, and the channel's two parsers, which the server uses too.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -26,11 +27,15 @@ Result<std::string> SocketName(const std::string& path, UniqueFd* dir_fd);
 Result<Json> SendControl(const std::string& socket_path, const std::string& command);
 
 // One command as the server reads it: a verb (status, freeze, thaw, retire, preverify) and,
-// for a move's freeze or thaw, the move's id (1 to 64 lower-case hex digits).
+// for a move's freeze or thaw, the move's id (1 to 64 lower-case hex digits), or, for an
+// admin's freeze, "timeout=SECONDS" (1 to kMaxFreezeTimeoutSeconds): the freeze thaws by
+// itself then. A move's freeze never times out.
 struct ControlCommand {
   std::string verb;
   std::string move;
+  uint64_t timeout_seconds = 0;  // 0: none
 };
+inline constexpr uint64_t kMaxFreezeTimeoutSeconds = 30ull * 24 * 3600;
 // Parses a command line (without its newline); InvalidArgument naming what is wrong.
 Result<ControlCommand> ParseControlCommand(std::string_view line);
 

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <memory>
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "fs/journal_sink.h"
 #include "fs/running_hash.h"
 #include "fs/state_gate.h"
+#include "journal/event.h"
 
 namespace capsule::fs {
 namespace {
@@ -197,17 +199,18 @@ TEST(ErrnoMap, OneTable) {
 // The sink stands for the journal: it takes a write's lines all or none.
 TEST(LineAssembler, TakesALineWhenItsNewlineArrives) {
   std::vector<std::string> lines;
+  auto unfinished = std::make_shared<UnfinishedLine>();
   LineAssembler journal([&](const std::vector<std::string>& taken) {
     for (const std::string& line : taken) {
       if (line == "bad") return Status::InvalidArgument("journal", "bad line");
     }
     lines.insert(lines.end(), taken.begin(), taken.end());
     return Status::Ok();
-  }, 10);
+  }, unfinished, 10);
   EXPECT_EQ(ToErrno(journal.Write(3, "x\n")), EPERM);
   ASSERT_TRUE(journal.Write(10, "{\"type\":").ok());
   EXPECT_TRUE(lines.empty());
-  EXPECT_TRUE(journal.pending());
+  EXPECT_EQ(unfinished->size(), 8u);
   ASSERT_TRUE(journal.Write(18, "1}\nsecond\n").ok());
   EXPECT_EQ(lines, (std::vector<std::string>{"{\"type\":1}", "second"}));
   EXPECT_EQ(ToErrno(journal.Write(28, "bad\n")), EINVAL);
@@ -217,19 +220,42 @@ TEST(LineAssembler, TakesALineWhenItsNewlineArrives) {
 // never records the good one twice; the next write is expected where the refused one began.
 TEST(LineAssembler, AWriteIsTakenWholeOrNotAtAll) {
   std::vector<std::string> lines;
+  auto unfinished = std::make_shared<UnfinishedLine>();
   LineAssembler journal([&](const std::vector<std::string>& taken) {
     for (const std::string& line : taken) {
       if (line == "BAD") return Status::InvalidArgument("journal", "bad line");
     }
     lines.insert(lines.end(), taken.begin(), taken.end());
     return Status::Ok();
-  }, 0);
-  ASSERT_TRUE(journal.Write(0, "par").ok());
-  EXPECT_EQ(ToErrno(journal.Write(3, "tial\ngood\nBAD\nrest")), EINVAL);
+  }, unfinished, 0);
+  ASSERT_TRUE(journal.Write(0, "{\"par").ok());
+  EXPECT_EQ(ToErrno(journal.Write(5, "tial\ngood\nBAD\n{rest")), EINVAL);
   EXPECT_TRUE(lines.empty());
-  EXPECT_TRUE(journal.pending());  // "par", taken by the write before, still waits
-  ASSERT_TRUE(journal.Write(3, "tial\ngood\n").ok());  // the refused write took no bytes
-  EXPECT_EQ(lines, (std::vector<std::string>{"partial", "good"}));
+  EXPECT_EQ(unfinished->size(), 5u);  // "{\"par", taken by the write before, still waits
+  ASSERT_TRUE(journal.Write(5, "tial\ngood\n").ok());  // the refused write took no bytes
+  EXPECT_EQ(lines, (std::vector<std::string>{"{\"partial", "good"}));
+}
+
+// The unfinished line is the journal's: another handle's write finishes it. One that could not
+// begin an object, or is over the limit, is refused at its write.
+TEST(LineAssembler, TheUnfinishedLineIsSharedCheckedAndBounded) {
+  std::vector<std::string> lines;
+  auto unfinished = std::make_shared<UnfinishedLine>();
+  auto sink = [&](const std::vector<std::string>& taken) {
+    lines.insert(lines.end(), taken.begin(), taken.end());
+    return Status::Ok();
+  };
+  LineAssembler first(sink, unfinished, 0, /*append=*/true), second(sink, unfinished, 0, /*append=*/true);
+  ASSERT_TRUE(first.Write(0, "{\"type\":").ok());
+  ASSERT_TRUE(second.Write(0, "\"x\"}\n").ok());
+  EXPECT_EQ(lines, (std::vector<std::string>{"{\"type\":\"x\"}"}));
+  EXPECT_EQ(ToErrno(first.Write(0, "not json")), EINVAL);
+  EXPECT_EQ(ToErrno(first.Write(0, "{} x")), EINVAL);
+  EXPECT_EQ(unfinished->size(), 0u);
+  ASSERT_TRUE(first.Write(0, "{\"text\":\"").ok());
+  EXPECT_EQ(ToErrno(second.Write(0, std::string(journal::kMaxEventLineBytes, 'a'))), EFBIG);
+  EXPECT_EQ(unfinished->size(), 0u) << "a line over the limit is dropped whole";
+  EXPECT_EQ(lines.size(), 1u);
 }
 
 TEST(LineAssembler, AnAppendHandleWritesAtTheEndWhateverTheOffset) {
@@ -237,10 +263,39 @@ TEST(LineAssembler, AnAppendHandleWritesAtTheEndWhateverTheOffset) {
   LineAssembler journal([&](const std::vector<std::string>& taken) {
     lines.insert(lines.end(), taken.begin(), taken.end());
     return Status::Ok();
-  }, 100, /*append=*/true);
+  }, std::make_shared<UnfinishedLine>(), 100, /*append=*/true);
   ASSERT_TRUE(journal.Write(40, "one\n").ok());  // the kernel's size lags the canonical lines
   ASSERT_TRUE(journal.Write(7, "two\n").ok());
   EXPECT_EQ(lines, (std::vector<std::string>{"one", "two"}));
+}
+
+// A wait for a thaw ends with EINTR once its request is taken back, and counts as waiting
+// meanwhile; a freeze's deadline is due only once passed.
+TEST(StateGate, AnInterruptedWaitEndsWithEintr) {
+  StateGate gate(MountState::kActive);
+  ASSERT_TRUE(gate.Freeze([] { return Status::Ok(); }).ok());
+  Interruption* interruption = nullptr;
+  std::atomic<bool> ready{false};
+  std::atomic<int> err{0};
+  std::thread writer([&] {
+    Interruption mine(&gate);
+    interruption = &mine;
+    ready = true;
+    err = ToErrno(gate.EnterWrite().status());
+    while (ready) std::this_thread::yield();  // `mine` lives until the test is done with it
+  });
+  while (!ready || gate.waiting() != 1) std::this_thread::yield();
+  interruption->Fire();
+  while (err == 0) std::this_thread::yield();
+  ready = false;
+  writer.join();
+  EXPECT_EQ(err.load(), EINTR);
+  EXPECT_EQ(gate.waiting(), 0);
+  EXPECT_FALSE(gate.ThawIsDue());
+  gate.SetThawDeadline(std::chrono::steady_clock::now() - std::chrono::seconds(1));
+  EXPECT_TRUE(gate.ThawIsDue());
+  gate.Thaw();
+  EXPECT_FALSE(gate.ThawIsDue());
 }
 
 TEST(StateGate, RetireRefusesWriters) {

@@ -14,6 +14,20 @@ namespace {
 CapsuleFs* Fs(fuse_req_t req) { return static_cast<CapsuleFs*>(fuse_req_userdata(req)); }
 Handle* H(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
 
+// Runs `work` for `req` so that a wait of it for a thaw ends with EINTR when the kernel takes
+// the request back (its caller got a signal: Ctrl-C, SIGTERM, SIGKILL). The interrupt function
+// is unregistered before the reply frees the request: libfuse calls it under the request's
+// lock, which unregistering takes, so none runs once this returns.
+template <typename Work>
+auto Interruptibly(fuse_req_t req, Work work) {
+  Interruption interruption(&Fs(req)->gate());
+  fuse_req_interrupt_func(
+      req, [](fuse_req_t, void* data) { static_cast<Interruption*>(data)->Fire(); }, &interruption);
+  auto result = work();
+  fuse_req_interrupt_func(req, nullptr, nullptr);
+  return result;
+}
+
 void ReplyStatus(fuse_req_t req, const Status& status) { fuse_reply_err(req, ToErrno(status)); }
 
 void ReplyEntry(fuse_req_t req, const Result<fuse_entry_param>& entry) {
@@ -71,7 +85,7 @@ Caller CallerOf(fuse_req_t req, bool with_groups = false) {
 
 void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   bool chown = (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) != 0;
-  auto st = Fs(req)->do_setattr(ino, *attr, to_set, fi ? H(fi) : nullptr, CallerOf(req, chown));
+  auto st = Interruptibly(req, [&] { return Fs(req)->do_setattr(ino, *attr, to_set, fi ? H(fi) : nullptr, CallerOf(req, chown)); });
   if (!st.ok()) return ReplyStatus(req, st.status());
   fuse_reply_attr(req, &*st, Fs(req)->attr_timeout(ino));
 }
@@ -83,27 +97,27 @@ void Readlink(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  ReplyEntry(req, Fs(req)->do_mknod(parent, name, mode, rdev, CallerOf(req)));
+  ReplyEntry(req, Interruptibly(req, [&] { return Fs(req)->do_mknod(parent, name, mode, rdev, CallerOf(req)); }));
 }
 
 void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  ReplyEntry(req, Fs(req)->do_mkdir(parent, name, mode, CallerOf(req)));
+  ReplyEntry(req, Interruptibly(req, [&] { return Fs(req)->do_mkdir(parent, name, mode, CallerOf(req)); }));
 }
 
 void Symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
-  ReplyEntry(req, Fs(req)->do_symlink(link, parent, name, CallerOf(req)));
+  ReplyEntry(req, Interruptibly(req, [&] { return Fs(req)->do_symlink(link, parent, name, CallerOf(req)); }));
 }
 
-void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) { ReplyStatus(req, Fs(req)->do_unlink(parent, name)); }
-void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) { ReplyStatus(req, Fs(req)->do_rmdir(parent, name)); }
+void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) { ReplyStatus(req, Interruptibly(req, [&] { return Fs(req)->do_unlink(parent, name); })); }
+void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) { ReplyStatus(req, Interruptibly(req, [&] { return Fs(req)->do_rmdir(parent, name); })); }
 
 void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
             unsigned int flags) {
-  ReplyStatus(req, Fs(req)->do_rename(parent, name, newparent, newname, flags));
+  ReplyStatus(req, Interruptibly(req, [&] { return Fs(req)->do_rename(parent, name, newparent, newname, flags); }));
 }
 
 void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
-  ReplyEntry(req, Fs(req)->do_link(ino, newparent, newname));
+  ReplyEntry(req, Interruptibly(req, [&] { return Fs(req)->do_link(ino, newparent, newname); }));
 }
 
 // Workspace files go through the kernel's page cache, shared by every open of the inode as
@@ -114,7 +128,7 @@ void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newn
 bool UsesPageCache(NodeKind kind) { return kind == NodeKind::kWsFile; }
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  auto h = Fs(req)->do_open(ino, fi->flags);
+  auto h = Interruptibly(req, [&] { return Fs(req)->do_open(ino, fi->flags); });
   if (!h.ok()) return ReplyStatus(req, h.status());
   fi->fh = reinterpret_cast<uint64_t>(*h);
   fi->direct_io = UsesPageCache((*h)->node->kind) ? 0 : 1;
@@ -122,7 +136,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
-  auto created = Fs(req)->do_create(parent, name, mode, fi->flags, CallerOf(req));
+  auto created = Interruptibly(req, [&] { return Fs(req)->do_create(parent, name, mode, fi->flags, CallerOf(req)); });
   if (!created.ok()) return ReplyStatus(req, created.status());
   fi->fh = reinterpret_cast<uint64_t>(created->second);
   fi->direct_io = UsesPageCache(created->second->node->kind) ? 0 : 1;
@@ -130,7 +144,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
 }
 
 void Fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
-  ReplyStatus(req, Fs(req)->do_fallocate(H(fi), mode, offset, length));
+  ReplyStatus(req, Interruptibly(req, [&] { return Fs(req)->do_fallocate(H(fi), mode, offset, length); }));
 }
 
 void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
@@ -148,7 +162,7 @@ void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi
 }
 
 void Write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
-  auto written = Fs(req)->do_write(H(fi), buf, size, off);
+  auto written = Interruptibly(req, [&] { return Fs(req)->do_write(H(fi), buf, size, off); });
   if (!written.ok()) return ReplyStatus(req, written.status());
   fuse_reply_write(req, written->size);
   // Answered first, hashed after: the writer's next write travels while this one is hashed
@@ -156,14 +170,18 @@ void Write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off, 
   written->hash.Run();
 }
 
-void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { ReplyStatus(req, Fs(req)->do_flush(H(fi))); }
+void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  ReplyStatus(req, Interruptibly(req, [&] { return Fs(req)->do_flush(H(fi)); }));
+}
 
 void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   Fs(req)->do_release(H(fi));
   fuse_reply_err(req, 0);
 }
 
-void Fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { ReplyStatus(req, Fs(req)->do_fsync(H(fi))); }
+void Fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
+  ReplyStatus(req, Interruptibly(req, [&] { return Fs(req)->do_fsync(H(fi)); }));
+}
 
 void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto h = Fs(req)->do_opendir(ino);

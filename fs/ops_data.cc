@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <optional>
 #include <shared_mutex>
@@ -15,7 +16,9 @@
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/trust.h"
+#include "capsule/format/schedule.h"
 #include "fs/capsule_fs.h"
+#include "fs/document_writes.h"
 #include "fs/errno_map.h"
 #include "fs/tree_undo.h"
 
@@ -72,9 +75,12 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags, const WriteTicket*
         if (held == nullptr) CAPSULE_RETURN_IF_ERROR(EnterInto(gate_, &ticket));
         struct stat st;
         if (::stat(JoinPath(options_.dir, rel).c_str(), &st) != 0) return Status::IOError(rel, errno);
-        h->journal = std::make_unique<LineAssembler>(journal_sink_, static_cast<uint64_t>(st.st_size), (flags & O_APPEND) != 0);
+        h->journal = std::make_unique<LineAssembler>(journal_sink_, journal_unfinished_, static_cast<uint64_t>(st.st_size),
+                                                     (flags & O_APPEND) != 0);
       } else if (writes && !WritableRealPath(rel)) {
         return FsError(EACCES, rel + ": read-only in the mount");
+      } else if (writes && IsSchedulePath(rel)) {
+        CAPSULE_RETURN_IF_ERROR(CheckScheduleName(rel));  // put there beside the mount: never valid
       }
       std::lock_guard wc_lock(node->wc_mu);
       CAPSULE_RETURN_IF_ERROR(CommittedFile(node.get(), h.get()).status());
@@ -112,6 +118,8 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent,
     rel = RelPath(parent) + "/" + name;
   }
   if (parent->kind != NodeKind::kRealDir || !CreatableRealPath(rel)) return FsError(EPERM, rel + ": no new files here");
+  // A name no content could make valid is refused now, not at the close (EINVAL).
+  if (IsSchedulePath(rel)) CAPSULE_RETURN_IF_ERROR(CheckScheduleName(rel));
   std::string path = JoinPath(options_.dir, rel);
   // One ticket from the new entry to its open handle: a freeze cannot come between them.
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
@@ -232,6 +240,7 @@ Result<WriteDone> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, o
   CAPSULE_RETURN_IF_ERROR(EnsureWorkingCopy(node, false));
   WorkingCopy& wc = *node->wc;
   if (h->append) off = static_cast<off_t>(wc.size);
+  CAPSULE_RETURN_IF_ERROR(CheckSpecAsWritten(node, wc, std::string_view(buf, size), off));
   size_t done = 0;
   while (done < size) {
     ssize_t n = ::pwrite(wc.fd.get(), buf + done, size - done, off + static_cast<off_t>(done));
@@ -251,7 +260,6 @@ Result<WriteDone> CapsuleFs::do_write(Handle* h, const char* buf, size_t size, o
   wc.dirty = true;
   h->wrote = true;
   clock_gettime(CLOCK_REALTIME, &wc.mtime);
-  CAPSULE_RETURN_IF_ERROR(CheckSpecAsWritten(node, wc));
   return done_write;
 }
 
@@ -274,9 +282,10 @@ Status CapsuleFs::do_fallocate(Handle* h, int mode, off_t offset, off_t length) 
   return Status::Ok();
 }
 
-Status CapsuleFs::CheckSpecAsWritten(Node* node, const WorkingCopy& wc) {
-  constexpr uint64_t kLargestChecked = 1 << 20;  // a larger spec is checked at close only
-  if (node->kind != NodeKind::kRealFile || wc.size > kLargestChecked) return Status::Ok();
+Status CapsuleFs::CheckSpecAsWritten(Node* node, const WorkingCopy& wc, std::string_view data, off_t off) {
+  constexpr uint64_t kLargestChecked = 1 << 20;  // a larger document is checked at close only
+  const uint64_t end = static_cast<uint64_t>(off) + data.size();
+  if (node->kind != NodeKind::kRealFile || std::max(end, wc.size) > kLargestChecked) return Status::Ok();
   std::string rel;
   {
     std::shared_lock lock(tree_mu_);
@@ -284,20 +293,35 @@ Status CapsuleFs::CheckSpecAsWritten(Node* node, const WorkingCopy& wc) {
     rel = RelPath(node);
   }
   if (!IsCheckedWhenWritten(rel)) return Status::Ok();
-  Result<std::string> text = ReadFile(wc.path);
-  if (!text.ok() || !ParseJson(*text, rel).ok()) return Status::Ok();  // not whole yet
-  Status checked = CheckWrittenDocument(rel, *text);
-  // The write is refused; its bytes stay in the working copy only, and the close that
-  // follows refuses the copy too: the file keeps its old content.
-  if (!checked.ok()) return FsError(EINVAL, checked.message());
+  // The document as this write would leave it, judged before a byte of it is kept: a refused
+  // write leaves the working copy as it was.
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(wc.path));
+  text.resize(std::max<size_t>(text.size(), end), '\0');
+  text.replace(static_cast<size_t>(off), data.size(), data);
+  if (ParseJson(text, rel).ok()) {
+    Status checked = CheckWrittenDocument(rel, text);
+    if (!checked.ok()) return FsError(EINVAL, checked.message() + "; this write was not kept");
+    return Status::Ok();
+  }
+  // Not whole yet. A write that extends the document and leaves it no JSON text could begin
+  // with is refused now; anything else is judged whole at fsync and close.
+  if (end >= wc.size && !CouldBecomeJson(text)) {
+    return FsError(EINVAL, rel + ": not JSON, and nothing written after it could make it so; this write was not kept");
+  }
   return Status::Ok();
 }
 
+Status CapsuleFs::RefuseCommit(const std::string& rel, const std::string& wc_path, const Status& why) {
+  Result<std::string> content = ReadFile(wc_path);
+  if (!content.ok() || content->empty()) return FsError(EINVAL, why.message());  // nothing written to keep
+  Result<std::string> kept = KeepRejected(options_.dir, rel, *content);
+  if (!kept.ok()) return FsError(EINVAL, why.message() + "; the bytes written could not be kept aside: " + kept.status().message());
+  return FsError(EINVAL, why.message() + "; the old content stays, and the bytes written are kept in " +
+                             JoinPath(options_.dir, *kept));
+}
+
 Status CapsuleFs::do_flush(Handle* h) {
-  if (h->journal) {
-    if (h->journal->pending()) return FsError(EINVAL, "memory/timeline_events.jsonl: a line without its newline");
-    return Status::Ok();
-  }
+  if (h->journal) return Status::Ok();  // an unfinished line stays the journal's, for the next write
   if (!h->writer) return Status::Ok();
   Node* node = h->node.get();
   {

@@ -14,6 +14,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/trust.h"
+#include "capsule/format/schedule.h"
 #include "fs/capsule_fs.h"
 #include "fs/tree_undo.h"
 #include "fs/errno_map.h"
@@ -293,6 +294,9 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
     if (Child(parent, name).ok()) return FsError(EEXIST, name);
     std::string rel = RelPath(parent) + "/" + name;
     if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
+      if (IsSchedulePath(rel) && rel != "schedule/waiting" && rel != "schedule/firing" && rel != "schedule/ending") {
+        return FsError(EINVAL, rel + ": not a schedule folder: schedule/waiting, schedule/firing or schedule/ending");
+      }
       if (::mkdir(JoinPath(options_.dir, rel).c_str(), mode & 07777) != 0) return Status::IOError(rel, errno);
       CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
       CAPSULE_ASSIGN_OR_RETURN(node, Child(parent, name));
@@ -457,6 +461,7 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
     if (target && !IsDirKind(node->kind) && IsDirKind(target->kind)) return FsError(EISDIR, new_rel);
     if (target && IsDirKind(target->kind) && !target->children.empty()) return FsError(ENOTEMPTY, new_rel);
     if (ws) CAPSULE_RETURN_IF_ERROR(CheckRecordable(newname, "name"));
+    if (real && IsSchedulePath(new_rel) && !IsDirKind(node->kind)) CAPSULE_RETURN_IF_ERROR(CheckScheduleName(new_rel));
     if (real && IsAttachmentsPath(new_rel)) {  // named by a digest: the bytes must be those it says (EINVAL)
       CAPSULE_RETURN_IF_ERROR(CheckAttachmentFile(JoinPath(options_.dir, rel), new_rel));
     }

@@ -2,9 +2,12 @@
 // what is in flight, checkpoint, verify), thaw, retire (read-only for good), the half-second
 // watch of the holder record, and the status the control channel reports.
 #include <sys/mount.h>
+#include <syslog.h>
 
 #include <cerrno>
 #include <chrono>
+#include <iostream>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -19,7 +22,7 @@
 
 namespace capsule::fs {
 
-Result<uint64_t> CapsuleFs::Freeze(const std::string& move) {
+Result<uint64_t> CapsuleFs::Freeze(const std::string& move, std::chrono::seconds timeout) {
   const HolderTransition freeze{{HolderState::kActive}, HolderState::kFrozen, move};
   uint64_t read_before = verified_blobs_.files_read();
   Status frozen = gate_.Freeze([&]() -> Status {
@@ -47,6 +50,10 @@ Result<uint64_t> CapsuleFs::Freeze(const std::string& move) {
   CAPSULE_RETURN_IF_ERROR(TransitionHolder(options_.dir, {{HolderState::kActive, HolderState::kFrozen},
                                                           HolderState::kFrozen, move})
                               .status());
+  // An admin's timeout counts from now; a move's freeze, or an admin's without one, has none.
+  gate_.SetThawDeadline(move.empty() && timeout.count() > 0
+                            ? std::optional(std::chrono::steady_clock::now() + timeout)
+                            : std::nullopt);
   return verified_blobs_.files_read() - read_before;
 }
 
@@ -98,6 +105,16 @@ Status CapsuleFs::Thaw(const std::string& move) {
   return Status::Ok();
 }
 
+void CapsuleFs::ThawIfDue() {
+  if (!gate_.ThawIsDue()) return;
+  Status thawed = Thaw();
+  gate_.SetThawDeadline(std::nullopt);  // thawed, or refused (a move froze it meanwhile): done either way
+  std::string line = thawed.ok() ? "the freeze's timeout has passed: thawed, writes go on"
+                                 : "the freeze's timeout has passed but the thaw was refused: " + thawed.message();
+  std::cerr << "capsulefs: " << options_.dir << ": " << line << "\n";
+  ::syslog(LOG_NOTICE, "capsulefs: %s: %s", options_.dir.c_str(), line.c_str());
+}
+
 Status CapsuleFs::Retire() {
   Result<HolderRecord> retired =
       TransitionHolder(options_.dir, {{HolderState::kActive, HolderState::kFrozen}, HolderState::kRetired, ""});
@@ -131,6 +148,7 @@ Result<std::string> CapsuleFs::StatusJson() {
   json["agent"] = manifest_->agent.id;
   json["epoch"] = record.ok() ? record->epoch : manifest_->holder_epoch;
   json["dir"] = options_.dir;  // the capsule folder behind the mount, for capsule move
+  json["writes_waiting"] = gate_.waiting();  // changes of content waiting for a thaw now
   return CanonicalJson(json, "status");
 }
 

@@ -16,16 +16,51 @@ const char* MountStateName(MountState state) {
   return "unknown";
 }
 
+namespace {
+thread_local const Interruption* current_interruption = nullptr;
+}  // namespace
+
+Interruption::Interruption(StateGate* gate) : gate_(gate) { current_interruption = this; }
+
+Interruption::~Interruption() {
+  if (current_interruption == this) current_interruption = nullptr;
+}
+
+void Interruption::Fire() {
+  fired_ = true;
+  gate_->Wake();
+}
+
+const Interruption* Interruption::Current() { return current_interruption; }
+
+void StateGate::Wake() {
+  std::lock_guard lock(mu_);
+  changed_.notify_all();
+}
+
 WriteTicket::~WriteTicket() {
   if (gate_ != nullptr) gate_->Leave();
 }
 
 Result<WriteTicket> StateGate::EnterWrite(WriteKind kind) {
   std::unique_lock lock(mu_);
+  const Interruption* interruption = Interruption::Current();
   auto open = [&] { return state_ != MountState::kFrozen && !freezing_; };
-  if (kind == WriteKind::kData) {
-    changed_.wait(lock, open);
-  } else if (!changed_.wait_for(lock, kFolderChangeWait, open)) {
+  auto done = [&] { return open() || (interruption != nullptr && interruption->fired()); };
+  bool in_time = true;
+  if (!done()) {
+    ++waiting_;
+    if (kind == WriteKind::kData) {
+      changed_.wait(lock, done);
+    } else {
+      in_time = changed_.wait_for(lock, kFolderChangeWait, done);
+    }
+    --waiting_;
+  }
+  if (!open() && interruption != nullptr && interruption->fired()) {
+    return FsError(EINTR, "interrupted while waiting for the capsule to thaw");
+  }
+  if (!in_time) {
     return FsError(EBUSY, "the capsule is frozen: a folder's entries do not change until it thaws, so that its "
                           "readers go on");
   }
@@ -67,13 +102,30 @@ Status StateGate::Freeze(const std::function<Status()>& make_current) {
 void StateGate::Thaw() {
   std::lock_guard lock(mu_);
   if (state_ == MountState::kFrozen) state_ = MountState::kActive;
+  thaw_deadline_.reset();
   changed_.notify_all();
 }
 
 void StateGate::Retire() {
   std::lock_guard lock(mu_);
   state_ = MountState::kRetired;
+  thaw_deadline_.reset();
   changed_.notify_all();
+}
+
+void StateGate::SetThawDeadline(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  std::lock_guard lock(mu_);
+  thaw_deadline_ = state_ == MountState::kFrozen ? deadline : std::nullopt;
+}
+
+bool StateGate::ThawIsDue() const {
+  std::lock_guard lock(mu_);
+  return state_ == MountState::kFrozen && thaw_deadline_ && std::chrono::steady_clock::now() >= *thaw_deadline_;
+}
+
+int StateGate::waiting() const {
+  std::lock_guard lock(mu_);
+  return waiting_;
 }
 
 }  // namespace capsule::fs

@@ -6,11 +6,18 @@
 // waits behind it. Such a change waits for a thaw at most kFolderChangeWait, then fails with
 // EBUSY: a reader of a frozen folder waits no longer than that.
 //
+// A wait for a thaw can be interrupted: a request whose caller got a signal (Ctrl-C, SIGTERM,
+// SIGKILL) is taken back by the kernel (FUSE's INTERRUPT), and its wait ends with EINTR
+// (Interruption). An admin's freeze may carry a deadline after which it thaws by itself.
+//
 // Thread-safety: all members are guarded by mu_; safe from any thread. A WriteTicket must be
-// released (destroyed) before the same thread calls Freeze.
+// released (destroyed) before the same thread calls Freeze. Lock order: libfuse's request lock
+// (held while it calls an interrupt function) before mu_, never the reverse.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <optional>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -23,6 +30,27 @@ enum class MountState { kActive, kFrozen, kRetired, kReadOnly };
 const char* MountStateName(MountState state);
 
 class StateGate;
+
+// The request this thread serves, which its caller may take back: while one is current on a
+// thread, a wait of that thread for a thaw ends with EINTR once Fire is called (from any
+// thread: libfuse calls it on the thread that reads the kernel's INTERRUPT). At most one per
+// thread; it must outlive every call that may Fire it.
+class Interruption {
+ public:
+  explicit Interruption(StateGate* gate);
+  ~Interruption();
+  Interruption(const Interruption&) = delete;
+  Interruption& operator=(const Interruption&) = delete;
+
+  void Fire();
+  bool fired() const { return fired_.load(); }
+  // The one current on this thread, or null.
+  static const Interruption* Current();
+
+ private:
+  StateGate* gate_;
+  std::atomic<bool> fired_{false};
+};
 
 // How long a change to a folder's entries waits for a frozen mount to thaw.
 inline constexpr std::chrono::milliseconds kFolderChangeWait{1000};
@@ -47,7 +75,8 @@ class WriteTicket {
 class StateGate {
  public:
   explicit StateGate(MountState initial) : state_(initial) {}
-  // Waits while frozen (as `kind` says); EROFS when retired or read-only.
+  // Waits while frozen (as `kind` says); EROFS when retired or read-only; EINTR when the
+  // thread's current Interruption fires while it waits.
   Result<WriteTicket> EnterWrite(WriteKind kind = WriteKind::kData);
   MountState state() const;
   // Stops new writes, waits until none is in flight, then runs `make_current` (which commits
@@ -56,16 +85,27 @@ class StateGate {
   void Thaw();
   // Every waiting and future write fails with EROFS.
   void Retire();
+  // While frozen: the time after which the freeze is to end by itself (none: no deadline). A
+  // thaw, a retire or a new deadline replaces it.
+  void SetThawDeadline(std::optional<std::chrono::steady_clock::time_point> deadline);
+  // Frozen with a deadline that has passed.
+  bool ThawIsDue() const;
+  // How many data writes wait for a thaw now.
+  int waiting() const;
 
  private:
   friend class WriteTicket;
+  friend class Interruption;
   void Leave();
+  void Wake();  // an Interruption fired: the waits look again
 
   mutable std::mutex mu_;
   std::condition_variable changed_;  // state_ or in_flight_ changed
   MountState state_;                 // guarded by mu_
   int in_flight_ = 0;                // guarded by mu_
   bool freezing_ = false;            // guarded by mu_: a Freeze is draining
+  int waiting_ = 0;                  // guarded by mu_: writes waiting for a thaw
+  std::optional<std::chrono::steady_clock::time_point> thaw_deadline_;  // guarded by mu_
 };
 
 }  // namespace capsule::fs

@@ -12,7 +12,29 @@ namespace {
 
 struct MountArgs {
   std::string path;
+  std::string timeout;  // freeze --timeout: "90s", "10m", "2h" or whole seconds; empty: none
 };
+
+// The seconds of a duration such as 90s, 10m, 2h or 600 (seconds); 0 when it is not one, or
+// out of the control channel's range.
+uint64_t DurationSeconds(const std::string& text) {
+  if (text.empty() || text.size() > 12) return 0;
+  uint64_t unit = 1;
+  std::string digits = text;
+  switch (text.back()) {
+    case 's': unit = 1; digits.pop_back(); break;
+    case 'm': unit = 60; digits.pop_back(); break;
+    case 'h': unit = 3600; digits.pop_back(); break;
+    case 'd': unit = 86400; digits.pop_back(); break;
+    default: break;
+  }
+  if (digits.empty()) return 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return 0;
+  }
+  uint64_t seconds = std::stoull(digits) * unit;
+  return seconds <= fs::kMaxFreezeTimeoutSeconds ? seconds : 0;
+}
 
 void Print(const Json& status, bool json) {
   if (json) {
@@ -29,7 +51,9 @@ int Run(const std::string& command, const MountArgs& args) {
   if (Status there = CheckExists(args.path); !there.ok()) return Fail(there);
   Result<std::string> socket = fs::FindControlSocket(args.path);
   if (socket.ok()) {
-    Result<Json> reply = fs::SendControl(*socket, command);
+    std::string line = command;
+    if (!args.timeout.empty()) line += " timeout=" + std::to_string(DurationSeconds(args.timeout));
+    Result<Json> reply = fs::SendControl(*socket, line);
     if (reply.ok()) {
       Print(*reply, JsonOutput());
       return kExitOk;
@@ -62,6 +86,16 @@ void RegisterMountCommands(CLI::App& app, int* exit_code) {
     std::string name = c.name;
     CLI::App* sub = app.add_subcommand(name, c.help);
     sub->add_option("MOUNTPOINT", args->path, name == "status" ? "Mountpoint or capsule folder" : "Mountpoint")->required();
+    if (name == "freeze") {
+      sub->add_option("--timeout", args->timeout,
+                      "Thaw by itself after this long (90s, 10m, 2h, 1d; at most 30 days), and say so in the "
+                      "driver's log; a move's freeze takes over without it")
+          ->check(CLI::Validator(
+              [](std::string& text) -> std::string {
+                return DurationSeconds(text) > 0 ? "" : "must be a duration such as 90s, 10m, 2h or 1d (at most 30 days), got " + text;
+              },
+              "DURATION"));
+    }
     AddJsonFlag(sub, "Print agent, epoch and state as JSON (an error as JSON)");
     sub->callback([name, args, exit_code] { *exit_code = Run(name, *args); });
   }

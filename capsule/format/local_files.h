@@ -30,6 +30,9 @@ inline constexpr char kTimes[] = ".capsule/times.json";
 // The files a mount wrote outside the workspace since its last checkpoint, each with the
 // digest it wrote (capsule/format/trust.h): what its crash recovery may find changed.
 inline constexpr char kMountWrites[] = ".capsule/mount-writes.log";
+// What the mount refused to commit of each capsule file (a JSON document or an attachment not
+// valid whole), kept for its writer under the file's path: .capsule/rejected/<path>.
+inline constexpr char kRejectedDir[] = ".capsule/rejected";
 
 // The journal's append lock and its checked tail (journal/journal_file.h).
 inline constexpr char kJournalLock[] = ".capsule/journal.lock";

@@ -67,6 +67,20 @@ Status CheckJob(const std::string& path, const std::string& id, std::string_view
 
 bool IsSchedulePath(std::string_view path) { return StartsWith(path, std::string(kScheduleDir) + "/"); }
 
+Status CheckScheduleName(const std::string& path) {
+  if (path == kScheduleDayPath || path == kScheduleStatePath) return Status::Ok();
+  std::string rest = IsSchedulePath(path) ? path.substr(std::string(kScheduleDir).size() + 1) : std::string();
+  size_t slash = rest.find('/');
+  std::string place = slash == std::string::npos ? std::string() : rest.substr(0, slash);
+  std::string file = slash == std::string::npos ? std::string() : rest.substr(slash + 1);
+  bool placed = place == "waiting" || place == "firing" || place == "ending";
+  if (!placed || file.size() <= 5 || file.substr(file.size() - 5) != ".json" || !IsJobId(file.substr(0, file.size() - 5))) {
+    return Status::InvalidArgument(path, "not a schedule file: schedule/day.json, schedule/state.json or "
+                                         "schedule/<waiting|firing|ending>/<id>.json");
+  }
+  return Status::Ok();
+}
+
 Status CheckScheduleFile(const std::string& path, std::string_view text) {
   if (path == kScheduleDayPath) {
     CAPSULE_ASSIGN_OR_RETURN(Json day, ParseJson(text, path));
@@ -83,15 +97,8 @@ Status CheckScheduleFile(const std::string& path, std::string_view text) {
     }
     return Status::Ok();
   }
-  std::string rest = IsSchedulePath(path) ? path.substr(std::string(kScheduleDir).size() + 1) : std::string();
-  size_t slash = rest.find('/');
-  std::string place = slash == std::string::npos ? std::string() : rest.substr(0, slash);
-  std::string file = slash == std::string::npos ? std::string() : rest.substr(slash + 1);
-  bool placed = place == "waiting" || place == "firing" || place == "ending";
-  if (!placed || file.size() <= 5 || file.substr(file.size() - 5) != ".json" || !IsJobId(file.substr(0, file.size() - 5))) {
-    return Status::InvalidArgument(path, "not a schedule file: schedule/day.json, schedule/state.json or "
-                                         "schedule/<waiting|firing|ending>/<id>.json");
-  }
+  CAPSULE_RETURN_IF_ERROR(CheckScheduleName(path));
+  std::string file = path.substr(path.rfind('/') + 1);
   return CheckJob(path, file.substr(0, file.size() - 5), text);
 }
 

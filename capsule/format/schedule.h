@@ -29,6 +29,12 @@ inline constexpr char kScheduleStatePath[] = "schedule/state.json";
 // True for any path under schedule/.
 bool IsSchedulePath(std::string_view path);
 
+// The check of a name under schedule/ alone (a file's place in the layout), for a mount to
+// refuse a file that no content could make valid at its create, not at its close:
+// schedule/day.json, schedule/state.json or schedule/<waiting|firing|ending>/<id>.json.
+// InvalidArgument naming the path otherwise.
+Status CheckScheduleName(const std::string& path);
+
 // The check of one file under schedule/: its place in the layout and its content.
 // InvalidArgument naming the path and the field otherwise.
 Status CheckScheduleFile(const std::string& path, std::string_view text);
