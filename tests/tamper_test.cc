@@ -207,6 +207,24 @@ INSTANTIATE_TEST_SUITE_P(Edits, TamperedFileTest,
                            return "Unknown";
                          });
 
+// A sidecar does not start serving a root that holds an agent edited behind its manifest; it
+// names the agent and the file. Once accepted, it starts.
+TEST_F(TamperTest, ServeRefusesToStartOverATamperedAgentItHolds) {
+  const std::string path = Tamper(Edit::kNotes);
+  const std::string pki = root_ + "/pki", seal = root_ + "/seal.key";
+  ASSERT_TRUE(testing::MakeMoveKeys(pki, seal));
+  // Bounded: a sidecar that starts serves until stopped (exit 124 from timeout).
+  RunResult served = RunProgram("timeout", {"20", "./capsule", "serve", "--root", root_ + "/a", "--listen",
+                                            "127.0.0.1:0", "--cert", pki + "/server.pem", "--key",
+                                            pki + "/server.key", "--ca", pki + "/ca.pem", "--seal-key", seal});
+  ExpectRefusedNaming(served, path, "capsule serve");
+  EXPECT_EQ(served.exit_code, 1) << served.err;
+  EXPECT_TRUE(Contains(served.err, "agent agent-1: ")) << served.err;
+  ASSERT_EQ(RunCapsule({"accept", dir_}).exit_code, 0);
+  Sidecar sidecar(root_ + "/a", pki, seal);
+  EXPECT_FALSE(sidecar.address().empty()) << "serving once the edit is accepted";
+}
+
 // A blob is checked by its name as it is read: the mount (which does not read blobs to start)
 // answers EIO for the file whose blob lies, exec's command cannot read it, a pack fails naming
 // the blob; the other files are served as before.
