@@ -291,8 +291,8 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
     if (Child(parent, name).ok()) return FsError(EEXIST, name);
     std::string rel = RelPath(parent) + "/" + name;
     if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
-      if (::mkdir(JoinPath(options_.dir, rel).c_str(), mode & 07777) != 0) return Status::IOError(rel, errno);
-      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
+      CAPSULE_RETURN_IF_ERROR(folder_.MakeDir(rel, mode & 07777, /*exist_ok=*/false));
+      CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(RelPath(parent)));
       CAPSULE_ASSIGN_OR_RETURN(node, Child(parent, name));
     } else if (parent->kind == NodeKind::kWsDir) {
       CAPSULE_RETURN_IF_ERROR(CheckRecordable(name, "name"));
@@ -372,8 +372,8 @@ Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
     std::string rel = RelPath(node.get());
     if (IsDirKind(node->kind)) return FsError(EISDIR, rel);
     if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
-      if (::unlink(JoinPath(options_.dir, rel).c_str()) != 0) return Status::IOError(rel, errno);
-      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
+      CAPSULE_RETURN_IF_ERROR(folder_.Unlink(rel));
+      CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(RelPath(parent)));
       ++generation_;
       return Detach(node.get());
     }
@@ -402,7 +402,7 @@ Status CapsuleFs::do_rmdir(fuse_ino_t parent_ino, const std::string& name) {
     std::string rel = RelPath(node.get());
     if (!IsDirKind(node->kind)) return FsError(ENOTDIR, rel);
     if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
-      if (::rmdir(JoinPath(options_.dir, rel).c_str()) != 0) return Status::IOError(rel, errno);
+      CAPSULE_RETURN_IF_ERROR(folder_.Unlink(rel, /*folder=*/true));
       ++generation_;
       return Detach(node.get());
     }
@@ -458,12 +458,9 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
       CAPSULE_RETURN_IF_ERROR(CheckAttachmentFile(JoinPath(options_.dir, rel), new_rel));
     }
     if (real) {
-      if (::renameat2(AT_FDCWD, JoinPath(options_.dir, rel).c_str(), AT_FDCWD,
-                      JoinPath(options_.dir, new_rel).c_str(), flags) != 0) {
-        return Status::IOError(rel, errno);
-      }
-      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
-      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(newparent))));
+      CAPSULE_RETURN_IF_ERROR(folder_.Rename(rel, new_rel, flags));
+      CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(RelPath(parent)));
+      CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(RelPath(newparent)));
     }
     WorkspaceChange change;
     if (ws) {
