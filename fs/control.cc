@@ -111,12 +111,14 @@ void ControlServer::Serve() {
     ucred cred{};
     socklen_t len = sizeof(cred);
     std::string reply;
+    // The command is read first, whoever sends it, so that a refused client reads its refusal
+    // instead of writing to a closed socket (SIGPIPE).
+    std::string command;
+    if (!ReadCommand(conn.get(), &command)) continue;  // stalled, cut or oversized: dropped
     if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
         (cred.uid != 0 && cred.uid != owner_)) {
       reply = R"({"error":"control: only root or the mount's owner may use this socket","ok":false})";
     } else {
-      std::string command;
-      if (!ReadCommand(conn.get(), &command)) continue;  // stalled, cut or oversized: dropped
       if (command == "preverify") {
         // Reads the whole capsule: on its own thread, so that the holder record is still
         // watched and status answered meanwhile. One at a time.

@@ -1269,15 +1269,15 @@ TEST_F(CapsulefsTest, ACreateThatFailsLeavesTheViewAsACrashBringsItBack) {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
   };
-  // The driver's working copies cannot be made (their folder is a file): every open that
-  // writes a new file fails after its entry was logged.
+  // The driver's working copies cannot be made (the folder it holds open for them is removed,
+  // a file in its place): every open that writes a new file fails after its entry was logged.
   auto break_work = [&] {
-    ASSERT_EQ(::rename(work.c_str(), (work + ".kept").c_str()), 0);
+    ASSERT_EQ(::rmdir(work.c_str()), 0);
     ASSERT_TRUE(WriteFileAtomic(work, "").ok());
   };
-  auto mend_work = [&] {
+  auto mend_work = [&] {  // for the next mount, which makes the folder again
     ASSERT_EQ(::unlink(work.c_str()), 0);
-    ASSERT_EQ(::rename((work + ".kept").c_str(), work.c_str()), 0);
+    ASSERT_EQ(::mkdir(work.c_str(), 0700), 0);
   };
   const std::string taken_back = std::string(100, 't'), kept = std::string(100, 'k');
   {

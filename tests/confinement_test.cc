@@ -277,7 +277,8 @@ TEST_F(ConfinementTest, TheControlChannelRefusesAnotherUserByItsCredentials) {
   auto freeze = AsNobody({root_ + "/capsule", "freeze", dir_});
   EXPECT_NE(freeze.exit_code, 0) << freeze.out;
   EXPECT_NE(freeze.err.find("control: only root or the mount's owner may use this socket"), std::string::npos)
-      << "the refusal must be the peer check's, not the socket's mode: " << freeze.err;
+      << "the refusal must be the peer check's, not the socket's mode: " << freeze.err << freeze.out
+      << " (exit " << freeze.exit_code << ")";
   auto status = RunCapsule({"status", mnt_});
   EXPECT_NE(status.out.find("state active"), std::string::npos) << status.out;
   // Root, the mount's owner here, is served through the same socket.
