@@ -2,7 +2,9 @@
 // but for what a crashed mount wrote: capsule/format/trust.h) and recovered after a crash
 // (blobs reconciled with the manifest, the change log replayed over the last snapshot), then
 // the tree built.
+#include <fcntl.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -24,23 +26,22 @@ namespace {
 
 // Reconciles the manifest's blob entries with artifacts/blobs/ after a crash: a blob placed
 // just before the crash is listed, debris is removed.
-Status ScanBlobs(const std::string& dir, Manifest* manifest) {
-  std::string blobs = JoinPath(dir, kBlobsDir);
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(blobs));
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(blobs));
+Status ScanBlobs(const DirFd& blobs, Manifest* manifest) {
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(blobs.path()));
   std::set<std::string> present;
   for (const TreeEntry& entry : entries) {
     std::string rel = std::string(kBlobsDir) + "/" + entry.path;
     if (IsTempDebris(entry.path)) {
-      ::unlink(JoinPath(dir, rel).c_str());
+      (void)blobs.Unlink(entry.path);
     } else if (IsBlobPath(rel) && entry.type == TreeEntry::Type::kFile) {
       if (manifest->files.count(rel) == 0) {
         // Placed since the last checkpoint: after a power cut its content may not have
         // reached the disk, so it is kept only when it matches its name.
         uint64_t size = 0;
-        Result<std::string> sha = Sha256File(JoinPath(dir, rel), &size);
+        Result<UniqueFd> fd = blobs.OpenFile(entry.path, O_RDONLY);
+        Result<std::string> sha = fd.ok() ? Sha256Fd(fd->get(), blobs.PathOf(entry.path), &size) : fd.status();
         if (!sha.ok() || *sha != BaseName(rel)) {
-          ::unlink(JoinPath(dir, rel).c_str());
+          (void)blobs.Unlink(entry.path);
           continue;
         }
         manifest->files[rel] = FileDigest{*sha, size};
@@ -54,7 +55,35 @@ Status ScanBlobs(const std::string& dir, Manifest* manifest) {
   return Status::Ok();
 }
 
+// The folders of a capsule the driver writes in, parents first.
+constexpr const char* kOwnFolders[] = {"", kLocalDir, local::kWorkDir, "artifacts", kBlobsDir, kHarnessDir, kScheduleDir};
+
 }  // namespace
+
+Status CheckCapsuleFolders(const DirFd& root, bool allow_foreign_owner) {
+  const uid_t me = ::geteuid();
+  for (const char* rel : kOwnFolders) {
+    Result<struct stat> st = root.Stat(rel);
+    if (!st.ok() && st.status().code() == Code::kNotFound) continue;  // made below, by the driver
+    if (!st.ok()) return st.status();
+    const std::string shown = root.PathOf(rel);
+    if (S_ISLNK(st->st_mode)) {
+      return Status::InvalidArgument(shown, "is a link where a folder belongs; refused (the driver never writes through a link)");
+    }
+    if (!S_ISDIR(st->st_mode)) return Status::InvalidArgument(shown, "is not a folder; refused");
+    if (allow_foreign_owner) continue;
+    if (st->st_uid != me && st->st_uid != 0) {
+      return Status::FailedPrecondition(shown, "owned by uid " + std::to_string(st->st_uid) + ", not by the mounting user (uid " +
+                                                   std::to_string(me) + ") or root: refused, as its owner could change "
+                                                   "where the driver writes (chown it, or mount with -o allow_foreign_owner)");
+    }
+    if ((st->st_mode & 022) != 0) {
+      return Status::FailedPrecondition(shown, "writable by group or others: refused, as they could change where the driver "
+                                               "writes (chmod go-w it, or mount with -o allow_foreign_owner)");
+    }
+  }
+  return Status::Ok();
+}
 
 // The workspace's tree: the last snapshot and the change log over it (a line whose blob is not
 // whole is not replayed). Both are dropped once the tree is built, before a checkpoint builds
@@ -62,7 +91,7 @@ Status ScanBlobs(const std::string& dir, Manifest* manifest) {
 Status CapsuleFs::LoadWorkspace(bool writable) {
   CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(options_.dir));
   WorkspaceTimes times = LoadWorkspaceTimes(JoinPath(options_.dir, local::kTimes));
-  std::string log_path = JoinPath(options_.dir, local::kWorkspaceLog);
+  std::string log_path = folder_.PathOf(local::kWorkspaceLog);
   if (PathExists(log_path)) {
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(log_path));
     const Manifest& manifest = *manifest_;
@@ -74,7 +103,8 @@ Status CapsuleFs::LoadWorkspace(bool writable) {
     CAPSULE_RETURN_IF_ERROR(ReplayChanges(text, &snapshot, blob_ok, &times).status());
   }
   if (writable) {
-    CAPSULE_ASSIGN_OR_RETURN(ChangeLog * log, ChangeLog::Open(log_path));
+    CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, folder_.OpenFile(local::kWorkspaceLog, O_WRONLY | O_CREAT | O_APPEND, 0600));
+    CAPSULE_ASSIGN_OR_RETURN(ChangeLog * log, ChangeLog::Open(log_path, std::move(fd)));
     log_.reset(log);
   }
   return BuildTree(snapshot, times);
@@ -94,6 +124,10 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
   if (!PathExists(JoinPath(options.dir, kManifestPath))) {
     return Status::InvalidArgument(given.dir, "not a capsule (no manifest.json)");
   }
+  // Held from here on; a link where a folder of the capsule belongs is refused before anything
+  // is read or written.
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::Open(options.dir));
+  CAPSULE_RETURN_IF_ERROR(CheckCapsuleFolders(root, options.allow_foreign_owner));
   MountState state = MountState::kReadOnly;
   if (!options.read_only) {
     Result<HolderRecord> record = HolderRecord::Load(options.dir);
@@ -101,6 +135,8 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
     if (record.ok() && record->state == HolderState::kFrozen) state = MountState::kFrozen;
   }
   std::unique_ptr<CapsuleFs> fs(new CapsuleFs(options, state));
+  fs->folder_ = std::move(root);
+  const DirFd& root_fd = fs->folder_;
   const std::string& dir = fs->options_.dir;
   bool writable = state != MountState::kReadOnly;
   CAPSULE_ASSIGN_OR_RETURN(*fs->manifest_, Manifest::Load(dir));
@@ -108,12 +144,19 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
   // any mount is refused; what a crashed mount wrote since its last checkpoint is recovered.
   CAPSULE_RETURN_IF_ERROR(CheckTrustedForMount(dir, *fs->manifest_));
   if (writable) {
-    CAPSULE_RETURN_IF_ERROR(RemoveTree(JoinPath(dir, local::kWorkDir)));
-    CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, local::kWorkDir)));
-    CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kScheduleDir)));
-    CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kHarnessDir)));
+    CAPSULE_RETURN_IF_ERROR(root_fd.MakeDir(kLocalDir, 0700));
+    CAPSULE_RETURN_IF_ERROR(root_fd.RemoveTree(local::kWorkDir));
+    CAPSULE_RETURN_IF_ERROR(root_fd.MakeDir(local::kWorkDir, 0700));
+    CAPSULE_ASSIGN_OR_RETURN(fs->work_, root_fd.OpenDir(local::kWorkDir));
+    CAPSULE_RETURN_IF_ERROR(root_fd.MakeDir(kScheduleDir, 0755));
+    CAPSULE_RETURN_IF_ERROR(root_fd.MakeDir(kHarnessDir, 0755));
+    CAPSULE_RETURN_IF_ERROR(root_fd.MakeDir("artifacts", 0755));
+    CAPSULE_RETURN_IF_ERROR(root_fd.MakeDir(kBlobsDir, 0755));
+    CAPSULE_ASSIGN_OR_RETURN(fs->blobs_, root_fd.OpenDir(kBlobsDir));
     CAPSULE_RETURN_IF_ERROR(PutBlob(dir, "").status());
-    CAPSULE_RETURN_IF_ERROR(ScanBlobs(dir, fs->manifest_.get()));
+    CAPSULE_RETURN_IF_ERROR(ScanBlobs(fs->blobs_, fs->manifest_.get()));
+  } else if (Result<DirFd> blobs = root_fd.OpenDir(kBlobsDir); blobs.ok()) {
+    fs->blobs_ = std::move(blobs).value();  // read from; a capsule without blobs has none to read
   }
   CAPSULE_RETURN_IF_ERROR(fs->LoadWorkspace(writable));
   if (writable) CAPSULE_RETURN_IF_ERROR(fs->Checkpoint());

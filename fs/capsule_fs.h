@@ -26,6 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/status.h"
 #include "capsule/format/digest_cache.h"
 #include "capsule/format/manifest.h"
@@ -94,7 +95,16 @@ struct MountOptions {
   std::string dir;          // the capsule folder
   std::string mountpoint;
   bool read_only = false;   // -o ro
+  // -o allow_foreign_owner: mount a capsule folder (or one of its own folders) that another
+  // user owns or that group or others may write (refused otherwise; see CheckFolderOwners).
+  bool allow_foreign_owner = false;
 };
+
+// The capsule folder and its own folders (.capsule, .capsule/work, artifacts, artifacts/blobs,
+// harness, schedule, ...): each must be a folder, not a link (refused naming it, always), and,
+// unless `allow_foreign_owner`, owned by root or the driver's user and writable by neither group
+// nor others, so that no one else can put a link or a file where the driver writes.
+Status CheckCapsuleFolders(const DirFd& root, bool allow_foreign_owner);
 
 class TreeUndo;
 
@@ -181,6 +191,9 @@ class CapsuleFs {
   Result<struct statvfs> do_statfs();
 
   const std::string& dir() const { return options_.dir; }
+  // The capsule folder held open: every file the driver changes in it is reached from here,
+  // never through a link (dir_fd.h).
+  const DirFd& folder() const { return folder_; }
   fuse_session* session() const { return session_; }
   // How long the kernel may keep what it learned of `ino` (its attributes, its names): see
   // CacheTimeout in tree.cc.
@@ -293,6 +306,10 @@ class CapsuleFs {
                                                           int flags);
 
   const MountOptions options_;
+  // Set once by Open: the capsule folder, its working copies' folder and its blobs' folder,
+  // held open from the mount's start (a folder renamed or swapped for a link later is not
+  // followed: writes land in the folder opened).
+  DirFd folder_, work_, blobs_;
   // The driver's own user and group: the owner of whatever has no owner of its own.
   const uint32_t driver_uid_ = ::getuid();
   const uint32_t driver_gid_ = ::getgid();

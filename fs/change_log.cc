@@ -87,6 +87,10 @@ Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot,
 
 Result<ChangeLog*> ChangeLog::Open(const std::string& path) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  return Open(path, std::move(fd));
+}
+
+Result<ChangeLog*> ChangeLog::Open(const std::string& path, UniqueFd fd) {
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
   return new ChangeLog(path, std::move(fd), static_cast<uint64_t>(st.st_size));

@@ -55,7 +55,11 @@ Result<size_t> ReplayChanges(std::string_view text, Snapshot* snapshot,
 
 class ChangeLog {
  public:
-  static Result<ChangeLog*> Open(const std::string& path);  // owned by the caller
+  // The log open as `fd` (O_WRONLY | O_APPEND, opened beneath the capsule folder by the caller);
+  // `path` names it in messages. Owned by the caller.
+  static Result<ChangeLog*> Open(const std::string& path, UniqueFd fd);
+  // The same, opened by its path (tools and tests; the mount opens it beneath its folder).
+  static Result<ChangeLog*> Open(const std::string& path);
   // Writes the line (not yet durable); lines reach the file in call order. A line written in
   // part (a full disk) is cut off again, so that the next line starts a line of its own (replay
   // stops at the first line that is not a change); should the cut fail, every later append is

@@ -54,21 +54,24 @@ Status CopyFd(int from, int to, uint64_t* copied, const std::string& what) {
   }
 }
 
-// Renames the finished file `from` to `blob`, its content's name. Stored once by content: a
-// blob already there has the same bytes, and `from` goes instead. One renameat2 where the file
-// system has RENAME_NOREPLACE; a look first where it has not.
-Status StoreAsBlob(const std::string& from, const std::string& blob) {
-  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, blob.c_str(), RENAME_NOREPLACE) == 0) return Status::Ok();
+// Renames the finished working copy `from` (in `work`) to `sha`, its content's name, in
+// `blobs`: both folders held open since the mount began, so a link put in their place is
+// never followed. Stored once by content: a blob already there has the same bytes, and `from`
+// goes instead. One renameat2 where the file system has RENAME_NOREPLACE; a look first where
+// it has not.
+Status StoreAsBlob(const DirFd& work, const std::string& from, const DirFd& blobs, const std::string& sha) {
+  if (::renameat2(work.get(), from.c_str(), blobs.get(), sha.c_str(), RENAME_NOREPLACE) == 0) return Status::Ok();
   int err = errno;
   if (err == EINVAL) {
-    if (!PathExists(blob)) {
-      if (::rename(from.c_str(), blob.c_str()) != 0) return Status::IOError(blob, errno);
+    struct stat st;
+    if (::fstatat(blobs.get(), sha.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (::renameat(work.get(), from.c_str(), blobs.get(), sha.c_str()) != 0) return Status::IOError(blobs.PathOf(sha), errno);
       return Status::Ok();
     }
     err = EEXIST;
   }
-  if (err != EEXIST) return Status::IOError(blob, err);
-  ::unlink(from.c_str());
+  if (err != EEXIST) return Status::IOError(blobs.PathOf(sha), err);
+  ::unlinkat(work.get(), from.c_str(), 0);
   return Status::Ok();
 }
 
@@ -96,27 +99,28 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
     }
     return Status::Ok();
   }
-  std::string source;
+  std::string source;  // the blob's name in blobs_, or the real file's path in folder_
   mode_t mode = 0644;
   struct timespec committed_mtime {};
   bool nothing_to_copy = false;  // an empty workspace file (a new one, say): no blob to open
   {
     std::shared_lock lock(tree_mu_);
-    source = node->kind == NodeKind::kWsFile ? JoinPath(options_.dir, BlobPath(node->sha256))
-                                             : JoinPath(options_.dir, RelPath(node));
+    source = node->kind == NodeKind::kWsFile ? node->sha256 : RelPath(node);
     if (node->kind == NodeKind::kWsFile) mode = node->mode & 07777;
     nothing_to_copy = node->kind == NodeKind::kWsFile && node->size == 0;
     committed_mtime = node->mtime;
   }
   WorkingCopy wc;
-  wc.path = JoinPath(options_.dir, std::string(local::kWorkDir) + "/" + std::to_string(node->ino) + "-" +
-                                       std::to_string(work_counter_++));
-  CAPSULE_ASSIGN_OR_RETURN(wc.fd, OpenFile(wc.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  const std::string name = std::to_string(node->ino) + "-" + std::to_string(work_counter_++);
+  wc.path = work_.PathOf(name);
+  // Blobs are 0600 whatever the workspace file's mode: only the driver's user reads them on
+  // disk; the mount shows each file with its own mode and owner (capsule(5)).
+  CAPSULE_ASSIGN_OR_RETURN(wc.fd, work_.OpenFile(name, O_RDWR | O_CREAT | O_EXCL, 0600));
   if (node->kind == NodeKind::kRealFile) {
-    struct stat st;
-    if (::stat(source.c_str(), &st) == 0) mode = st.st_mode & 07777;
+    Result<struct stat> st = folder_.Stat(source);
+    if (st.ok()) mode = st->st_mode & 07777;
+    ::fchmod(wc.fd.get(), mode);
   }
-  if (node->kind == NodeKind::kRealFile) ::fchmod(wc.fd.get(), mode);  // blobs stay 0644
   if (empty) {
     wc.hash = std::make_shared<RunningHash>();
     wc.dirty = true;
@@ -124,9 +128,10 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
   } else {
     if (!nothing_to_copy) {
       if (node->kind == NodeKind::kWsFile) {
-        CAPSULE_RETURN_IF_ERROR(CheckBlobBeforeServing(&verified_blobs_, source, BaseName(source)));
+        CAPSULE_RETURN_IF_ERROR(CheckBlobBeforeServing(&verified_blobs_, JoinPath(options_.dir, BlobPath(source)), source));
       }
-      CAPSULE_ASSIGN_OR_RETURN(UniqueFd from, OpenFile(source, O_RDONLY | O_CLOEXEC));
+      CAPSULE_ASSIGN_OR_RETURN(UniqueFd from, node->kind == NodeKind::kWsFile ? blobs_.OpenFile(source, O_RDONLY)
+                                                                                : folder_.OpenFile(source, O_RDONLY));
       CAPSULE_RETURN_IF_ERROR(CopyFd(from.get(), wc.fd.get(), &wc.size, wc.path));
     }
     // Written from its start, as tar -x and cp write a new file: hashed as it is written.
@@ -139,22 +144,21 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
 
 void CapsuleFs::DropWorkingCopy(Node* node) {
   if (!node->wc) return;
-  ::unlink(node->wc->path.c_str());
+  ::unlinkat(work_.get(), BaseName(node->wc->path).c_str(), 0);
   node->wc.reset();
 }
 
 Result<std::shared_ptr<const UniqueFd>> CapsuleFs::CommittedFile(Node* node, Handle* h) {
   if (h->committed && h->committed_at == node->commits) return h->committed;
+  bool blob;
   std::string path;
   {
     std::shared_lock lock(tree_mu_);
-    path = node->kind == NodeKind::kWsFile ? JoinPath(options_.dir, BlobPath(node->sha256))
-                                           : JoinPath(options_.dir, RelPath(node));
+    blob = node->kind == NodeKind::kWsFile;
+    path = blob ? node->sha256 : RelPath(node);
   }
-  if (node->kind == NodeKind::kWsFile) {
-    CAPSULE_RETURN_IF_ERROR(CheckBlobBeforeServing(&verified_blobs_, path, BaseName(path)));
-  }
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  if (blob) CAPSULE_RETURN_IF_ERROR(CheckBlobBeforeServing(&verified_blobs_, JoinPath(options_.dir, BlobPath(path)), path));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, blob ? blobs_.OpenFile(path, O_RDONLY) : folder_.OpenFile(path, O_RDONLY));
   h->committed = std::make_shared<const UniqueFd>(std::move(fd));
   h->committed_at = node->commits;
   return h->committed;
@@ -175,8 +179,7 @@ Manifest& CapsuleFs::EditManifest() {
 }
 
 Status CapsuleFs::SyncAll() {
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(options_.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (::syncfs(fd.get()) != 0) return Status::IOError(options_.dir, errno);
+  if (::syncfs(folder_.get()) != 0) return Status::IOError(options_.dir, errno);
   return Status::Ok();
 }
 
@@ -197,14 +200,14 @@ Status CapsuleFs::CommitWorkingCopy(Node* node, bool durable) {
   if (wc.hash && wc.hash->queued() == wc.size) {
     sha = wc.hash->FinishHex();
   } else {
-    CAPSULE_ASSIGN_OR_RETURN(sha, Sha256File(wc.path, &size));
+    CAPSULE_ASSIGN_OR_RETURN(sha, Sha256Fd(wc.fd.get(), wc.path, &size));
   }
-  CAPSULE_RETURN_IF_ERROR(StoreAsBlob(wc.path, JoinPath(options_.dir, BlobPath(sha))));
+  CAPSULE_RETURN_IF_ERROR(StoreAsBlob(work_, BaseName(wc.path), blobs_, sha));
   struct timespec mtime = wc.mtime;
   node->wc.reset();  // its file is the blob now; a later write copies the blob again
   ++node->commits;
   if (durable) {
-    Status synced = SyncDirectory(JoinPath(options_.dir, kBlobsDir));
+    Status synced = blobs_.SyncDir();
     if (!synced.ok()) {
       blobs_listed_ = false;  // a blob on disk the manifest does not name: the next checkpoint lists them
       return synced;
@@ -246,7 +249,7 @@ Status CapsuleFs::CommitRealFile(Node* node) {
   // writer (RefuseCommit); the working copy stays while a writer has the file open, so that a
   // later write and close can still make the file whole and valid.
   if (IsCheckedWhenWritten(rel)) {
-    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(wc.path));
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadAll(FileReadAt(wc.fd.get(), wc.path)));
     Status checked = CheckWrittenDocument(rel, text);
     if (!checked.ok()) return RefuseCommit(rel, wc.path, checked);
     written = FileDigest::OfText(text);
@@ -261,12 +264,13 @@ Status CapsuleFs::CommitRealFile(Node* node) {
   }
   // Known as this mount's before it is there: a crash's recovery takes it (trust.h).
   CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, written));
-  std::string target = JoinPath(options_.dir, rel);
-  if (::rename(wc.path.c_str(), target.c_str()) != 0) return Status::IOError(target, errno);
+  // Into the capsule folder held open, no link followed on the way (the working copy is
+  // reached the same way: a .capsule swapped for a link fails the commit).
+  CAPSULE_RETURN_IF_ERROR(folder_.Rename(std::string(local::kWorkDir) + "/" + BaseName(wc.path), rel));
   ForgetRejected(options_.dir, rel);
   node->wc.reset();
   ++node->commits;
-  CAPSULE_RETURN_IF_ERROR(SyncDirectory(DirName(target)));
+  CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(DirName(rel) == "." ? "" : DirName(rel)));
   std::unique_lock lock(tree_mu_);
   clock_gettime(CLOCK_REALTIME, &node->mtime);
   ++generation_;
@@ -332,7 +336,7 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
   for (const TreeEntry& entry : tree) {
     if (entry.type != TreeEntry::Type::kFile) continue;
     if (IsTempDebris(entry.path)) {
-      ::unlink(JoinPath(dir, entry.path).c_str());
+      (void)folder_.Unlink(entry.path);
     } else if (BelongsInManifest(entry.path)) {
       paths.insert(entry.path);
     }
@@ -349,8 +353,9 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
   std::future<Status> snapshot_saved = std::async(std::launch::async, [&]() -> Status {
     CAPSULE_RETURN_IF_ERROR(blobs_synced.get());
     CAPSULE_RETURN_IF_ERROR(RecordMountWrite(dir, kSnapshotPath, snapshot_digest));  // ahead of its manifest
-    CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kSnapshotPath), snapshot_bytes));
-    return SaveWorkspaceTimes(JoinPath(dir, local::kTimes), times);
+    CAPSULE_RETURN_IF_ERROR(folder_.WriteFileAtomic(kSnapshotPath, snapshot_bytes, 0644));
+    CAPSULE_ASSIGN_OR_RETURN(std::string times_text, WorkspaceTimesText(times));
+    return folder_.WriteFileAtomic(local::kTimes, times_text, 0644);
   });
   std::shared_ptr<const Manifest> manifest;
   {
@@ -369,7 +374,7 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
   }
   CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest->ToCanonicalText());
   CAPSULE_RETURN_IF_ERROR(snapshot_saved.get());
-  CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kManifestPath), manifest_text));
+  CAPSULE_RETURN_IF_ERROR(folder_.WriteFileAtomic(kManifestPath, manifest_text, 0644));
   CAPSULE_RETURN_IF_ERROR(ClearMountWrites(dir));  // the manifest lists them now
   CAPSULE_RETURN_IF_ERROR(RemoveBlobs(dir, unreferenced));
   blobs_listed_ = true;

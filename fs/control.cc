@@ -1,5 +1,6 @@
 #include "fs/control.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/memory.h"
 #include "fs/capsule_fs.h"
+#include "capsule/format/local_files.h"
 #include "fs/control_client.h"
 
 namespace capsule::fs {
@@ -45,20 +47,27 @@ Status ControlServer::Start(CapsuleFs* fs, const std::string& socket_path, uid_t
   fs_ = fs;
   path_ = socket_path;
   owner_ = owner;
+  // The socket's folder (.capsule), held open and reached without a link. The socket is bound
+  // by the name /proc/self/fd/N/control.sock: the kernel takes N to be the folder held, not a
+  // path walked again, so a folder swapped for a link since cannot redirect it; bind(2) never
+  // follows a link at the last name either (EADDRINUSE).
+  CAPSULE_ASSIGN_OR_RETURN(folder_, fs->folder().OpenDir(DirName(local::kControlSocket)));
+  name_ = BaseName(local::kControlSocket);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  UniqueFd dir_fd;
-  CAPSULE_ASSIGN_OR_RETURN(std::string name, SocketName(socket_path, &dir_fd));
-  std::memcpy(addr.sun_path, name.c_str(), name.size() + 1);
+  const std::string bound_name = "/proc/self/fd/" + std::to_string(folder_.get()) + "/" + name_;
+  if (bound_name.size() >= sizeof addr.sun_path) return Status::InvalidArgument(socket_path, "socket name too long");
+  std::memcpy(addr.sun_path, bound_name.c_str(), bound_name.size() + 1);
   listen_fd_.Reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!listen_fd_.valid()) return Status::IOError(socket_path, errno);
-  ::unlink(socket_path.c_str());
-  mode_t old_mask = ::umask(0177);  // the socket is born 0600
-  int bound = ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  int err = errno;
-  ::umask(old_mask);
-  if (bound != 0) return Status::IOError(socket_path, err);
-  ::chmod(socket_path.c_str(), 0600);
+  // Born 0600 (less, should the umask take more): bind(2) gives the new file the socket's own
+  // mode less the umask, and the mode is set on the socket before it has a name, so there is
+  // no moment when it is wider, and the process's umask is left alone.
+  if (::fchmod(listen_fd_.get(), 0600) != 0) return Status::IOError(socket_path, errno);
+  if (::unlinkat(folder_.get(), name_.c_str(), 0) != 0 && errno != ENOENT) return Status::IOError(socket_path, errno);
+  if (::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return Status::IOError(socket_path, errno);
+  }
   if (::listen(listen_fd_.get(), 8) != 0) return Status::IOError(socket_path, errno);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IOError("pipe", errno);
@@ -70,8 +79,9 @@ Status ControlServer::Start(CapsuleFs* fs, const std::string& socket_path, uid_t
 
 void ControlServer::Stop() {
   if (!thread_.joinable()) return;
-  // The socket goes first: from here on nobody may take the mount for one that serves.
-  ::unlink(path_.c_str());
+  // The socket goes first: from here on nobody may take the mount for one that serves. From
+  // the folder it was bound in, whatever its path leads to now.
+  ::unlinkat(folder_.get(), name_.c_str(), 0);
   fs_->CancelPreVerify();
   (void)!::write(stop_write_.get(), "x", 1);
   thread_.join();
@@ -102,12 +112,14 @@ void ControlServer::Serve() {
     ucred cred{};
     socklen_t len = sizeof(cred);
     std::string reply;
+    // The command is read first, whoever sends it, so that a refused client reads its refusal
+    // instead of writing to a closed socket (SIGPIPE).
+    std::string command;
+    if (!ReadCommand(conn.get(), &command)) continue;  // stalled, cut or oversized: dropped
     if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
         (cred.uid != 0 && cred.uid != owner_)) {
       reply = R"({"error":"control: only root or the mount's owner may use this socket","ok":false})";
     } else {
-      std::string command;
-      if (!ReadCommand(conn.get(), &command)) continue;  // stalled, cut or oversized: dropped
       if (command == "preverify") {
         // Reads the whole capsule: on its own thread, so that the holder record is still
         // watched and status answered meanwhile. One at a time.

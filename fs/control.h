@@ -1,5 +1,7 @@
 // The control channel: a Unix stream socket at DIR/.capsule/control.sock, mode 0600, that
-// only root or the user who mounted may use (checked with SO_PEERCRED on each connection).
+// only root or the user who mounted may use (checked with SO_PEERCRED on each connection, so
+// that a socket whose mode someone widened still refuses everyone else). It is bound in the
+// folder the mount holds open, with its mode set before it has a name (see Start).
 // The mount shows its path in MNT/.capsulefs-control, so clients find it from the mountpoint.
 //
 // Protocol: the client sends one command line ("status", "freeze", "thaw", "retire" or
@@ -23,6 +25,7 @@
 #include <string>
 #include <thread>
 
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
 
@@ -50,6 +53,8 @@ class ControlServer {
   CapsuleFs* fs_ = nullptr;
   std::string path_;
   uid_t owner_ = 0;
+  DirFd folder_;      // the socket's folder, held from Start to Stop
+  std::string name_;  // the socket's name in folder_
   UniqueFd listen_fd_;
   UniqueFd stop_read_, stop_write_;
   std::thread thread_;

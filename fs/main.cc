@@ -33,6 +33,9 @@ constexpr char kUsage[] =
     "  Mounts the capsule at DIR as a live directory at MOUNTPOINT.\n"
     "  -f          stay in the foreground (otherwise daemonise once the mount is ready)\n"
     "  -o ro       read-only mount\n"
+    "  -o allow_foreign_owner\n"
+    "              mount a capsule folder that another user owns or may write (refused\n"
+    "              otherwise: see capsulefs(8), THE CAPSULE FOLDER)\n"
     "  -o OPTION   passed to FUSE (e.g. allow_other)\n"
     "  --help      this text;  --version  the version\n"
     "  Unmount with fusermount3 -u MOUNTPOINT. Control: capsule status|freeze|thaw MOUNTPOINT.\n";
@@ -65,6 +68,10 @@ int Parse(int argc, char** argv, Args* args) {
       for (std::string option; std::getline(ss, option, ',');) {
         if (option == "ro") args->mount.read_only = true;
         if (option == "rw") continue;
+        if (option == "allow_foreign_owner") {  // the driver's, not FUSE's
+          args->mount.allow_foreign_owner = true;
+          continue;
+        }
         args->fuse_options.push_back(option);
       }
     } else if (!arg.empty() && arg[0] == '-') {

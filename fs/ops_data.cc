@@ -129,7 +129,7 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent,
     if (PathExists(path) && (flags & O_EXCL)) return FsError(EEXIST, rel);
     if (!PathExists(path)) {
       CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, FileDigest::OfText("")));  // capsule/format/trust.h
-      CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(path, "", mode & 07777));
+      CAPSULE_RETURN_IF_ERROR(folder_.WriteFileAtomic(rel, "", mode & 07777));
       created = true;
     }
     std::unique_lock lock(tree_mu_);
@@ -142,8 +142,8 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent,
                                  : Result<Handle*>(entry.status());
   if (!h.ok()) {
     // A failed create leaves nothing behind.
-    if (created && ::unlink(path.c_str()) == 0) {
-      (void)SyncDirectory(DirName(path));
+    if (created && folder_.Unlink(rel).ok()) {
+      (void)folder_.SyncDir(DirName(rel));
       std::unique_lock lock(tree_mu_);
       ++generation_;
       (void)Detach(node.get());

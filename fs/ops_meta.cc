@@ -297,8 +297,8 @@ Result<fuse_entry_param> CapsuleFs::do_mkdir(fuse_ino_t parent_ino, const std::s
       if (IsSchedulePath(rel) && rel != "schedule/waiting" && rel != "schedule/firing" && rel != "schedule/ending") {
         return FsError(EINVAL, rel + ": not a schedule folder: schedule/waiting, schedule/firing or schedule/ending");
       }
-      if (::mkdir(JoinPath(options_.dir, rel).c_str(), mode & 07777) != 0) return Status::IOError(rel, errno);
-      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
+      CAPSULE_RETURN_IF_ERROR(folder_.MakeDir(rel, mode & 07777, /*exist_ok=*/false));
+      CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(RelPath(parent)));
       CAPSULE_ASSIGN_OR_RETURN(node, Child(parent, name));
     } else if (parent->kind == NodeKind::kWsDir) {
       CAPSULE_RETURN_IF_ERROR(CheckRecordable(name, "name"));
@@ -379,8 +379,8 @@ Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
     if (IsDirKind(node->kind)) return FsError(EISDIR, rel);
     if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
       CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, std::nullopt));  // capsule/format/trust.h
-      if (::unlink(JoinPath(options_.dir, rel).c_str()) != 0) return Status::IOError(rel, errno);
-      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
+      CAPSULE_RETURN_IF_ERROR(folder_.Unlink(rel));
+      CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(RelPath(parent)));
       ++generation_;
       return Detach(node.get());
     }
@@ -409,7 +409,7 @@ Status CapsuleFs::do_rmdir(fuse_ino_t parent_ino, const std::string& name) {
     std::string rel = RelPath(node.get());
     if (!IsDirKind(node->kind)) return FsError(ENOTDIR, rel);
     if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
-      if (::rmdir(JoinPath(options_.dir, rel).c_str()) != 0) return Status::IOError(rel, errno);
+      CAPSULE_RETURN_IF_ERROR(folder_.Unlink(rel, /*folder=*/true));
       ++generation_;
       return Detach(node.get());
     }
@@ -471,12 +471,9 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
       CAPSULE_ASSIGN_OR_RETURN(moved.sha256, Sha256File(JoinPath(options_.dir, rel), &moved.size));
       CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, std::nullopt));
       CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, new_rel, moved));
-      if (::renameat2(AT_FDCWD, JoinPath(options_.dir, rel).c_str(), AT_FDCWD,
-                      JoinPath(options_.dir, new_rel).c_str(), flags) != 0) {
-        return Status::IOError(rel, errno);
-      }
-      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(parent))));
-      CAPSULE_RETURN_IF_ERROR(SyncDirectory(JoinPath(options_.dir, RelPath(newparent))));
+      CAPSULE_RETURN_IF_ERROR(folder_.Rename(rel, new_rel, flags));
+      CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(RelPath(parent)));
+      CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(RelPath(newparent)));
     }
     WorkspaceChange change;
     if (ws) {

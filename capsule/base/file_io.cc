@@ -34,22 +34,26 @@ Result<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode) {
   return UniqueFd(fd);
 }
 
-Result<UniqueFd> OpenBeneath(const std::string& root, const std::string& rel, int flags, mode_t mode) {
-  std::string full = JoinPath(root, rel);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd root_fd, OpenFile(root, O_PATH | O_DIRECTORY));
+Result<UniqueFd> OpenBeneathFd(int dir_fd, const std::string& rel, int flags, mode_t mode, const std::string& shown) {
   struct open_how how {};
   how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
   how.mode = (flags & (O_CREAT | O_TMPFILE)) != 0 ? mode : 0;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const char* name = rel.empty() ? "." : rel.c_str();
   long fd;
   do {
-    fd = ::syscall(SYS_openat2, root_fd.get(), rel.c_str(), &how, sizeof how);
+    fd = ::syscall(SYS_openat2, dir_fd, name, &how, sizeof how);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
-    if (errno == ELOOP || errno == EXDEV) return Status::InvalidArgument(full, "reached through a link; links are never followed");
-    return Status::IOError(full, errno);
+    if (errno == ELOOP || errno == EXDEV) return Status::InvalidArgument(shown, "reached through a link; links are never followed");
+    return Status::IOError(shown, errno);
   }
   return UniqueFd(static_cast<int>(fd));
+}
+
+Result<UniqueFd> OpenBeneath(const std::string& root, const std::string& rel, int flags, mode_t mode) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd root_fd, OpenFile(root, O_PATH | O_DIRECTORY));
+  return OpenBeneathFd(root_fd.get(), rel, flags, mode, JoinPath(root, rel));
 }
 
 Status WriteAll(int fd, std::string_view data, const std::string& name) {
@@ -282,14 +286,26 @@ bool StagingSync::Covers(const std::string& path) {
 }
 
 Result<AtomicFile> AtomicFile::Create(const std::string& path, mode_t mode) {
+  std::string dir_path = DirName(path);
+  int dir;
+  do {
+    dir = ::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  } while (dir < 0 && errno == EINTR);
+  if (dir < 0) return Status::IOError(path, errno);  // named by the file to write, as its temporary's create would
+  return CreateIn(UniqueFd(dir), dir_path, BaseName(path), mode);
+}
+
+Result<AtomicFile> AtomicFile::CreateIn(UniqueFd dir, const std::string& dir_path, const std::string& name,
+                                        mode_t mode) {
+  std::string path = JoinPath(dir_path, name);
   // The temporary name starts with ".tmp-" so that listings and verification know it as
   // debris of an interrupted write, never as content.
   for (int attempt = 0; attempt < 16; ++attempt) {
-    std::string temp = JoinPath(DirName(path), ".tmp-" + BaseName(path) + "." + RandomSuffix());
-    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    std::string temp = ".tmp-" + name + "." + RandomSuffix();
+    int fd = ::openat(dir.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd >= 0) {
       ::fchmod(fd, mode);  // not subject to the umask
-      return AtomicFile(path, temp, UniqueFd(fd));
+      return AtomicFile(std::move(dir), std::move(path), std::move(temp), UniqueFd(fd));
     }
     if (errno != EEXIST) return Status::IOError(path, errno);
   }
@@ -297,48 +313,54 @@ Result<AtomicFile> AtomicFile::Create(const std::string& path, mode_t mode) {
 }
 
 AtomicFile::AtomicFile(AtomicFile&& other) noexcept
-    : path_(std::move(other.path_)),
-      temp_path_(std::move(other.temp_path_)),
+    : dir_(std::move(other.dir_)),
+      path_(std::move(other.path_)),
+      name_(std::move(other.name_)),
+      temp_name_(std::move(other.temp_name_)),
       fd_(std::move(other.fd_)) {
-  other.temp_path_.clear();
+  other.temp_name_.clear();
 }
 
 AtomicFile::~AtomicFile() {
-  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+  if (!temp_name_.empty()) ::unlinkat(dir_.get(), temp_name_.c_str(), 0);
 }
 
 Status AtomicFile::Append(std::string_view data) {
-  if (temp_path_.empty()) return Status::FailedPrecondition(path_, "file already committed");
+  if (temp_name_.empty()) return Status::FailedPrecondition(path_, "file already committed");
   return WriteAll(fd_.get(), data, path_);
 }
 
 Status AtomicFile::Append(std::span<const std::string_view> pieces) {
-  if (temp_path_.empty()) return Status::FailedPrecondition(path_, "file already committed");
+  if (temp_name_.empty()) return Status::FailedPrecondition(path_, "file already committed");
   return WriteAll(fd_.get(), pieces, path_);
 }
 
 Status AtomicFile::Commit() {
-  if (temp_path_.empty()) return Status::FailedPrecondition(path_, "file already committed");
+  if (temp_name_.empty()) return Status::FailedPrecondition(path_, "file already committed");
   bool deferred = StagingSync::Covers(path_);
   if (!deferred && ::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
   fd_.Reset();
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) return Status::IOError(path_, errno);
-  temp_path_.clear();
-  return deferred ? Status::Ok() : SyncDirectory(DirName(path_));
+  if (::renameat(dir_.get(), temp_name_.c_str(), dir_.get(), name_.c_str()) != 0) return Status::IOError(path_, errno);
+  temp_name_.clear();
+  if (deferred) return Status::Ok();
+  if (::fsync(dir_.get()) != 0) return Status::IOError(DirName(path_), errno);
+  return Status::Ok();
 }
 
 Status AtomicFile::CommitNoReplace() {
-  if (temp_path_.empty()) return Status::FailedPrecondition(path_, "file already committed");
+  if (temp_name_.empty()) return Status::FailedPrecondition(path_, "file already committed");
   bool deferred = StagingSync::Covers(path_);
   if (!deferred && ::fsync(fd_.get()) != 0) return Status::IOError(path_, errno);
   fd_.Reset();
-  if (::link(temp_path_.c_str(), path_.c_str()) != 0) {
+  if (::linkat(dir_.get(), temp_name_.c_str(), dir_.get(), name_.c_str(), 0) != 0) {
     if (errno == EEXIST) return Status::AlreadyExists(path_, "already exists");
     return Status::IOError(path_, errno);
   }
-  ::unlink(temp_path_.c_str());
-  temp_path_.clear();
-  return deferred ? Status::Ok() : SyncDirectory(DirName(path_));
+  ::unlinkat(dir_.get(), temp_name_.c_str(), 0);
+  temp_name_.clear();
+  if (deferred) return Status::Ok();
+  if (::fsync(dir_.get()) != 0) return Status::IOError(DirName(path_), errno);
+  return Status::Ok();
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {
@@ -372,15 +394,19 @@ std::string BaseName(std::string_view path) {
 
 namespace {
 
-Status ListInto(const std::string& root, const std::string& rel,
+Status ListInto(int root_fd, const std::string& root, const std::string& rel,
                 const std::vector<std::string>& skip, std::vector<TreeEntry>* out) {
   std::string dir_path = rel.empty() ? root : JoinPath(root, rel);
   // Each name is looked up relative to the open folder (no walk from the root a name), and
   // the folder is closed before its subfolders are listed, so one descriptor is open at a time.
+  // A subfolder is reached from the root without following a link: one swapped for a link
+  // after it was listed fails the listing instead of listing what the link points to.
   std::vector<TreeEntry> entries;
   {
-    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(dir_path.c_str()), ::closedir);
+    CAPSULE_ASSIGN_OR_RETURN(UniqueFd opened, OpenBeneathFd(root_fd, rel, O_RDONLY | O_DIRECTORY, 0, dir_path));
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(opened.get()), ::closedir);
     if (dir == nullptr) return Status::IOError(dir_path, errno);
+    opened.Release();
     std::vector<std::string> names;
     errno = 0;
     while (struct dirent* ent = ::readdir(dir.get())) {
@@ -428,7 +454,7 @@ Status ListInto(const std::string& root, const std::string& rel,
     const bool is_dir = entry.type == TreeEntry::Type::kDirectory;
     std::string child = is_dir ? entry.path : std::string();
     out->push_back(std::move(entry));
-    if (is_dir) CAPSULE_RETURN_IF_ERROR(ListInto(root, child, skip, out));
+    if (is_dir) CAPSULE_RETURN_IF_ERROR(ListInto(root_fd, root, child, skip, out));
   }
   return Status::Ok();
 }
@@ -464,7 +490,8 @@ Result<std::vector<std::string>> ListFileNames(const std::string& dir_path, std:
 Result<std::vector<TreeEntry>> ListTree(const std::string& root,
                                         const std::vector<std::string>& skip) {
   std::vector<TreeEntry> entries;
-  CAPSULE_RETURN_IF_ERROR(ListInto(root, "", skip, &entries));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd root_fd, OpenFile(root, O_RDONLY | O_DIRECTORY));
+  CAPSULE_RETURN_IF_ERROR(ListInto(root_fd.get(), root, "", skip, &entries));
   // Depth-first listing is not byte order ("a/b" < "a.txt" differs); sort once at the end.
   std::sort(entries.begin(), entries.end(),
             [](const TreeEntry& x, const TreeEntry& y) { return x.path < y.path; });

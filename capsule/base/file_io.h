@@ -49,6 +49,8 @@ class UniqueFd {
   int fd_ = -1;
 };
 
+std::string BaseName(std::string_view path);
+
 // Opens `path` with open(2) flags; an I/O error names the path.
 Result<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode = 0);
 
@@ -57,6 +59,9 @@ Result<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode = 0);
 // even one put there after the caller looked, makes it fail (ELOOP or EXDEV) instead of
 // reaching outside. Links are data to us; nothing we read or write goes through one.
 Result<UniqueFd> OpenBeneath(const std::string& root, const std::string& rel, int flags, mode_t mode = 0);
+// The same beneath the folder held open as `dir_fd` ("" opens that folder again); errors name
+// `shown`, the full path. See DirFd (dir_fd.h) for a held folder and the rest of its calls.
+Result<UniqueFd> OpenBeneathFd(int dir_fd, const std::string& rel, int flags, mode_t mode, const std::string& shown);
 
 // Writes all of `data` to `fd`, retrying short writes and EINTR.
 Status WriteAll(int fd, std::string_view data, const std::string& name);
@@ -121,6 +126,11 @@ Status MakeDirectories(const std::string& path);
 class AtomicFile {
  public:
   static Result<AtomicFile> Create(const std::string& path, mode_t mode = 0644);
+  // The same in the folder `dir`, held open (its path `dir_path` for messages): the temporary
+  // is made, renamed and removed relative to `dir`, so a link put where the folder was named
+  // is never followed (see DirFd::CreateAtomic).
+  static Result<AtomicFile> CreateIn(UniqueFd dir, const std::string& dir_path, const std::string& name,
+                                     mode_t mode);
 
   AtomicFile(AtomicFile&& other) noexcept;
   AtomicFile& operator=(AtomicFile&&) = delete;
@@ -135,16 +145,25 @@ class AtomicFile {
   Status CommitNoReplace();
   // Names a different target in the same folder (for content-addressed files, whose name is
   // known only once every byte was written).
-  void Retarget(std::string path) { path_ = std::move(path); }
+  void Retarget(std::string path) {
+    name_ = BaseName(path);
+    path_ = std::move(path);
+  }
   int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }
 
  private:
-  AtomicFile(std::string path, std::string temp_path, UniqueFd fd)
-      : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(std::move(fd)) {}
+  AtomicFile(UniqueFd dir, std::string path, std::string temp_name, UniqueFd fd)
+      : dir_(std::move(dir)),
+        path_(std::move(path)),
+        name_(BaseName(path_)),
+        temp_name_(std::move(temp_name)),
+        fd_(std::move(fd)) {}
 
-  std::string path_;
-  std::string temp_path_;  // empty once committed or moved from
+  UniqueFd dir_;           // the folder holding the target and the temporary
+  std::string path_;       // the target's full path, for messages
+  std::string name_;       // the target's name in dir_
+  std::string temp_name_;  // the temporary's name in dir_; empty once committed or moved from
   UniqueFd fd_;
 };
 

@@ -50,6 +50,20 @@ Result<std::string> Sha256File(const std::string& path, uint64_t* size_out, Prog
   return Sha256FileWithPrefix(path, UINT64_MAX, nullptr, size_out, progress);
 }
 
+Result<std::string> Sha256Fd(int fd, const std::string& name, uint64_t* size_out) {
+  Sha256 hasher;
+  thread_local std::vector<char> buffer(1 << 20);
+  uint64_t total = 0;
+  for (;;) {
+    CAPSULE_ASSIGN_OR_RETURN(size_t n, ReadAt(fd, buffer.data(), buffer.size(), static_cast<off_t>(total), name));
+    if (n == 0) break;
+    hasher.Update(std::string_view(buffer.data(), n));
+    total += n;
+  }
+  if (size_out != nullptr) *size_out = total;
+  return hasher.FinishHex();
+}
+
 Result<std::string> Sha256FileWithPrefix(const std::string& path, uint64_t prefix_length,
                                          std::string* prefix_hex, uint64_t* size_out, Progress* progress) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));

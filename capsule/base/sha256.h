@@ -35,6 +35,9 @@ std::string Sha256Hex(std::string_view data);
 // Hashes a file's content in one pass; `size_out`, when given, receives its length, and
 // `progress`, when given, every byte read as it is read (Add(bytes, 0)).
 Result<std::string> Sha256File(const std::string& path, uint64_t* size_out = nullptr, Progress* progress = nullptr);
+// The same for the file open as `fd`, read from its start with pread(2) (its offset is left
+// as it was); errors name `name`.
+Result<std::string> Sha256Fd(int fd, const std::string& name, uint64_t* size_out = nullptr);
 // Like Sha256File, and also gives the digest of the file's first `prefix_length` bytes in
 // `*prefix_hex` (left empty when the file is shorter).
 Result<std::string> Sha256FileWithPrefix(const std::string& path, uint64_t prefix_length,

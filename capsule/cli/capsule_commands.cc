@@ -74,12 +74,14 @@ int RunVerify(const VerifyArgs& args) {
   Result<VerifyReport> report = S_ISDIR(st.st_mode) ? VerifyFolder(*path, options) : VerifyTar(*path, options);
   if (!report.ok()) return progress.reset(), Fail(report.status());
   if (progress) progress->Finish();
-  Json out = {{"ok", report->ok()}, {"files", report->files_checked}, {"problems", report->problems}};
+  Json out = {{"ok", report->ok()}, {"files", report->files_checked}, {"problems", report->problems},
+              {"warnings", report->warnings}};
   if (report->signer) out["signer"] = *report->signer;
   if (JsonOutput()) {
     if (report->ok()) PrintJson(out);
   } else {
     for (const std::string& problem : report->problems) std::cout << problem << "\n";
+    for (const std::string& warning : report->warnings) std::cout << "warning: " << warning << "\n";
     if (report->ok()) {
       if (report->signer) std::cout << "signature: good, made by " << *report->signer << "\n";
       std::cout << "ok: " << report->files_checked << " files\n";

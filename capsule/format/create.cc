@@ -14,6 +14,7 @@
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/environment_spec.h"
+#include "capsule/format/folder_modes.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/local_files.h"
@@ -177,7 +178,9 @@ Result<std::string> MakeStagingDir(const std::string& dir) {
   CAPSULE_RETURN_IF_ERROR(MakeDirectories(parent));
   std::string pattern = JoinPath(parent, std::string(kTempPrefix) + BaseName(dir) + ".XXXXXX");
   if (::mkdtemp(pattern.data()) == nullptr) return Status::IOError(parent, errno);
-  ::chmod(pattern.c_str(), 0755);
+  // 0700: only its owner enters a capsule folder; the mount shows the workspace with its own
+  // modes and owners, and nothing inside is reached around it (capsule(5), ON-DISK MODES).
+  ::chmod(pattern.c_str(), kCapsuleFolderMode);
   return pattern;
 }
 

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/layout.h"
@@ -103,14 +104,15 @@ Result<HolderRecord> HolderRecord::Load(const std::string& capsule_dir) {
 }
 
 Status HolderRecord::Save(const std::string& capsule_dir) const {
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(capsule_dir));
+  CAPSULE_RETURN_IF_ERROR(root.MakeDir(kLocalDir, 0700));
   Json json = {{"agent", agent}, {"machine", machine}, {"epoch", epoch}, {"state", HolderStateName(state)}};
   if (!move.empty()) json["move"] = move;
   if (admin_freeze) json["admin_freeze"] = true;
   CAPSULE_ASSIGN_OR_RETURN(std::string folder, FolderIdentity(capsule_dir));
   json["folder"] = folder;
   CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(json, local::kHolder));
-  return WriteFileAtomic(JoinPath(capsule_dir, local::kHolder), text + "\n");
+  return root.WriteFileAtomic(local::kHolder, text + "\n", 0644);
 }
 
 namespace {
@@ -128,7 +130,7 @@ Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const Hold
                                       std::optional<uint64_t> at_epoch) {
   const std::string lock_path = JoinPath(capsule_dir, local::kHolderLock);
   CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kLocalDir)));
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock, OpenFile(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock, OpenBeneath(capsule_dir, local::kHolderLock, O_RDWR | O_CREAT | O_NOFOLLOW, 0644));
   while (::flock(lock.get(), LOCK_EX) != 0) {
     if (errno != EINTR) return Status::IOError(lock_path + ": flock", errno);
   }
@@ -234,7 +236,7 @@ Status CheckHeldForWrite(const std::string& capsule_dir) {
 
 Result<UniqueFd> HoldForWrite(const std::string& capsule_dir) {
   const std::string lock_path = JoinPath(capsule_dir, local::kHolderLock);
-  Result<UniqueFd> lock = OpenFile(lock_path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+  Result<UniqueFd> lock = OpenBeneath(capsule_dir, local::kHolderLock, O_RDONLY | O_CREAT | O_NOFOLLOW, 0644);
   if (!lock.ok()) {
     // No .capsule/ folder (not a capsule) or one this user cannot change: say why not held.
     CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(capsule_dir));
@@ -249,7 +251,7 @@ Result<UniqueFd> HoldForWrite(const std::string& capsule_dir) {
 
 Result<HolderRecord> AdoptCopy(const std::string& capsule_dir) {
   const std::string lock_path = JoinPath(capsule_dir, local::kHolderLock);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock, OpenFile(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock, OpenBeneath(capsule_dir, local::kHolderLock, O_RDWR | O_CREAT | O_NOFOLLOW, 0644));
   while (::flock(lock.get(), LOCK_EX) != 0) {
     if (errno != EINTR) return Status::IOError(lock_path + ": flock", errno);
   }

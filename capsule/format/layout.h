@@ -2,6 +2,8 @@
 // man/capsule.5 describes the same layout in prose.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 
@@ -18,6 +20,9 @@ inline constexpr char kJournalPath[] = "memory/timeline_events.jsonl";
 inline constexpr char kVectorIndexPath[] = "memory/vector_index/index.json";
 inline constexpr char kSnapshotPath[] = "artifacts/snapshot.json";
 inline constexpr char kBlobsDir[] = "artifacts/blobs";
+// Every blob's mode on disk, whatever the workspace file's mode: only the capsule's owner reads
+// blobs; the mount shows each file with the mode and owner its snapshot entry gives (capsule(5)).
+inline constexpr mode_t kBlobMode = 0600;
 inline constexpr char kEnvironmentSpecPath[] = "environment/spec.json";
 inline constexpr char kScheduleDir[] = "schedule";
 // Written into an export only, beside the manifest, when the export is signed.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <thread>
 
+#include "capsule/base/dir_fd.h"
 #include "capsule/format/layout.h"
 
 namespace capsule {
@@ -82,15 +83,23 @@ Result<UniqueFd> LockForMount(const std::string& dir) {
   // Not a capsule (a mistyped path): nothing is made there; opening it names the problem.
   if (!PathExists(JoinPath(dir, kManifestPath))) return UniqueFd();
   std::string path = JoinPath(dir, local::kMountLock);
-  if (::mkdir(JoinPath(dir, kLocalDir).c_str(), 0755) != 0 && errno != EEXIST) {
+  if (::mkdir(JoinPath(dir, kLocalDir).c_str(), 0700) != 0 && errno != EEXIST) {
     if (errno == EROFS || errno == EACCES || errno == EPERM) return UniqueFd();  // a read-only copy
     return Status::IOError(JoinPath(dir, kLocalDir), errno);
   }
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // .capsule reached without a link: one where the folder belongs is refused, naming it,
+  // before anything is made or removed in what it points to.
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd local, root.OpenDir(kLocalDir));
+  const std::string name = BaseName(local::kMountLock);
+  int fd = ::openat(local.get(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   // Another user's folder or a read-only one: flock(2) works on a descriptor open for reading.
-  if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM)) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM)) {
+    fd = ::openat(local.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  }
   if (fd < 0) {
     if (errno == ENOENT || errno == EACCES || errno == EPERM) return UniqueFd();  // cannot be made here
+    if (errno == ELOOP) return Status::InvalidArgument(path, "is a link; links are never followed");
     return Status::IOError(path, errno);
   }
   UniqueFd lock(fd);
@@ -103,7 +112,7 @@ Result<UniqueFd> LockForMount(const std::string& dir) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   // A control socket left by a driver that died is not a mount serving the folder.
-  ::unlink(JoinPath(dir, local::kControlSocket).c_str());
+  ::unlinkat(local.get(), BaseName(local::kControlSocket).c_str(), 0);
   return lock;
 }
 

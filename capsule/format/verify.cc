@@ -19,6 +19,7 @@
 #include "capsule/format/harness.h"
 #include "capsule/format/environment_spec.h"
 #include "capsule/format/keys.h"
+#include "capsule/format/folder_modes.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/workspace.h"
 
@@ -417,6 +418,7 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
                  "a folder holds one only when extracted from a signed export (capsule export --sign)", &report);
   report.files_checked = manifest->files.size();
   report.manifest = std::move(*manifest);
+  report.warnings = FolderModeWarnings(dir);
   return report;
 }
 

@@ -55,6 +55,9 @@ struct VerifyOptions {
 
 struct VerifyReport {
   std::vector<std::string> problems;  // "<path>: <what is wrong>", in path order
+  // A folder's modes that expose more than capsule(5) allows (FolderModeWarnings): said, not
+  // failed on.
+  std::vector<std::string> warnings;
   size_t files_checked = 0;           // files listed in the manifest
   std::optional<Manifest> manifest;   // when it could be read
   std::optional<std::string> signer;  // hex key of a good signature, when checked

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/format/layout.h"
@@ -305,11 +306,23 @@ const SnapshotEntry* Snapshot::Find(const std::string& path) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
+namespace {
+
+// artifacts/blobs of `capsule_dir`, made when missing, reached without following a link.
+Result<DirFd> OpenBlobsDir(const std::string& capsule_dir) {
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(capsule_dir));
+  CAPSULE_RETURN_IF_ERROR(root.MakeDir(DirName(kBlobsDir), 0755));
+  CAPSULE_RETURN_IF_ERROR(root.MakeDir(kBlobsDir, 0755));
+  return root.OpenDir(kBlobsDir);
+}
+
+}  // namespace
+
 Result<std::string> PutBlobFromFd(const std::string& capsule_dir, int source_fd, uint64_t* size) {
-  std::string blobs = JoinPath(capsule_dir, kBlobsDir);
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(blobs));
-  // Copy into a temporary blob while hashing; its name is known only at the end.
-  CAPSULE_ASSIGN_OR_RETURN(AtomicFile temp, AtomicFile::Create(JoinPath(blobs, "incoming"), 0644));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd blobs, OpenBlobsDir(capsule_dir));
+  // Copy into a temporary blob while hashing; its name is known only at the end. 0600: the
+  // workspace file's mode is the snapshot's to keep, the mount's to show (capsule(5)).
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile temp, blobs.CreateAtomic("incoming", kBlobMode));
   Sha256 hasher;
   std::vector<char> buffer(1 << 20);
   uint64_t total = 0;
@@ -328,7 +341,8 @@ Result<std::string> PutBlobFromFd(const std::string& capsule_dir, int source_fd,
   std::string sha = hasher.FinishHex();
   *size = total;
   std::string final_path = JoinPath(capsule_dir, BlobPath(sha));
-  if (PathExists(final_path)) return sha;  // stored once by content; the temporary goes away
+  struct stat st;
+  if (::fstatat(blobs.get(), sha.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return sha;  // stored once by content
   temp.Retarget(final_path);
   Status committed = temp.CommitNoReplace();
   // A blob's content is fixed by its name, so one placed by a racing writer is the same.
@@ -338,10 +352,10 @@ Result<std::string> PutBlobFromFd(const std::string& capsule_dir, int source_fd,
 
 Result<std::string> PutBlob(const std::string& capsule_dir, std::string_view data) {
   std::string sha = Sha256Hex(data);
-  std::string path = JoinPath(capsule_dir, BlobPath(sha));
-  if (PathExists(path)) return sha;
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(capsule_dir, kBlobsDir)));
-  CAPSULE_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path, 0644));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd blobs, OpenBlobsDir(capsule_dir));
+  struct stat st;
+  if (::fstatat(blobs.get(), sha.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return sha;
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile file, blobs.CreateAtomic(sha, kBlobMode));
   CAPSULE_RETURN_IF_ERROR(file.Append(data));
   Status committed = file.CommitNoReplace();
   if (!committed.ok() && committed.code() != Code::kAlreadyExists) return committed;
@@ -423,11 +437,17 @@ std::vector<std::string> UnreferencedBlobsOf(const Manifest& manifest, const Sna
 
 Status RemoveBlobs(const std::string& capsule_dir, const std::vector<std::string>& blob_paths) {
   if (blob_paths.empty()) return Status::Ok();
+  // Reached without a link: a blobs folder swapped for one fails the removal, never removes
+  // what the link points to.
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(capsule_dir));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd blobs, root.OpenDir(kBlobsDir));
   for (const std::string& path : blob_paths) {
-    std::string full = JoinPath(capsule_dir, path);
-    if (::unlink(full.c_str()) != 0 && errno != ENOENT) return Status::IOError(full, errno);
+    if (DirName(path) != kBlobsDir) return Status::InvalidArgument(path, "not a blob");
+    if (::unlinkat(blobs.get(), BaseName(path).c_str(), 0) != 0 && errno != ENOENT) {
+      return Status::IOError(blobs.PathOf(BaseName(path)), errno);
+    }
   }
-  return SyncDirectory(JoinPath(capsule_dir, kBlobsDir));
+  return blobs.SyncDir();
 }
 
 }  // namespace capsule
