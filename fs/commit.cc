@@ -263,7 +263,7 @@ Status CapsuleFs::CommitRealFile(Node* node) {
     CAPSULE_ASSIGN_OR_RETURN(written->sha256, Sha256File(wc.path, &written->size));
   }
   // Known as this mount's before it is there: a crash's recovery takes it (trust.h).
-  CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, written));
+  CAPSULE_RETURN_IF_ERROR(RecordMountWrite(folder_, rel, written));
   // Into the capsule folder held open, no link followed on the way (the working copy is
   // reached the same way: a .capsule swapped for a link fails the commit).
   CAPSULE_RETURN_IF_ERROR(folder_.Rename(std::string(local::kWorkDir) + "/" + BaseName(wc.path), rel));
@@ -352,7 +352,7 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
   // folder and names everything afresh.
   std::future<Status> snapshot_saved = std::async(std::launch::async, [&]() -> Status {
     CAPSULE_RETURN_IF_ERROR(blobs_synced.get());
-    CAPSULE_RETURN_IF_ERROR(RecordMountWrite(dir, kSnapshotPath, snapshot_digest));  // ahead of its manifest
+    CAPSULE_RETURN_IF_ERROR(RecordMountWrite(folder_, kSnapshotPath, snapshot_digest));  // ahead of its manifest
     CAPSULE_RETURN_IF_ERROR(folder_.WriteFileAtomic(kSnapshotPath, snapshot_bytes, 0644));
     CAPSULE_ASSIGN_OR_RETURN(std::string times_text, WorkspaceTimesText(times));
     return folder_.WriteFileAtomic(local::kTimes, times_text, 0644);
@@ -375,7 +375,7 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
   CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest->ToCanonicalText());
   CAPSULE_RETURN_IF_ERROR(snapshot_saved.get());
   CAPSULE_RETURN_IF_ERROR(folder_.WriteFileAtomic(kManifestPath, manifest_text, 0644));
-  CAPSULE_RETURN_IF_ERROR(ClearMountWrites(dir));  // the manifest lists them now
+  CAPSULE_RETURN_IF_ERROR(ClearMountWrites(folder_));  // the manifest lists them now
   CAPSULE_RETURN_IF_ERROR(RemoveBlobs(dir, unreferenced));
   blobs_listed_ = true;
   if (saved != nullptr) {

@@ -128,7 +128,7 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent,
   {
     if (PathExists(path) && (flags & O_EXCL)) return FsError(EEXIST, rel);
     if (!PathExists(path)) {
-      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, FileDigest::OfText("")));  // capsule/format/trust.h
+      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(folder_, rel, FileDigest::OfText("")));  // capsule/format/trust.h
       CAPSULE_RETURN_IF_ERROR(folder_.WriteFileAtomic(rel, "", mode & 07777));
       created = true;
     }

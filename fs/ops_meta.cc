@@ -378,7 +378,7 @@ Status CapsuleFs::do_unlink(fuse_ino_t parent_ino, const std::string& name) {
     std::string rel = RelPath(node.get());
     if (IsDirKind(node->kind)) return FsError(EISDIR, rel);
     if (parent->kind == NodeKind::kRealDir && CreatableRealPath(rel)) {
-      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, std::nullopt));  // capsule/format/trust.h
+      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(folder_, rel, std::nullopt));  // capsule/format/trust.h
       CAPSULE_RETURN_IF_ERROR(folder_.Unlink(rel));
       CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(RelPath(parent)));
       ++generation_;
@@ -469,8 +469,8 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
       // Known as this mount's before they are there (capsule/format/trust.h).
       FileDigest moved;
       CAPSULE_ASSIGN_OR_RETURN(moved.sha256, Sha256File(JoinPath(options_.dir, rel), &moved.size));
-      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, rel, std::nullopt));
-      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(options_.dir, new_rel, moved));
+      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(folder_, rel, std::nullopt));
+      CAPSULE_RETURN_IF_ERROR(RecordMountWrite(folder_, new_rel, moved));
       CAPSULE_RETURN_IF_ERROR(folder_.Rename(rel, new_rel, flags));
       CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(RelPath(parent)));
       CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(RelPath(newparent)));

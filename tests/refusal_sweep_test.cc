@@ -107,6 +107,7 @@ const std::map<std::string, Entry>& Commands() {
   static const auto* commands = new std::map<std::string, Entry>{
       {"init", {{}, "", {"init", "{IN}", "--id", "a2", "--name", "N"}, ""}},
       {"verify", {{"verify", "{PLAIN}"}, kNotACapsule, {}, ""}},
+      {"accept", {{"accept", "{PLAIN}"}, kNotACapsule, {}, ""}},
       {"export", {{"export", "{PLAIN}", "-o", "{ROOT}/out.tar"}, kNotACapsule, {"export", "{SRC}", "-o", "{IN}"}, ""}},
       {"gc", {{"gc", "{PLAIN}"}, kNotACapsule, {}, ""}},
       {"adopt", {{"adopt", "{PLAIN}"}, kNotACapsule, {}, ""}},

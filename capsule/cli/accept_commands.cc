@@ -25,8 +25,12 @@ std::string DigestText(const std::optional<FileDigest>& digest) {
   return digest->sha256.substr(0, 12) + " (" + std::to_string(digest->size) + " bytes)";
 }
 
-int RunAccept(const std::string& path) {
-  if (Status exists = CheckExists(path); !exists.ok()) return Fail(exists);
+int RunAccept(const std::string& given) {
+  // A folder that is not a capsule is refused before anything is read or locked in it; a
+  // mountpoint names its folder, which AcceptEdits then refuses as mounted.
+  Result<std::string> resolved = ResolveCapsule(given);
+  if (!resolved.ok()) return Fail(resolved.status());
+  const std::string& path = *resolved;
   Result<std::vector<AcceptedEdit>> edits = FindEdits(path);
   if (!edits.ok()) return Fail(edits.status().WithContext("accept"));
   Json listed = Json::array();

@@ -77,7 +77,7 @@ Status CheckTrustedForMount(const std::string& dir, const Manifest& manifest) {
   return left.empty() ? Status::Ok() : Untrusted(dir, left);
 }
 
-Status RecordMountWrite(const std::string& dir, const std::string& path, const std::optional<FileDigest>& written) {
+Status RecordMountWrite(const DirFd& folder, const std::string& path, const std::optional<FileDigest>& written) {
   Json line = {{"path", path}};
   if (written) {
     line["sha256"] = written->sha256;
@@ -85,16 +85,17 @@ Status RecordMountWrite(const std::string& dir, const std::string& path, const s
   }
   CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(line, local::kMountWrites));
   text += '\n';
-  const std::string log = JoinPath(dir, local::kMountWrites);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
+  // Beneath the capsule folder held open: a .capsule swapped for a link is refused, not followed.
+  const std::string log = folder.PathOf(local::kMountWrites);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, folder.OpenFile(local::kMountWrites, O_WRONLY | O_CREAT | O_APPEND, 0600));
   CAPSULE_RETURN_IF_ERROR(WriteAll(fd.get(), text, log));  // one write: lines never interleave
   if (::fdatasync(fd.get()) != 0) return Status::IOError(log, errno);
   return Status::Ok();
 }
 
-Status ClearMountWrites(const std::string& dir) {
-  const std::string log = JoinPath(dir, local::kMountWrites);
-  if (::unlink(log.c_str()) != 0 && errno != ENOENT) return Status::IOError(log, errno);
+Status ClearMountWrites(const DirFd& folder) {
+  Status removed = folder.Unlink(local::kMountWrites);
+  if (!removed.ok() && removed.code() != Code::kNotFound) return removed;
   return Status::Ok();
 }
 
@@ -140,7 +141,8 @@ Status AcceptEdits(const std::string& dir, const std::vector<AcceptedEdit>& edit
   }
   if (record) CAPSULE_RETURN_IF_ERROR(record());
   CAPSULE_RETURN_IF_ERROR(manifest.Save(dir));
-  return ClearMountWrites(dir);
+  CAPSULE_ASSIGN_OR_RETURN(DirFd folder, DirFd::Open(dir));
+  return ClearMountWrites(folder);
 }
 
 }  // namespace capsule

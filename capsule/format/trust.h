@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/status.h"
 #include "capsule/format/manifest.h"
 
@@ -40,10 +41,10 @@ Status CheckTrusted(const std::string& dir);
 
 // Records, durably, that a mount is about to leave the file at `path` (relative to `dir`) with
 // `written` as its digest, or removed (nullopt). Called before the write.
-Status RecordMountWrite(const std::string& dir, const std::string& path, const std::optional<FileDigest>& written);
+Status RecordMountWrite(const DirFd& folder, const std::string& path, const std::optional<FileDigest>& written);
 
 // Forgets the mount's writes: called once a checkpoint's manifest lists them.
-Status ClearMountWrites(const std::string& dir);
+Status ClearMountWrites(const DirFd& folder);
 
 // One file whose edits `capsule accept` takes: its manifest entry before and after (nullopt:
 // not listed before, or gone now).
