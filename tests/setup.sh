@@ -11,6 +11,7 @@ packages=(
   git sqlite3 make gcc rsync python3-venv diffutils
   libkeyutils-dev keyutils mmdebstrap bubblewrap
   libseccomp-dev
+  lintian
 )
 
 missing=()
