@@ -36,9 +36,28 @@ constexpr char kUsage[] =
     "  -o allow_foreign_owner\n"
     "              mount a capsule folder that another user owns or may write (refused\n"
     "              otherwise: see capsulefs(8), THE CAPSULE FOLDER)\n"
-    "  -o OPTION   passed to FUSE (e.g. allow_other)\n"
+    "  -o OPTION   passed to FUSE (e.g. allow_other); mount(8)'s own (defaults, nofail,\n"
+    "              _netdev, x-*, relatime...) are ignored, and suid, dev too: the mount is\n"
+    "              always nosuid,nodev\n"
     "  --help      this text;  --version  the version\n"
-    "  Unmount with fusermount3 -u MOUNTPOINT. Control: capsule status|freeze|thaw MOUNTPOINT.\n";
+    "  Unmount with fusermount3 -u MOUNTPOINT. Control: capsule status|freeze|thaw MOUNTPOINT.\n"
+    "  Also mount -t fuse.capsulefs DIR MOUNTPOINT [-o OPTIONS] and /etc/fstab (capsulefs(8)).\n";
+
+// Options mount(8) and mount.fuse3 hand on (`mount -t fuse.capsulefs`, an /etc/fstab line)
+// that mean nothing to the driver or that libfuse would refuse: taken and ignored, so that
+// `defaults` and an fstab's usual options mount. `suid` and `dev` among them: the mount is
+// always nosuid,nodev (libfuse's default), so a file in a capsule never runs with its
+// owner's rights nor opens a device of this machine.
+bool IgnoredMountOption(const std::string& option) {
+  static const char* const kIgnored[] = {
+      "rw", "suid", "dev", "defaults", "auto", "noauto", "nofail", "_netdev", "user", "nouser", "users", "owner",
+      "group", "relatime", "norelatime", "strictatime", "nostrictatime", "lazytime", "nolazytime", "diratime",
+      "nodiratime", "iversion", "noiversion", "silent", "loud"};
+  for (const char* ignored : kIgnored) {
+    if (option == ignored) return true;
+  }
+  return option.rfind("x-", 0) == 0 || option.rfind("comment=", 0) == 0;
+}
 
 struct Args {
   capsule::fs::MountOptions mount;
@@ -67,7 +86,7 @@ int Parse(int argc, char** argv, Args* args) {
       std::stringstream ss(list);
       for (std::string option; std::getline(ss, option, ',');) {
         if (option == "ro") args->mount.read_only = true;
-        if (option == "rw") continue;
+        if (IgnoredMountOption(option)) continue;
         if (option == "allow_foreign_owner") {  // the driver's, not FUSE's
           args->mount.allow_foreign_owner = true;
           continue;
