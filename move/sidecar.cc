@@ -22,18 +22,24 @@
 #include "capsule/format/mount_lock.h"
 #include "capsule/format/trust.h"
 #include "fs/control_client.h"
+#include "move/call_gate.h"
 #include "move/door.h"
 #include "move/move_source.h"
 #include "move/move_target.h"
 #include "move/net/tls_channel.h"
 #include "move/remote_target.h"
 #include "move/serve.h"
+#include "move/service_notify.h"
 #include "move/sidecar_state.h"
 #include "move/tls_dialer.h"
 
 namespace capsule::move {
 
 namespace {
+
+// How long a stop waits for the calls in progress to finish (capsule-sidecar.service gives
+// the process 90 s before it is killed).
+constexpr std::chrono::seconds kStopWait{60};
 
 std::string ProgramBesideMe(const std::string& name) {
   char self[4096];
@@ -137,8 +143,8 @@ void ResolveOutgoing(const std::string& root, const TlsCredentials& credentials,
 // One connection the door let in, on a thread of its own: its handshake, by the door's
 // deadline (or until the door gives its place to another), then its calls. Its pass is
 // given back when the connection closes.
-void ServeAdmitted(TlsListener* listener, MoveTarget* target, SidecarState* log, AcceptedSocket socket,
-                   std::unique_ptr<DoorPass> pass, int handshake_timeout_seconds) {
+void ServeAdmitted(TlsListener* listener, MoveTarget* target, CallGate* gate, SidecarState* log,
+                   AcceptedSocket socket, std::unique_ptr<DoorPass> pass, int handshake_timeout_seconds) {
   const std::string address = socket.address;
   Result<std::unique_ptr<TlsConnection>> conn =
       listener->Handshake(std::move(socket), handshake_timeout_seconds, pass->wake_fd(), "dropped by this end");
@@ -155,7 +161,8 @@ void ServeAdmitted(TlsListener* listener, MoveTarget* target, SidecarState* log,
   pass->Authenticated();
   (*conn)->set_timeout_seconds(kLinkTimeoutSeconds);
   TlsLink link(std::move(*conn));
-  LoggedTarget logged(target, log, link.peer());
+  GatedTarget gated(target, gate);
+  LoggedTarget logged(&gated, log, link.peer());
   Status served = ServeConnection(&link, &logged);
   if (!served.ok()) log->LogDoor("failed", "connection", link.peer(), served.message());
 }
@@ -178,6 +185,32 @@ Status CheckAgentsTrusted(const std::string& root) {
     CAPSULE_RETURN_IF_ERROR(CheckTrusted(dir).WithContext("agent " + entry.path));
   }
   return Status::Ok();
+}
+
+// A stop: no call begins any more (`gate` closed with the signal); those in progress are
+// given kStopWait to finish, then every move in that did not activate is rolled back (its
+// staging area emptied, logged as an abort), so that none is left half done. Calls still
+// running past the wait are left to end with the process: the next start empties what they
+// staged (MoveTarget::Open).
+void FinishStop(MoveTarget* target, CallGate* gate, SidecarState* log, ServiceNotifier* notifier) {
+  const int running = gate->running();
+  if (running > 0) {
+    const std::string waiting = std::to_string(running) + " call(s) in progress; waiting for them to finish (" +
+                                std::to_string(kStopWait.count()) + " s at most)";
+    log->Note("stopping", waiting);
+    notifier->Status("stopping: " + waiting);
+  }
+  if (!gate->WaitIdle(std::chrono::steady_clock::now() + kStopWait)) {
+    log->Note("stopped", std::to_string(gate->running()) + " call(s) still running after " +
+                             std::to_string(kStopWait.count()) + " s: the next start empties what they staged");
+    return;
+  }
+  // No call runs and none can begin: the pending moves are read without MoveTarget's lock.
+  std::vector<std::pair<std::string, std::string>> pending;
+  for (const auto& [agent, move] : target->pending_) pending.emplace_back(agent, move.move);
+  LoggedTarget stop(target, log, "stop");
+  for (const auto& [agent, move] : pending) (void)stop.Abort(agent, move);
+  log->Note("stopped", std::to_string(pending.size()) + " move(s) in rolled back; no call in progress");
 }
 
 }  // namespace
@@ -240,14 +273,20 @@ Status RunSidecar(const SidecarOptions& args) {
   std::cout << "listening on " << address << "\n"
             << "seal key " << *seal_hex << "\n"
             << std::flush;
+  ServiceNotifier notifier;  // systemd's, when it runs the sidecar (Type=notify)
+  notifier.Ready("listening on " + address);
   ResolveOutgoing(args.root, credentials, log.get());
 
   TlsListener* accepting = listener->get();
+  auto gate = std::make_unique<CallGate>();
+  CallGate* calls = gate.get();
   std::atomic<bool> stopping{false};
-  std::thread stopper([&] {
+  std::thread stopper([&, accepting, calls] {
     int signal = 0;
     sigwait(&stop_signals, &signal);
-    stopping = true;
+    calls->Close();
+    notifier.Stopping("stopping: no new call; the calls in progress finish, the moves in roll back");
+    stopping = true;  // after the last use of `notifier` here: RunSidecar may return from now on
     accepting->Shutdown();
   });
   stopper.detach();
@@ -271,14 +310,16 @@ Status RunSidecar(const SidecarOptions& args) {
       continue;  // the socket closes here
     }
     try {
-      std::thread(ServeAdmitted, accepting, serving, log.get(), std::move(*socket), std::move(*pass),
+      std::thread(ServeAdmitted, accepting, serving, calls, log.get(), std::move(*socket), std::move(*pass),
                   args.door.handshake_timeout_seconds)
           .detach();
     } catch (const std::system_error& e) {
       log->LogDoor("refused", "connection", address, std::string("no thread to serve it: ") + e.what());
     }
   }
+  FinishStop(serving, calls, log.get(), &notifier);
   // Connection threads still running may log, admit and hand-shake until the process ends.
+  (void)gate.release();
   (void)log.release();
   (void)door.release();
   (void)listener->release();

@@ -28,9 +28,12 @@ struct SidecarOptions {
   DoorLimits door;
 };
 
-// Listens, prints "listening on HOST:PORT" and "seal key HEX" on standard output, and serves
-// until SIGTERM or SIGINT; then returns Ok, leaving connections still open to end with the
-// process. A failure to start (a key, the root, the address) is returned at once.
+// Listens, prints "listening on HOST:PORT" and "seal key HEX" on standard output (and tells
+// systemd READY=1, move/service_notify.h), and serves until SIGTERM or SIGINT. Then no call
+// begins any more (move/call_gate.h), the calls in progress are given 60 s to finish, every
+// move in that did not activate is rolled back, and it returns Ok, leaving connections still
+// open to end with the process. A failure to start (a key, the root, the address) is returned
+// at once.
 Status RunSidecar(const SidecarOptions& options);
 
 }  // namespace capsule::move

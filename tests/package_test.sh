@@ -4,7 +4,8 @@
 #   - lintian finds nothing at the warning level or above;
 #   - it holds the two programs (stripped, running), every page of man/ gzipped in its
 #     section, the copyright and changelog, both units, the default options as a conffile;
-#   - Depends names the package of every shared library the programs load (ldd), and fuse3;
+#   - Depends names the package of every shared library the programs are linked against, and
+#     fuse3;
 #   - a changelog whose newest entry is not the programs' version refuses the build.
 #
 #   tests/package_test.sh PACKAGE_SH CAPSULE CAPSULEFS PACKAGING_FILE... -- MAN_PAGE...
@@ -95,11 +96,14 @@ else
   fail conffiles "conffiles is not /etc/default/capsule-sidecar alone"
 fi
 
-# Depends: each library the programs load comes from a package it names.
+# Depends: each library the programs are linked against (NEEDED; the libraries those load
+# are their packages' business) comes from a package it names.
 depends=$(dpkg-deb --field "$deb" Depends)
 names=$(sed 's/ *([^)]*)//g; s/, */\n/g' <<<"$depends")  # one package name a line
 missing=""
-for lib in $(ldd "$capsule" "$capsulefs" | awk '$3 ~ /^\// {print $3}' | sort -u); do
+needed=$(readelf -d "$capsule" "$capsulefs" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u)
+for lib in $(ldd "$capsule" "$capsulefs" | awk -v needed="$needed" 'BEGIN { split(needed, n, "\n"); for (i in n) want[n[i]] = 1 }
+                                                 $1 in want && $3 ~ /^\// { print $3 }' | sort -u); do
   owner=$(dpkg -S "$(realpath "$lib")" 2>/dev/null | head -n 1 | cut -d: -f1) ||
     owner=$(dpkg -S "$lib" 2>/dev/null | head -n 1 | cut -d: -f1)
   [ -n "$owner" ] || { missing="$missing $lib(no package)"; continue; }
