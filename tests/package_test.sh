@@ -6,6 +6,7 @@
 #     section, the copyright and changelog, both units, the default options as a conffile;
 #   - Depends names the package of every shared library the programs are linked against, and
 #     fuse3;
+#   - systemd-analyze verify of both units says nothing;
 #   - a changelog whose newest entry is not the programs' version refuses the build.
 #
 #   tests/package_test.sh PACKAGE_SH CAPSULE CAPSULEFS PACKAGING_FILE... -- MAN_PAGE...
@@ -89,6 +90,19 @@ elif [ "$("$root/usr/bin/capsulefs" --version)" != "$("$capsulefs" --version)" ]
 else
   pass stripped
 fi
+
+# The units as systemd reads them: systemd-analyze verify, in the package's own tree (with the
+# machine's units they name, and the programs they run), says nothing at all, not even a
+# warning it would ignore (an unknown key, a value it cannot parse).
+mkdir -p "$root/usr/lib/systemd" "$root/bin"
+cp -a /lib/systemd/system "$root/usr/lib/systemd/"
+cp "$(command -v fusermount3)" "$root/bin/fusermount3"
+said=""
+for unit in capsule-sidecar.service capsulefs@srv-agents-planner.service; do
+  said+=$(systemd-analyze verify --man=no --root="$root" "$root/lib/systemd/system/$unit" 2>&1) ||
+    said+=" (exit $?)"
+done
+[ -z "$said" ] && pass units || fail units "systemd-analyze verify: $said"
 
 if [ "$(dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles)" = "/etc/default/capsule-sidecar" ]; then
   pass conffiles
