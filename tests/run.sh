@@ -4,13 +4,21 @@
 #
 #   tests/run.sh            the suite
 #   tests/run.sh --asan     the suite under AddressSanitizer + UndefinedBehaviorSanitizer too
+#   tests/run.sh --long     the suite, then the long yardsticks: the Debian package installed,
+#                           used and purged in a fresh Debian 12 (tests/package_install_test.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 bash tests/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 
 configs=("")
-[ "${1:-}" = "--asan" ] && configs+=("--config=asan")
+long=false
+for arg in "$@"; do
+  case $arg in
+    --asan) configs+=("--config=asan") ;;
+    --long) long=true ;;
+  esac
+done
 
 targets=$(bazel query 'tests(//...)' 2>/dev/null | sort)
 if [ -z "$targets" ]; then
@@ -32,6 +40,15 @@ for config in "${configs[@]}"; do
   failed=$((failed + f))
   skipped=$((skipped + s))
 done
+
+if $long; then
+  echo "== long: tests/package_install_test.sh"
+  read -r p f < <(bash tests/package_install_test.sh 2>&1 | tee /dev/stderr | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' | tail -n 1)
+  [ -n "${p:-}" ] || { p=0; f=1; }
+  echo "== long: $p passed, $f failed"
+  passed=$((passed + p))
+  failed=$((failed + f))
+fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
