@@ -11,6 +11,7 @@
 # usage: tests/package.sh [OUTDIR]      (OUTDIR defaults to the current folder)
 # Builds the programs with `bazel build //:capsule //:capsulefs` first, unless CAPSULE and
 # CAPSULEFS name programs already built (the suite's tests pass their own; MAN_DIR likewise).
+# PACKAGE_COMPRESSION: dpkg-deb's -Z (default xz, as Debian's packages).
 # Prints the path of the package on its last line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -96,5 +97,5 @@ chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/conffiles" "$root/DEBIAN/md5sums
 
 mkdir -p "$out"
 deb=$out/capsulefs_${version}_${arch}.deb
-dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >&2
+dpkg-deb --root-owner-group "-Z${PACKAGE_COMPRESSION:-xz}" --build "$root" "$deb" >&2
 echo "$deb"

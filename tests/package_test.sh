@@ -29,9 +29,17 @@ passed=0 failed=0
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
 
+# Programs built with AddressSanitizer (the suite's second configuration) are three times the
+# size and never shipped: their package is not compressed, and lintian, which takes minutes
+# over them, judges the package of the default build only.
+sanitized=false
+readelf -d "$capsule" | grep -q 'NEEDED.*libasan' && sanitized=true
+compression=xz
+$sanitized && compression=none
+
 build() {  # build OUTDIR [PACKAGING_DIR]: the package's path on standard output
   CAPSULE=$capsule CAPSULEFS=$capsulefs MAN_DIR=$man_dir PACKAGING_DIR=${2:-$packaging} \
-    TMPDIR=$work bash "$package_sh" "$1" 2>"$work/build.err" | tail -n 1
+    PACKAGE_COMPRESSION=$compression TMPDIR=$work bash "$package_sh" "$1" 2>"$work/build.err" | tail -n 1
 }
 
 deb=$(build "$work/out")
@@ -48,14 +56,18 @@ case $(basename "$deb") in
 esac
 
 # lintian: exit 2 on a warning or an error; its output kept for the reader.
-lintian --fail-on warning,error "$deb" >"$work/lintian.out" 2>&1
-rc=$?
-if [ "$rc" -eq 0 ] && ! grep -qE '^[EW]: ' "$work/lintian.out"; then
-  pass lintian
+if $sanitized; then
+  echo "SKIP lintian: programs built with AddressSanitizer (the default build's package is checked)"
 else
-  fail lintian "exit $rc: $(grep -E '^[EW]: ' "$work/lintian.out" | head -n 5 | tr '\n' ';')"
+  lintian --fail-on warning,error "$deb" >"$work/lintian.out" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ] && ! grep -qE '^[EW]: ' "$work/lintian.out"; then
+    pass lintian
+  else
+    fail lintian "exit $rc: $(grep -E '^[EW]: ' "$work/lintian.out" | head -n 5 | tr '\n' ';')"
+  fi
+  sed 's/^/  lintian: /' "$work/lintian.out"
 fi
-sed 's/^/  lintian: /' "$work/lintian.out"
 
 dpkg-deb --contents "$deb" | awk '{print $1, $6}' | sed 's#\./#/#' >"$work/contents"
 missing=""

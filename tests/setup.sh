@@ -11,7 +11,7 @@ packages=(
   git sqlite3 make gcc rsync python3-venv diffutils
   libkeyutils-dev keyutils mmdebstrap bubblewrap
   libseccomp-dev
-  lintian libsystemd-dev systemd
+  lintian dpkg-dev file libsystemd-dev systemd
 )
 
 missing=()
