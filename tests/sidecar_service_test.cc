@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -232,6 +233,59 @@ TEST_F(SidecarServiceTest, SigtermLetsTheCallInProgressFinishAndRollsBackTheMove
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_TRUE(Json::parse(status.out)["moves"].empty()) << status.out;
   EXPECT_EQ(RunCapsule({"verify", src}).exit_code, 0);
+}
+
+// capsule-sidecar.service gives the sidecar no capability (CapabilityBoundingSet= empty,
+// NoNewPrivileges): run as root so, through setpriv(1), it still receives a whole move, and
+// SIGTERM ends it with exit 0.
+TEST_F(SidecarServiceTest, ReceivesAMoveAsRootWithoutAnyCapability) {
+  const std::string agent = "nocap-" + std::to_string(::getpid());
+  const std::string src = root_ + "/a/" + agent, dst = root_ + "/b/" + agent;
+  ASSERT_EQ(RunCapsule({"init", src, "--id", agent, "--name", "Agent"}).exit_code, 0);
+  std::vector<std::string> args = {"setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs",
+                                   "./capsule", "serve", "--root", root_ + "/b", "--listen", "127.0.0.1:0",
+                                   "--cert", pki_ + "/server.pem", "--key", pki_ + "/server.key",
+                                   "--ca", pki_ + "/ca.pem", "--seal-key", seal_};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const std::string log = root_ + "/sidecar.log";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    int err = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (err >= 0) ::dup2(err, 2);
+    ::close(out[0]);
+    ::execvp("setpriv", argv.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  UniqueFd read_end(out[0]);
+  std::string line;
+  char c;
+  while (::read(read_end.get(), &c, 1) == 1 && c != '\n') line.push_back(c);
+  ASSERT_EQ(line.rfind("listening on 127.0.0.1:", 0), 0u) << line << *ReadFile(log);
+  const std::string address = line.substr(std::string("listening on ").size());
+
+  Result<std::string> proc = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  ASSERT_TRUE(proc.ok());
+  EXPECT_NE(proc->find("\nCapEff:\t0000000000000000\n"), std::string::npos) << *proc;
+  EXPECT_NE(proc->find("\nCapBnd:\t0000000000000000\n"), std::string::npos) << *proc;
+  EXPECT_NE(proc->find("\nUid:\t0\t"), std::string::npos) << *proc;
+
+  testing::RunResult moved = RunCapsule({"move", src, "--to", address, "--cert", pki_ + "/client.pem", "--key",
+                                         pki_ + "/client.key", "--ca", pki_ + "/ca.pem"});
+  EXPECT_EQ(moved.exit_code, 0) << moved.out << moved.err << *ReadFile(log);
+  EXPECT_EQ(StateOf(dst), "active@2");
+  EXPECT_EQ(StateOf(src), "retired@1");
+
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(RunCapsule({"verify", dst}).exit_code, 0);
 }
 
 }  // namespace
