@@ -4,7 +4,7 @@
 #     carries (defaults, nofail, _netdev, relatime, noatime, x-systemd.*): a file of the
 #     workspace reads through the mount, a write lands, the mount is nosuid,nodev although
 #     `defaults` asks for suid and dev; umount ends the driver and the folder verifies;
-#   - an /etc/fstab line, mounted with `mount MNT`.
+#   - an /etc/fstab line, mounted with `mount MNT` (`mount --fstab` where /etc/fstab is missing).
 # mount(8) runs its helpers without the caller's PATH, so capsulefs is put where the shell's
 # default path finds it: /usr/local/sbin, a tmpfs in a mount namespace of the test's own
 # (unshare -m), as is the fstab (bound over /etc/fstab there): nothing of the machine changes.
@@ -37,7 +37,14 @@ mkdir -p /run/mount 2>/dev/null
 mount -t tmpfs capsule-test /run/mount 2>/dev/null
 mount -t tmpfs capsule-test /usr/local/sbin || { fail setup "tmpfs on /usr/local/sbin"; exit 0; }
 cp "$capsulefs" /usr/local/sbin/capsulefs
-mount --bind "$work/fstab" /etc/fstab || { fail setup "bind the fstab"; exit 0; }
+# The fstab bound over /etc/fstab; a machine without one (a bare container) reads it with
+# mount --fstab, the same parser.
+fstab_option=()
+if [ -f /etc/fstab ]; then
+  mount --bind "$work/fstab" /etc/fstab || { fail setup "bind the fstab"; exit 0; }
+else
+  fstab_option=(--fstab "$work/fstab")
+fi
 
 # mount_options MNT: the kernel's options of the mount at MNT ("" when none).
 mount_options() { awk -v m="$1" '$5 == m { print $6 }' /proc/self/mountinfo; }
@@ -77,7 +84,7 @@ else
   fi
 fi
 
-out=$(mount "$work/mnt2" 2>&1)
+out=$(mount "${fstab_option[@]}" "$work/mnt2" 2>&1)
 rc=$?
 if [ $rc -ne 0 ]; then
   fail fstab "mount $work/mnt2 exited $rc: $out"
