@@ -6,6 +6,8 @@
 #   - `capsule --version` and `capsulefs --version` name the package's version;
 #   - a capsule made there mounts with `mount -t fuse.capsulefs` (mount.fuse3 from the fuse3
 #     it pulled in), a file reads through the mount, and umount lets the driver go;
+#   - an upgrade (the same package with a higher version) keeps the admin's edit of
+#     /etc/default/capsule-sidecar;
 #   - `apt-get purge` then `apt-get autoremove --purge` leave no file of it (dpkg -L before,
 #     each path checked after), its conffile gone too, and the tree as it was before the
 #     install but for apt's and dpkg's own records and logs.
@@ -31,6 +33,11 @@ if [ ! -f "$deb" ]; then
   exit 1
 fi
 version=$(dpkg-deb --field "$deb" Version)
+# The next version, for the upgrade: the same files under a higher version.
+dpkg-deb -R "$deb" "$work/next"
+sed -i "s/^Version: .*/Version: $version+next/" "$work/next/DEBIAN/control"
+next=$work/capsulefs_${version}+next_$(dpkg --print-architecture).deb
+dpkg-deb --root-owner-group -b "$work/next" "$next" >/dev/null
 
 mirror=${CAPSULE_DEBIAN_MIRROR:-}
 if [ -z "$mirror" ]; then
@@ -43,7 +50,7 @@ fi
 # /dev mounted. Each check prints PASS or FAIL to the results file.
 cat >"$work/in_chroot.sh" <<'EOF'
 set -uo pipefail
-root=$1 deb=$2 version=$3 results=$4
+root=$1 deb=$2 version=$3 results=$4 next=$5
 pass() { echo "PASS $1" >>"$results"; }
 fail() { echo "FAIL $1: $2" >>"$results"; }
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root "$@"; }
@@ -93,6 +100,21 @@ else
 fi
 rm -rf "$root/root/agent" "$root/root/src" "$root/mnt/agent" "$root/tmp/$(basename "$deb")"
 
+echo "# edited by the admin" >>"$root/etc/default/capsule-sidecar"
+cp "$next" "$root/tmp/"
+if ! out=$(in_root apt-get install -y -q --no-install-recommends "/tmp/$(basename "$next")" 2>&1); then
+  fail upgrade "apt-get install of the next version exited: $(tail -n 5 <<<"$out" | tr '\n' ' ')"
+elif [ "$(in_root dpkg-query -W -f='${Version}' capsulefs)" != "$version+next" ]; then
+  fail upgrade "dpkg says version $(in_root dpkg-query -W -f='${Version}' capsulefs) after the upgrade"
+elif ! grep -qx "# edited by the admin" "$root/etc/default/capsule-sidecar"; then
+  fail upgrade "the upgrade replaced the admin's /etc/default/capsule-sidecar"
+elif [ "$(in_root capsule --version 2>&1)" != "capsule $version" ]; then
+  fail upgrade "capsule --version after the upgrade: $(in_root capsule --version 2>&1)"
+else
+  pass upgrade
+fi
+rm -f "$root/tmp/$(basename "$next")"
+
 in_root dpkg -L capsulefs >"$root/../listed" 2>&1
 if ! grep -qx /usr/bin/capsulefs "$root/../listed" || ! grep -qx /etc/default/capsule-sidecar "$root/../listed"; then
   fail listed "dpkg -L capsulefs: $(head -n 5 "$root/../listed" | tr '\n' ' ')"
@@ -126,7 +148,7 @@ results=$work/results
 : >"$results"
 # The chroot's mounts (and the capsule's) stay in a mount namespace of the test's own.
 unshare -m --propagation private mmdebstrap --variant=minbase --components=main --quiet \
-  --customize-hook="bash $work/in_chroot.sh \"\$1\" $deb $version $results" \
+  --customize-hook="bash $work/in_chroot.sh \"\$1\" $deb $version $results $next" \
   bookworm "$work/chroot" "$mirror" >"$work/mmdebstrap.log" 2>&1
 rc=$?
 cat "$results"
@@ -136,7 +158,7 @@ if [ "$rc" -ne 0 ]; then
   echo "FAIL mmdebstrap: exit $rc: $(tail -n 5 "$work/mmdebstrap.log" | tr '\n' ' ')"
   failed=$((failed + 1))
 fi
-[ "$passed" -eq 5 ] || [ "$failed" -gt 0 ] || failed=1  # a check that never reported
+[ "$passed" -eq 6 ] || [ "$failed" -gt 0 ] || failed=1  # a check that never reported
 echo "took $(($(date +%s) - start)) s"
 echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -eq 5 ]
+[ "$failed" -eq 0 ] && [ "$passed" -eq 6 ]
