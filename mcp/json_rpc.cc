@@ -1,5 +1,7 @@
 #include "mcp/json_rpc.h"
 
+#include "mcp/reply_bounds.h"
+
 namespace capsule::mcp {
 
 namespace {
@@ -12,7 +14,7 @@ bool IsValidId(const Json& id) { return id.is_string() || id.is_number_integer()
 
 ReadLine ParseLine(std::string_view line) {
   Result<Json> parsed = ParseJson(line, "message");
-  if (!parsed.ok()) return Refuse(nullptr, kParseError, "Parse error: " + parsed.status().message());
+  if (!parsed.ok()) return Refuse(nullptr, kParseError, "Parse error: " + Excerpt(parsed.status().message()));
   const Json& message = *parsed;
   if (message.is_array()) return Refuse(nullptr, kInvalidRequest, "Invalid Request: batches are not supported; send one message per line");
   if (!message.is_object()) return Refuse(nullptr, kInvalidRequest, "Invalid Request: a message must be a JSON object");

@@ -12,6 +12,8 @@
 #pragma GCC diagnostic pop
 #include <set>
 
+#include "mcp/reply_bounds.h"
+
 namespace capsule::mcp {
 
 namespace {
@@ -20,7 +22,8 @@ namespace {
 // after maxLength held, so a match never runs over an unbounded string.
 constexpr size_t kMaxPatternSubject = 1024;
 
-std::string Show(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+// A value as an error quotes it: compact JSON, at most a few hundred bytes of it.
+std::string Show(const Json& value) { return ExcerptJson(value); }
 
 bool IsWhole(const Json& value) {
   if (value.is_number_integer()) return true;

@@ -56,12 +56,15 @@ class McpTest : public ::testing::Test {
     EXPECT_TRUE(reply.contains("result")) << reply.dump();
     return reply["result"];
   }
-  // A call that must succeed: its structured content.
+  // A call that must succeed: its result, carried once, as the JSON text of its one content block.
   Json Ok(const std::string& tool, const Json& arguments) {
     Json result = Call(tool, arguments);
     EXPECT_FALSE(result.value("isError", false)) << tool << ": " << result.dump();
-    EXPECT_EQ(result["content"][0]["text"], result["structuredContent"].dump());
-    return result["structuredContent"];
+    EXPECT_FALSE(result.contains("structuredContent")) << tool;
+    EXPECT_EQ(result["content"].size(), 1u);
+    Result<Json> parsed = ParseJson(result["content"][0]["text"].get<std::string>(), "result");
+    EXPECT_TRUE(parsed.ok()) << result.dump();
+    return parsed.ok() ? *parsed : Json(nullptr);
   }
   // A call that must fail as a tool error: its text.
   std::string Refused(const std::string& tool, const Json& arguments) {

@@ -9,6 +9,7 @@
 #include "capsule/base/version.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
+#include "mcp/reply_bounds.h"
 #include "mcp/tools.h"
 
 namespace capsule::mcp {
@@ -76,7 +77,7 @@ Json Server::Dispatch(const Incoming& request) {
   if (method == "resources/list") return ListResources(request);
   if (method == "resources/templates/list") return ResultReply(request.id, ResourceTemplates(resources_));
   if (method == "resources/read") return ReadResource(request);
-  return ErrorReply(request.id, kMethodNotFound, "Method not found: " + method);
+  return ErrorReply(request.id, kMethodNotFound, "Method not found: " + Excerpt(method));
 }
 
 Json Server::Initialize(const Incoming& request) {
@@ -109,14 +110,15 @@ Json Server::CallTool(const Incoming& request) {
   if (name == params.end() || !name->is_string()) return InvalidParams(request, "name must be a string");
   const Tool* tool = FindTool(name->get<std::string>());
   if (tool == nullptr) {
-    return InvalidParams(request, "Unknown tool: " + name->get<std::string>() + " (known: " + KnownTools() + ")");
+    return InvalidParams(request, "Unknown tool: " + Excerpt(name->get<std::string>()) + " (known: " + KnownTools() + ")");
   }
   auto arguments = params.find("arguments");
   if (arguments != params.end() && !arguments->is_object() && !arguments->is_null()) {
     return InvalidParams(request, "arguments must be an object");
   }
   const Json given = arguments == params.end() || arguments->is_null() ? Json::object() : *arguments;
-  return ResultReply(request.id, mcp::CallTool(*tool, *ports_, given));
+  ToolContext context{*ports_, resources_.agent};
+  return ResultReply(request.id, mcp::CallTool(*tool, context, given));
 }
 
 Json Server::ListResources(const Incoming& request) {
@@ -143,7 +145,7 @@ Json Server::ReadResource(const Incoming& request) {
   if (!read.ok()) {
     if (read.status().code() == Code::kNotFound) {
       Json reply = ErrorReply(request.id, kResourceNotFound, "Resource not found: " + read.status().message());
-      reply["error"]["data"] = {{"uri", *uri}};
+      reply["error"]["data"] = {{"uri", Excerpt(uri->get<std::string>())}};
       return reply;
     }
     return ErrorReply(request.id, kInternalError, "Internal error: " + read.status().message());

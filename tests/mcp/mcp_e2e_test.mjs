@@ -73,8 +73,10 @@ async function call(client, name, args) {
 async function ok(client, name, args = {}) {
   const result = await call(client, name, args);
   assert.ok(!result.isError, `${name}: ${JSON.stringify(result.content)}`);
-  assert.deepEqual(JSON.parse(result.content[0].text), result.structuredContent);
-  return result.structuredContent;
+  // The result is carried once: its JSON text, no structuredContent beside it.
+  assert.equal(result.structuredContent, undefined);
+  assert.equal(result.content.length, 1);
+  return JSON.parse(result.content[0].text);
 }
 
 async function refused(client, name, args) {
