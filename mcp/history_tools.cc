@@ -47,6 +47,9 @@ Result<Json> Append(ToolContext& context, const Json& arguments) {
   return Json{{"message", BoundedMessageJson(stored, context.agent)}};
 }
 
+// The schema no value satisfies, as an object ({"not": {}}): a bare false is not portable.
+Json Forbidden() { return {{"not", Json::object()}}; }
+
 // Fields a role takes, and those it refuses: the schema says exactly what Append accepts.
 Json RoleRule(const std::string& role, const std::vector<std::string>& required, const std::vector<std::string>& refused,
               const std::string& when, const std::string& otherwise) {
@@ -54,7 +57,7 @@ Json RoleRule(const std::string& role, const std::vector<std::string>& required,
   if (!required.empty()) rule["then"] = {{"description", when}, {"required", required}};
   if (!refused.empty()) {
     Json forbidden = Json::object();
-    for (const std::string& name : refused) forbidden[name] = false;
+    for (const std::string& name : refused) forbidden[name] = Forbidden();
     rule["else"] = {{"description", otherwise}, {"properties", forbidden}};
   }
   return rule;
@@ -84,7 +87,7 @@ Json AppendSchema() {
        {{"if", {{"properties", {{"role", {{"enum", Json::array({"tool_call", "tool"})}}}}}, {"required", Json::array({"role"})}}},
         {"else",
          {{"description", "tool_call_id is for roles tool_call and tool only"},
-          {"properties", {{"tool_call_id", false}}}}}}});
+          {"properties", {{"tool_call_id", Forbidden()}}}}}}});
   return schema;
 }
 

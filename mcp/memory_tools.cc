@@ -113,8 +113,7 @@ std::vector<Tool> MemoryTools() {
            "A valid fact of the same subject and key ends where this one begins (it stays queryable as of before). "
            "Refused without provenance, or when the source is not an event of the journal.",
            SubjectKeySchema({{"value",
-                              {{"type", Json::array({"string", "number", "boolean", "object", "array"})},
-                               {"description", "The fact's value: any JSON but null"}}},
+                              {{"not", {{"type", "null"}}}, {"description", "The fact's value: any JSON but null"}}},
                              {"confidence",
                               {{"type", "number"},
                                {"minimum", 0},

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `capsule mcp` end to end through the official MCP TypeScript SDK's client: runs
+# `capsule mcp` end to end through the official MCP TypeScript SDK's client, and its tool
+# schemas through the MCP Inspector's --strict check: runs
 # tests/mcp/mcp_e2e_test.mjs with node against the built binaries.
 #
 #   tests/mcp_e2e_test.sh CAPSULE CAPSULEFS tests/mcp/mcp_e2e_test.mjs
@@ -16,9 +17,12 @@ if ! command -v node >/dev/null; then
   echo "mcp_e2e_test: node is not installed; run tests/setup.sh"
   exit 1
 fi
-if [ ! -d "$modules/@modelcontextprotocol/sdk" ]; then
-  echo "mcp_e2e_test: $modules has no @modelcontextprotocol/sdk; run tests/setup.sh (npm ci --prefix tests/mcp)"
-  exit 1
-fi
-echo "mcp_e2e_test: node $(node --version), @modelcontextprotocol/sdk $(node -p "require('$modules/@modelcontextprotocol/sdk/package.json').version")"
+for package in sdk inspector; do
+  if [ ! -d "$modules/@modelcontextprotocol/$package" ]; then
+    echo "mcp_e2e_test: $modules has no @modelcontextprotocol/$package; run tests/setup.sh (npm ci --prefix tests/mcp)"
+    exit 1
+  fi
+done
+version() { node -p "require('$modules/@modelcontextprotocol/$1/package.json').version"; }
+echo "mcp_e2e_test: node $(node --version), @modelcontextprotocol/sdk $(version sdk), @modelcontextprotocol/inspector $(version inspector)"
 exec node "$script" "$capsule" "$capsulefs"
