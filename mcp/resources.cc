@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "capsule/base/file_io.h"
+#include "mcp/harness_resources.h"
 #include "mcp/history_page.h"
 #include "mcp/json_rpc.h"
 #include "mcp/reply_bounds.h"
@@ -15,6 +16,7 @@ namespace {
 constexpr char kNotes[] = "notes";
 constexpr char kConversations[] = "conversations/";
 constexpr char kMessages[] = "messages/";
+constexpr char kSkills[] = "skills/";
 
 std::string Base(const ResourceSource& source) { return "capsule://" + source.agent + "/"; }
 
@@ -74,8 +76,8 @@ Result<Json> ReadConversation(const ResourceSource& source, const std::string& u
   return TextContents(uri, "application/json", Serialize(page));
 }
 
-// Part K of a long text (`query` "part=K", or "" for part 0), with where it lies in the whole
-// under _meta.
+}  // namespace
+
 Result<Json> TextPart(const std::string& uri, const char* mime, const std::string& text, const std::string& query) {
   int64_t part = 0;
   if (!query.empty()) {
@@ -95,6 +97,8 @@ Result<Json> TextPart(const std::string& uri, const char* mime, const std::strin
       {"capsule/part", part}, {"capsule/parts", starts.size()}, {"capsule/offset", begin}, {"capsule/bytes", text.size()}};
   return out;
 }
+
+namespace {
 
 // The path and the query of what follows the base of a URI.
 std::pair<std::string, std::string> SplitQuery(const std::string& rest) {
@@ -156,6 +160,7 @@ Result<Json> ListResources(const ResourceSource& source, const std::string& curs
   }
   CAPSULE_ASSIGN_OR_RETURN(std::vector<owned::ConversationSummary> conversations, source.ports->Conversations());
   Json resources = Json::array();
+  if (offset == 0) ListHarness(source.served_root, Base(source), resources);
   if (offset == 0 && PathExists(source.notes_path)) {
     resources.push_back({{"uri", Base(source) + kNotes},
                          {"name", "notes"},
@@ -191,6 +196,11 @@ Json ResourceTemplates(const ResourceSource& source) {
                          {"description",
                           "The content of the message whose id is given, as text, in parts of 512 KiB at most: "
                           "?part=K reads part K (_meta capsule/parts says how many)"},
+                         {"mimeType", "text/plain"}},
+                        {{"uriTemplate", Base(source) + kSkills + "{skill}/{file}"},
+                         {"name", "skill file"},
+                         {"title", "A file of a skill"},
+                         {"description", "A file a skill keeps beside its SKILL.md, as UTF-8 text"},
                          {"mimeType", "text/plain"}}})}};
 }
 
@@ -203,9 +213,12 @@ Result<Json> ReadResource(const ResourceSource& source, const std::string& uri) 
     CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(source.notes_path));
     return TextPart(uri, "text/markdown", text, query);
   }
+  if (auto [path, query] = SplitQuery(rest); auto harness = ReadHarness(source.served_root, uri, path, query)) {
+    return std::move(*harness);
+  }
   if (StartsWith(rest, kConversations)) return ReadConversation(source, uri, rest.substr(std::string(kConversations).size()));
   if (StartsWith(rest, kMessages)) return ReadMessagePart(source, uri, rest.substr(std::string(kMessages).size()));
-  return NotHere(uri, "names nothing here (notes, conversations/ID, messages/ID)");
+  return NotHere(uri, "names nothing here (instructions, skills/NAME, notes, conversations/ID, messages/ID)");
 }
 
 }  // namespace capsule::mcp

@@ -44,8 +44,8 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options) {
                            owned::CapsulePorts::Open(options.capsule_dir, options.journal));
   ResourceSource resources;
   resources.agent = manifest.agent.id;
-  resources.notes_path = JoinPath(options.served_path.empty() ? options.capsule_dir : options.served_path,
-                                  kWorkingMemoryPath);
+  resources.served_root = options.served_path.empty() ? options.capsule_dir : options.served_path;
+  resources.notes_path = JoinPath(resources.served_root, kWorkingMemoryPath);
   return std::unique_ptr<Server>(new Server(std::move(ports), std::move(resources)));
 }
 
@@ -99,7 +99,9 @@ Json Server::Initialize(const Incoming& request) {
        "The state agent " + resources_.agent +
            " owns: its conversation history, its facts with provenance, and the shadow record of its runs. "
            "Every write is a journal event of the capsule, durable when the call returns. Start with runs_in_flight "
-           "to resume what another framework left; history_load gives a conversation, newest last."}};
+           "to resume what another framework left; history_load gives a conversation, newest last. The agent's "
+           "standing instructions and skills are the resources capsule://" + resources_.agent + "/instructions and "
+           "capsule://" + resources_.agent + "/skills/NAME."}};
   return ResultReply(request.id, std::move(result));
 }
 
