@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <exception>
 
@@ -166,6 +167,7 @@ Status Server::Serve(int in_fd, int out_fd) {
   };
   const std::string too_long = Serialize(ErrorReply(
       nullptr, kInvalidRequest, "Invalid Request: a line longer than " + std::to_string(kMaxLine >> 20) + " MiB; skipped"));
+  size_t scanned = 0;  // the bytes of `buffer` already searched for a newline
   for (;;) {
     ssize_t n = ::read(in_fd, chunk, sizeof chunk);
     if (n < 0) {
@@ -175,7 +177,8 @@ Status Server::Serve(int in_fd, int out_fd) {
     if (n == 0) break;
     buffer.append(chunk, static_cast<size_t>(n));
     size_t start = 0;
-    for (size_t end; (end = buffer.find('\n', start)) != std::string::npos; start = end + 1) {
+    // A long line comes in many reads: each is searched once, not the whole line again.
+    for (size_t end; (end = buffer.find('\n', std::max(start, scanned))) != std::string::npos; start = end + 1) {
       if (skipping) {
         skipping = false;
         continue;
@@ -185,10 +188,12 @@ Status Server::Serve(int in_fd, int out_fd) {
       if (!reply(line.size() > kMaxLine ? too_long : HandleLine(line))) return Status::Ok();
     }
     buffer.erase(0, start);
+    scanned = buffer.size();
     if (buffer.size() > kMaxLine) {  // no newline yet: refused now, the rest skipped as it comes
       if (!skipping && !reply(too_long)) return Status::Ok();
       skipping = true;
       buffer.clear();
+      scanned = 0;
     }
   }
   if (!skipping && !buffer.empty()) reply(HandleLine(buffer));  // a last line without its newline, within kMaxLine

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `capsule mcp` end to end through the official MCP TypeScript SDK's client, and its tool
-# schemas through the MCP Inspector's --strict check: runs
-# tests/mcp/mcp_e2e_test.mjs with node against the built binaries.
+# schemas through the MCP Inspector's --strict check: runs a script of tests/mcp/
+# (mcp_e2e_test.mjs, mcp_limits_test.mjs) with node against the built binaries.
 #
 #   tests/mcp_e2e_test.sh CAPSULE CAPSULEFS tests/mcp/mcp_e2e_test.mjs
+#   tests/mcp_e2e_test.sh CAPSULE CAPSULEFS tests/mcp/mcp_limits_test.mjs
 #
 # The client comes from tests/mcp/node_modules, which tests/setup.sh installs with npm ci from
 # tests/mcp/package-lock.json. The script is found through its runfiles link, resolved to the
