@@ -143,7 +143,7 @@ Json ResultReply(const Json& id, Json result) {
 }
 
 Json ErrorReply(const Json& id, int code, const std::string& message) {
-  return {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}};
+  return {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", BoundedMessage(message)}}}};
 }
 
 std::string Serialize(const Json& message) { return message.dump(-1, ' ', false, Json::error_handler_t::replace); }

@@ -46,6 +46,7 @@ struct ReadLine {
 ReadLine ParseLine(std::string_view line);
 
 Json ResultReply(const Json& id, Json result);
+// `message` bounded to about 1 KiB (mcp/reply_bounds.h, BoundedMessage).
 Json ErrorReply(const Json& id, int code, const std::string& message);
 
 // The message as one line, without its newline. Never throws: bytes that are not UTF-8 (none

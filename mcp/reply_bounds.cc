@@ -57,4 +57,12 @@ std::string ExcerptJson(const Json& value) {
   return Excerpt(value.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
+std::string BoundedMessage(const std::string& message) {
+  if (message.size() <= kMaxErrorBytes) return message;
+  const size_t head = PrefixEnd(message, 0, kMaxErrorBytes / 2);
+  size_t tail = message.size() - kMaxErrorBytes / 4;
+  while (tail < message.size() && (static_cast<unsigned char>(message[tail]) & 0xC0) == 0x80) ++tail;
+  return message.substr(0, head) + " ... (" + std::to_string(message.size()) + " bytes) ... " + message.substr(tail);
+}
+
 }  // namespace capsule::mcp

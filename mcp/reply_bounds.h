@@ -47,4 +47,9 @@ std::string Excerpt(std::string_view text);
 // A JSON value as compact text, through Excerpt.
 std::string ExcerptJson(const Json& value);
 
+// An error message of at most about kMaxErrorBytes: a longer one keeps its start and its end
+// (the reason), its middle replaced by "... (N bytes) ...".
+inline constexpr size_t kMaxErrorBytes = 1024;
+std::string BoundedMessage(const std::string& message);
+
 }  // namespace capsule::mcp

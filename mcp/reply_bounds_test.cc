@@ -7,6 +7,7 @@
 #include "capsule/base/file_io.h"
 #include "capsule/format/layout.h"
 #include "journal/test_util.h"
+#include "mcp/json_rpc.h"
 #include "mcp/server.h"
 
 namespace capsule::mcp {
@@ -30,6 +31,13 @@ TEST(ReplyBoundsTest, TextIsCutAtCharactersAndMeasuredAsJson) {
   EXPECT_EQ(Excerpt("short"), "short");
   const std::string quoted = Excerpt(std::string(5000, 'v'));
   EXPECT_EQ(quoted, std::string(kMaxQuotedBytes, 'v') + "... (5000 bytes)");
+  const std::string message = "what: " + std::string(5000, 'w') + ": the reason";
+  const std::string bounded = BoundedMessage(message);
+  EXPECT_LT(bounded.size(), kMaxErrorBytes + 100);
+  EXPECT_EQ(bounded.substr(0, 6), "what: ");
+  EXPECT_NE(bounded.find("... (5018 bytes) ..."), std::string::npos) << bounded;
+  EXPECT_EQ(bounded.substr(bounded.size() - 12), ": the reason");
+  EXPECT_EQ(ErrorReply(1, kInternalError, message)["error"]["message"], bounded);
 }
 
 class BoundedRepliesTest : public ::testing::Test {

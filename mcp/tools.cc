@@ -10,19 +10,8 @@ namespace {
 
 Json TextContent(const std::string& text) { return Json::array({{{"type", "text"}, {"text", text}}}); }
 
-// A message longer than this keeps its start and its end (the reason), its middle cut.
-constexpr size_t kMaxErrorBytes = 1024;
-
-std::string Bounded(const std::string& message) {
-  if (message.size() <= kMaxErrorBytes) return message;
-  const size_t head = PrefixEnd(message, 0, kMaxErrorBytes / 2);
-  size_t tail = message.size() - kMaxErrorBytes / 4;
-  while (tail < message.size() && (static_cast<unsigned char>(message[tail]) & 0xC0) == 0x80) ++tail;
-  return message.substr(0, head) + " ... (" + std::to_string(message.size()) + " bytes) ... " + message.substr(tail);
-}
-
 Json ErrorResult(const std::string& tool, const Status& status) {
-  const std::string message = Bounded(tool + ": " + status.message());
+  const std::string message = BoundedMessage(tool + ": " + status.message());
   return {{"content", TextContent(message)},
           {"structuredContent", {{"error", {{"kind", CodeName(status.code())}, {"message", message}}}}},
           {"isError", true}};
