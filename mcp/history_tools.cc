@@ -1,7 +1,7 @@
 // history_load and history_append: the history port.
 #include <cstdint>
 
-#include "journal/owned/ports_json.h"
+#include "mcp/history_page.h"
 #include "mcp/schema_parts.h"
 #include "mcp/tools.h"
 
@@ -10,7 +10,6 @@ namespace capsule::mcp {
 namespace {
 
 constexpr int64_t kDefaultPage = 50;
-constexpr int64_t kMaxPage = 1000;
 
 std::optional<std::string> OptionalString(const Json& arguments, const char* name) {
   auto it = arguments.find(name);
@@ -18,20 +17,14 @@ std::optional<std::string> OptionalString(const Json& arguments, const char* nam
   return it->get<std::string>();
 }
 
-Result<Json> Load(owned::CapsulePorts& ports, const Json& arguments) {
-  const std::string conversation = arguments.value("conversation", "main");
+Result<Json> Load(ToolContext& context, const Json& arguments) {
   const int64_t limit = arguments.contains("limit") ? arguments["limit"].get<int64_t>() : kDefaultPage;
   std::optional<int64_t> before;
   if (arguments.contains("before_seq")) before = arguments["before_seq"].get<int64_t>();
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<owned::Message> page, ports.LoadPage(conversation, limit, before));
-  Json messages = Json::array();
-  for (const owned::Message& message : page) messages.push_back(owned::MessageToJson(message));
-  // Seqs run 1, 2, 3 ... within a conversation: a page that starts above 1 has older ones.
-  Json next = !page.empty() && page.front().seq > 1 ? Json(page.front().seq) : Json(nullptr);
-  return Json{{"conversation", conversation}, {"messages", std::move(messages)}, {"next_before_seq", next}};
+  return HistoryPage(context.ports, context.agent, arguments.value("conversation", "main"), limit, before);
 }
 
-Result<Json> Append(owned::CapsulePorts& ports, const Json& arguments) {
+Result<Json> Append(ToolContext& context, const Json& arguments) {
   owned::Message message;
   message.conversation = arguments.value("conversation", "main");
   message.role = arguments["role"].get<std::string>();
@@ -50,9 +43,12 @@ Result<Json> Append(owned::CapsulePorts& ports, const Json& arguments) {
       return Status::InvalidArgument("content", "a tool_call's content must be its arguments as a JSON object");
     }
   }
-  CAPSULE_ASSIGN_OR_RETURN(owned::Message stored, ports.Append(message));
-  return Json{{"message", owned::MessageToJson(stored)}};
+  CAPSULE_ASSIGN_OR_RETURN(owned::Message stored, context.ports.Append(message));
+  return Json{{"message", BoundedMessageJson(stored, context.agent)}};
 }
+
+// The schema no value satisfies, as an object ({"not": {}}): a bare false is not portable.
+Json Forbidden() { return {{"not", Json::object()}}; }
 
 // Fields a role takes, and those it refuses: the schema says exactly what Append accepts.
 Json RoleRule(const std::string& role, const std::vector<std::string>& required, const std::vector<std::string>& refused,
@@ -61,7 +57,7 @@ Json RoleRule(const std::string& role, const std::vector<std::string>& required,
   if (!required.empty()) rule["then"] = {{"description", when}, {"required", required}};
   if (!refused.empty()) {
     Json forbidden = Json::object();
-    for (const std::string& name : refused) forbidden[name] = false;
+    for (const std::string& name : refused) forbidden[name] = Forbidden();
     rule["else"] = {{"description", otherwise}, {"properties", forbidden}};
   }
   return rule;
@@ -91,7 +87,7 @@ Json AppendSchema() {
        {{"if", {{"properties", {{"role", {{"enum", Json::array({"tool_call", "tool"})}}}}}, {"required", Json::array({"role"})}}},
         {"else",
          {{"description", "tool_call_id is for roles tool_call and tool only"},
-          {"properties", {{"tool_call_id", false}}}}}}});
+          {"properties", {{"tool_call_id", Forbidden()}}}}}}});
   return schema;
 }
 
@@ -101,13 +97,15 @@ std::vector<Tool> HistoryTools() {
   return {
       Tool{"history_load", "Load a conversation's history",
            "The messages of a conversation, oldest first and newest last, one page at a time: the latest `limit` "
-           "messages (default 50) whose seq is below `before_seq` (default: all). To read further back, call again "
-           "with before_seq set to the page's next_before_seq, which is null once the first message is in.",
+           "messages (default 50) whose seq is below `before_seq` (default: all), as many as fit in 512 KiB. To "
+           "read further back, call again with before_seq set to the page's next_before_seq, which is null once the "
+           "first message is in. A content longer than 64 KiB is cut: the message's content_cut then gives its "
+           "length in bytes and the resource URI that reads it whole, in parts (uri?part=0 to parts-1).",
            ObjectSchema({{"conversation", ConversationSchema()},
                          {"limit",
                           {{"type", "integer"},
                            {"minimum", 1},
-                           {"maximum", kMaxPage},
+                           {"maximum", kMaxPageMessages},
                            {"default", kDefaultPage},
                            {"description", "Messages per page, 1 to 1000 (default 50)"}}},
                          {"before_seq",
@@ -119,7 +117,8 @@ std::vector<Tool> HistoryTools() {
       Tool{"history_append", "Append a message",
            "Appends one message to a conversation as a journal event: hash-chained, durable (synced before the reply) "
            "and projected like any other. Returns it with its id (an event id, usable as a fact's source), seq, ts and "
-           "tokens. Refused when this machine does not hold the agent (frozen or retired).",
+           "tokens (a long content cut as history_load cuts it). Refused when this machine does not hold the agent "
+           "(frozen or retired).",
            AppendSchema(), false, Append},
   };
 }

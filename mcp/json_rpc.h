@@ -4,7 +4,10 @@
 // A line is sorted into a request (a method and an id: it gets exactly one reply), a
 // notification (a method and no id: never a reply) or a response (a result or an error for an
 // id: this server sends no requests, so it reads and drops them). Anything else gets an error
-// reply built here: text that is not JSON, -32700 with id null; JSON that is not one request
+// reply built here: text that is not JSON (or JSON over the limits of capsule/base/canonical_json.h:
+// nesting, integers over 64 bits; or a lone surrogate escape), -32700 with the id of the
+// request when a tolerant scan of the line finds its top-level "id" (a string or an integer),
+// else id null; JSON that is not one request
 // object (an array, a wrong "jsonrpc", an id that is null, fractional, or neither a string nor
 // a number, a method that is not a string), -32600 with the id when one could be read.
 //
@@ -43,6 +46,7 @@ struct ReadLine {
 ReadLine ParseLine(std::string_view line);
 
 Json ResultReply(const Json& id, Json result);
+// `message` bounded to about 1 KiB (mcp/reply_bounds.h, BoundedMessage).
 Json ErrorReply(const Json& id, int code, const std::string& message);
 
 // The message as one line, without its newline. Never throws: bytes that are not UTF-8 (none

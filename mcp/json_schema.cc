@@ -12,6 +12,8 @@
 #pragma GCC diagnostic pop
 #include <set>
 
+#include "mcp/reply_bounds.h"
+
 namespace capsule::mcp {
 
 namespace {
@@ -20,7 +22,8 @@ namespace {
 // after maxLength held, so a match never runs over an unbounded string.
 constexpr size_t kMaxPatternSubject = 1024;
 
-std::string Show(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+// A value as an error quotes it: compact JSON, at most a few hundred bytes of it.
+std::string Show(const Json& value) { return ExcerptJson(value); }
 
 bool IsWhole(const Json& value) {
   if (value.is_number_integer()) return true;
@@ -112,6 +115,10 @@ class Checker {
     if (value.is_number()) CAPSULE_RETURN_IF_ERROR(CheckNumber(schema, value, where));
     if (value.is_array()) CAPSULE_RETURN_IF_ERROR(CheckArray(schema, value, where));
     if (value.is_object()) CAPSULE_RETURN_IF_ERROR(CheckObject(schema, value, where));
+    if (auto it = schema.find("not"); it != schema.end()) {
+      Checker probe;
+      if (probe.Check(*it, value, where).ok()) return Fail(where, Forbidden(*it));
+    }
     if (auto it = schema.find("allOf"); it != schema.end() && it->is_array()) {
       for (const Json& part : *it) CAPSULE_RETURN_IF_ERROR(Check(part, value, where));
     }
@@ -134,6 +141,15 @@ class Checker {
  private:
   Status Fail(const std::string& where, const std::string& what) const {
     return Status::InvalidArgument(where, context_.empty() ? what : what + "; " + context_);
+  }
+
+  // What a "not" says of the values it refuses: {} (every value) is "is not allowed".
+  static std::string Forbidden(const Json& refused) {
+    if (refused.is_object() && refused.empty()) return "is not allowed";
+    if (refused.is_object() && refused.size() == 1 && refused.contains("type") && refused["type"].is_string()) {
+      return "must not be " + Article(refused["type"].get<std::string>());
+    }
+    return "must not match " + Show(refused);
   }
 
   Status CheckType(const Json& schema, const Json& value, const std::string& where) const {
@@ -245,7 +261,7 @@ const std::set<std::string>& KnownKeywords() {
   static const std::set<std::string> known = {
       "type",     "enum",     "const",     "properties", "required",  "additionalProperties", "items",
       "minItems", "maxItems", "minLength", "maxLength",  "pattern",   "minimum",              "maximum",
-      "allOf",    "if",       "then",      "else",       "title",     "description",          "default",
+      "allOf",    "not",      "if",       "then",      "else",       "title",     "description",          "default",
       "format",   "examples", "$schema",   "$comment"};
   return known;
 }
@@ -265,7 +281,8 @@ Status SchemaKeywordsKnown(const Json& schema, const std::string& where) {
     if (key == "properties") {
       if (!member.is_object()) return Status::InvalidArgument(where + ".properties", "must be an object");
       for (auto& [name, sub] : member.items()) CAPSULE_RETURN_IF_ERROR(SchemaKeywordsKnown(sub, where + "." + name));
-    } else if (key == "items" || key == "additionalProperties" || key == "if" || key == "then" || key == "else") {
+    } else if (key == "items" || key == "additionalProperties" || key == "not" || key == "if" || key == "then" ||
+               key == "else") {
       CAPSULE_RETURN_IF_ERROR(SchemaKeywordsKnown(member, where + "/" + key));
     } else if (key == "allOf") {
       if (!member.is_array()) return Status::InvalidArgument(where + "/allOf", "must be an array");
@@ -278,6 +295,30 @@ Status SchemaKeywordsKnown(const Json& schema, const std::string& where) {
         return Status::InvalidArgument(where, "a pattern needs a maxLength of at most " +
                                                   std::to_string(kMaxPatternSubject));
       }
+    }
+  }
+  return Status::Ok();
+}
+
+Status SchemaPortable(const Json& schema, const std::string& where, bool boolean_allowed) {
+  if (schema.is_boolean()) {
+    if (boolean_allowed) return Status::Ok();
+    return Status::InvalidArgument(where, "a bare " + Show(schema) + " where a schema object is expected");
+  }
+  if (!schema.is_object()) return Status::Ok();
+  if (auto type = schema.find("type"); type != schema.end() && type->is_array()) {
+    return Status::InvalidArgument(where, "\"type\" is a list; one type per schema (anyOf or not for more)");
+  }
+  for (auto& [key, member] : schema.items()) {
+    if (key == "properties" && member.is_object()) {
+      for (auto& [name, sub] : member.items()) CAPSULE_RETURN_IF_ERROR(SchemaPortable(sub, where + "." + name, false));
+    } else if (key == "allOf" && member.is_array()) {
+      for (size_t i = 0; i < member.size(); ++i) {
+        CAPSULE_RETURN_IF_ERROR(SchemaPortable(member[i], where + "/allOf/" + std::to_string(i), false));
+      }
+    } else if (key == "items" || key == "not" || key == "if" || key == "then" || key == "else" ||
+               key == "additionalProperties") {
+      CAPSULE_RETURN_IF_ERROR(SchemaPortable(member, where + "/" + key, key == "additionalProperties"));
     }
   }
   return Status::Ok();

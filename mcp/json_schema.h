@@ -4,7 +4,7 @@
 //
 // Keywords checked: type (a name or a list), enum, const, properties, required,
 // additionalProperties (false or a schema), items, minItems, maxItems, minLength, maxLength
-// (in code points), pattern, minimum, maximum, allOf, if/then/else. Annotations (title,
+// (in code points), pattern, minimum, maximum, allOf, not, if/then/else. Annotations (title,
 // description, default, format, examples, $schema, $comment) are not checked. Any other keyword
 // is refused by SchemaKeywordsKnown, which the tests run over every tool's schema, so that no
 // schema promises a rule this checker would not keep.
@@ -29,5 +29,11 @@ Status CheckJsonSchema(const Json& schema, const Json& value, const std::string&
 // Ok when `schema` uses only the keywords above (at every depth); otherwise InvalidArgument
 // naming the first unknown keyword and where it is.
 Status SchemaKeywordsKnown(const Json& schema, const std::string& where = "schema");
+
+// Ok when `schema` keeps to what clients that map tool schemas onto narrower dialects take, the
+// rules the MCP Inspector's --strict check applies: no bare true or false where a schema object
+// is expected (only additionalProperties may be one), no "type" given as a list. Otherwise
+// InvalidArgument naming the first fault and where it is.
+Status SchemaPortable(const Json& schema, const std::string& where = "schema", bool boolean_allowed = false);
 
 }  // namespace capsule::mcp

@@ -56,12 +56,15 @@ class McpTest : public ::testing::Test {
     EXPECT_TRUE(reply.contains("result")) << reply.dump();
     return reply["result"];
   }
-  // A call that must succeed: its structured content.
+  // A call that must succeed: its result, carried once, as the JSON text of its one content block.
   Json Ok(const std::string& tool, const Json& arguments) {
     Json result = Call(tool, arguments);
     EXPECT_FALSE(result.value("isError", false)) << tool << ": " << result.dump();
-    EXPECT_EQ(result["content"][0]["text"], result["structuredContent"].dump());
-    return result["structuredContent"];
+    EXPECT_FALSE(result.contains("structuredContent")) << tool;
+    EXPECT_EQ(result["content"].size(), 1u);
+    Result<Json> parsed = ParseJson(result["content"][0]["text"].get<std::string>(), "result");
+    EXPECT_TRUE(parsed.ok()) << result.dump();
+    return parsed.ok() ? *parsed : Json(nullptr);
   }
   // A call that must fail as a tool error: its text.
   std::string Refused(const std::string& tool, const Json& arguments) {
@@ -121,6 +124,16 @@ TEST(JsonSchemaTest, ChecksWhatTheToolSchemasUse) {
   EXPECT_EQ(CheckJsonSchema(conditional, {{"kind", "a"}}).message(), "arguments.x: missing (required); kind a needs x");
   EXPECT_EQ(CheckJsonSchema(conditional, {{"kind", "b"}, {"x", 1}}).message(), "arguments.x: is not allowed");
 
+  Json negated = {{"type", "object"},
+                  {"properties", {{"v", {{"not", {{"type", "null"}}}}}, {"w", {{"not", Json::object()}}}}}};
+  EXPECT_TRUE(SchemaKeywordsKnown(negated).ok());
+  EXPECT_TRUE(CheckJsonSchema(negated, {{"v", 0}}).ok());
+  EXPECT_EQ(CheckJsonSchema(negated, {{"v", nullptr}}).message(), "arguments.v: must not be null");
+  EXPECT_EQ(CheckJsonSchema(negated, {{"w", 1}}).message(), "arguments.w: is not allowed");
+  EXPECT_FALSE(SchemaPortable(conditional).ok());  // its bare false
+  EXPECT_FALSE(SchemaPortable(schema).ok());       // its type list
+  EXPECT_TRUE(SchemaPortable(negated).ok());
+
   EXPECT_FALSE(SchemaKeywordsKnown({{"type", "string"}, {"oneOf", Json::array()}}).ok());
   EXPECT_FALSE(SchemaKeywordsKnown({{"type", "string"}, {"pattern", "^a$"}}).ok());  // unbounded subject
 }
@@ -130,6 +143,7 @@ TEST(JsonSchemaTest, EveryToolSchemaIsExactAndChecked) {
   for (const Tool& tool : Tools()) {
     SCOPED_TRACE(tool.name);
     EXPECT_TRUE(SchemaKeywordsKnown(tool.input_schema).ok()) << SchemaKeywordsKnown(tool.input_schema).message();
+    EXPECT_TRUE(SchemaPortable(tool.input_schema).ok()) << SchemaPortable(tool.input_schema).message();
     EXPECT_EQ(tool.input_schema["type"], "object");
     EXPECT_EQ(tool.input_schema["additionalProperties"], false);
     for (const std::string& name : tool.input_schema.value("required", std::vector<std::string>())) {
@@ -154,9 +168,9 @@ TEST_F(McpTest, InitializeNegotiatesTheRevision) {
 }
 
 TEST_F(McpTest, MalformedLinesGetErrorRepliesAndTheServerGoesOn) {
-  Json parse = Send("{\"jsonrpc\":\"2.0\",\"id\":1,");
+  Json parse = Send("{\"jsonrpc\":\"2.0\",\"id\":");
   EXPECT_EQ(parse["error"]["code"], kParseError);
-  EXPECT_TRUE(parse["id"].is_null());
+  EXPECT_TRUE(parse["id"].is_null());  // no id to read (mcp/line_refusals_test.cc has those that have one)
   EXPECT_EQ(Send("[1,2]")["error"]["code"], kInvalidRequest);
   EXPECT_EQ(Send("42")["error"]["code"], kInvalidRequest);
   Json version = Send(R"({"id":7,"method":"ping"})");
@@ -237,7 +251,7 @@ TEST_F(McpTest, BadArgumentsAreToolErrorsThatWriteNothing) {
                        "is not an event of the journal"));
   EXPECT_TRUE(Contains(Refused("memory_remember", {{"subject", "user"}, {"key", "k"}, {"value", nullptr},
                                                    {"source", std::string(64, 'a')}}),
-                       "arguments.value: must be"));
+                       "arguments.value: must not be null"));
   EXPECT_TRUE(Contains(Refused("memory_recall", {{"subject", "user"}, {"as_of", "yesterday"}}), "arguments.as_of: must match"));
   EXPECT_TRUE(Contains(Refused("run_mark_awaiting", {{"run_id", "ghost"}, {"awaiting", "x"}}), "never opened"));
   EXPECT_TRUE(Contains(Refused("runs_in_flight", {{"all", true}}), "this tool takes none"));

@@ -1,6 +1,7 @@
 // memory_recall, memory_remember, memory_expire and memory_why: the memory port, and the
 // source of a belief.
 #include "journal/owned/ports_json.h"
+#include "mcp/history_page.h"
 #include "mcp/schema_parts.h"
 #include "mcp/tools.h"
 
@@ -60,7 +61,8 @@ Result<Json> Expire(owned::CapsulePorts& ports, const Json& arguments) {
   return Json{{"fact", nullptr}};
 }
 
-Result<Json> Why(owned::CapsulePorts& ports, const Json& arguments) {
+Result<Json> Why(ToolContext& context, const Json& arguments) {
+  owned::CapsulePorts& ports = context.ports;
   const std::string subject = arguments["subject"].get<std::string>();
   const std::string key = arguments["key"].get<std::string>();
   std::optional<std::string> as_of = AsOf(arguments);
@@ -72,7 +74,14 @@ Result<Json> Why(owned::CapsulePorts& ports, const Json& arguments) {
   }
   const owned::StoredFact& fact = facts.back();
   CAPSULE_ASSIGN_OR_RETURN(owned::SourceEvent source, ports.Source(fact.source));
-  return Json{{"fact", owned::FactToJson(fact)}, {"source", owned::SourceToJson(source)}};
+  Json out = {{"fact", owned::FactToJson(fact)}, {"source", owned::SourceToJson(source)}};
+  if (source.message) {  // its content cut as in a page of history
+    Json message = BoundedMessageJson(*source.message, context.agent);
+    for (const char* field : {"content", "content_cut"}) {
+      if (message.contains(field)) out["source"]["message"][field] = message[field];
+    }
+  }
+  return out;
 }
 
 Json SubjectKeySchema(Json extra, std::vector<std::string> required) {
@@ -98,14 +107,13 @@ std::vector<Tool> MemoryTools() {
                            {"description", "Only these keys (default: every key)"}}},
                          {"as_of", as_of}},
                         {"subject"}),
-           true, Recall},
+           true, OnPorts(Recall)},
       Tool{"memory_remember", "Remember a fact",
            "Remembers a fact as a journal event, with its provenance: the id of the journal event it came from. "
            "A valid fact of the same subject and key ends where this one begins (it stays queryable as of before). "
            "Refused without provenance, or when the source is not an event of the journal.",
            SubjectKeySchema({{"value",
-                              {{"type", Json::array({"string", "number", "boolean", "object", "array"})},
-                               {"description", "The fact's value: any JSON but null"}}},
+                              {{"not", {{"type", "null"}}}, {"description", "The fact's value: any JSON but null"}}},
                              {"confidence",
                               {{"type", "number"},
                                {"minimum", 0},
@@ -115,13 +123,13 @@ std::vector<Tool> MemoryTools() {
                              {"conversation", ConversationSchema()},
                              {"source", EventIdSchema(kSourceHelp)}},
                             {"value", "source"}),
-           false, Remember},
+           false, OnPorts(Remember)},
       Tool{"memory_expire", "Expire a fact",
            "Ends the valid fact of a subject and key (soft expiry: it stays queryable as of before), naming the "
            "event that shows it wrong as source. Refused when no such fact is valid.",
            SubjectKeySchema({{"source", EventIdSchema("The id of the journal event that ends the fact (provenance)")}},
                             {"source"}),
-           false, Expire},
+           false, OnPorts(Expire)},
       Tool{"memory_why", "Why a fact is believed",
            "The fact about subject/key valid now (or as of a time) and the journal event it came from, with the "
            "message's text when the source is a message.",

@@ -51,24 +51,24 @@ std::vector<Tool> RunTools() {
                          {"thread_key", NameSchema("The framework's own key for the thread")},
                          {"conversation", ConversationSchema()}},
                         {"run_id", "framework", "thread_key"}),
-           false, Open},
+           false, OnPorts(Open)},
       Tool{"run_mark_awaiting", "Mark a run awaiting",
            "Records that a run waits for something (a human's approval, a tool, a time). Refused for a run never "
            "opened.",
            ObjectSchema({{"run_id", RunId()}, {"awaiting", NameSchema("What the run waits for, e.g. approval")}},
                         {"run_id", "awaiting"}),
-           false, MarkAwaiting},
+           false, OnPorts(MarkAwaiting)},
       Tool{"run_close", "Close a run",
            "Closes a run with a status; cost, when given, adds to the run's cost. Refused for a run never opened.",
            ObjectSchema({{"run_id", RunId()},
                          {"status", NameSchema("How it ended, e.g. done, failed, cancelled")},
                          {"cost", {{"type", "number"}, {"minimum", 0}, {"description", "Cost to add to the run's"}}}},
                         {"run_id", "status"}),
-           false, Close},
+           false, OnPorts(Close)},
       Tool{"runs_in_flight", "List the runs in flight",
            "The runs not closed (running or awaiting), oldest first, with the framework driving each, what it "
            "awaits, its steps and cost: what a framework taking over must resume.",
-           ObjectSchema(Json::object(), {}), true, InFlight},
+           ObjectSchema(Json::object(), {}), true, OnPorts(InFlight)},
   };
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <exception>
 
@@ -9,6 +10,7 @@
 #include "capsule/base/version.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
+#include "mcp/reply_bounds.h"
 #include "mcp/tools.h"
 
 namespace capsule::mcp {
@@ -43,8 +45,8 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options) {
                            owned::CapsulePorts::Open(options.capsule_dir, options.journal));
   ResourceSource resources;
   resources.agent = manifest.agent.id;
-  resources.notes_path = JoinPath(options.served_path.empty() ? options.capsule_dir : options.served_path,
-                                  kWorkingMemoryPath);
+  resources.served_root = options.served_path.empty() ? options.capsule_dir : options.served_path;
+  resources.notes_path = JoinPath(resources.served_root, kWorkingMemoryPath);
   return std::unique_ptr<Server>(new Server(std::move(ports), std::move(resources)));
 }
 
@@ -76,7 +78,7 @@ Json Server::Dispatch(const Incoming& request) {
   if (method == "resources/list") return ListResources(request);
   if (method == "resources/templates/list") return ResultReply(request.id, ResourceTemplates(resources_));
   if (method == "resources/read") return ReadResource(request);
-  return ErrorReply(request.id, kMethodNotFound, "Method not found: " + method);
+  return ErrorReply(request.id, kMethodNotFound, "Method not found: " + Excerpt(method));
 }
 
 Json Server::Initialize(const Incoming& request) {
@@ -98,7 +100,9 @@ Json Server::Initialize(const Incoming& request) {
        "The state agent " + resources_.agent +
            " owns: its conversation history, its facts with provenance, and the shadow record of its runs. "
            "Every write is a journal event of the capsule, durable when the call returns. Start with runs_in_flight "
-           "to resume what another framework left; history_load gives a conversation, newest last."}};
+           "to resume what another framework left; history_load gives a conversation, newest last. The agent's "
+           "standing instructions and skills are the resources capsule://" + resources_.agent + "/instructions and "
+           "capsule://" + resources_.agent + "/skills/NAME."}};
   return ResultReply(request.id, std::move(result));
 }
 
@@ -109,14 +113,15 @@ Json Server::CallTool(const Incoming& request) {
   if (name == params.end() || !name->is_string()) return InvalidParams(request, "name must be a string");
   const Tool* tool = FindTool(name->get<std::string>());
   if (tool == nullptr) {
-    return InvalidParams(request, "Unknown tool: " + name->get<std::string>() + " (known: " + KnownTools() + ")");
+    return InvalidParams(request, "Unknown tool: " + Excerpt(name->get<std::string>()) + " (known: " + KnownTools() + ")");
   }
   auto arguments = params.find("arguments");
   if (arguments != params.end() && !arguments->is_object() && !arguments->is_null()) {
     return InvalidParams(request, "arguments must be an object");
   }
   const Json given = arguments == params.end() || arguments->is_null() ? Json::object() : *arguments;
-  return ResultReply(request.id, mcp::CallTool(*tool, *ports_, given));
+  ToolContext context{*ports_, resources_.agent};
+  return ResultReply(request.id, mcp::CallTool(*tool, context, given));
 }
 
 Json Server::ListResources(const Incoming& request) {
@@ -143,7 +148,7 @@ Json Server::ReadResource(const Incoming& request) {
   if (!read.ok()) {
     if (read.status().code() == Code::kNotFound) {
       Json reply = ErrorReply(request.id, kResourceNotFound, "Resource not found: " + read.status().message());
-      reply["error"]["data"] = {{"uri", *uri}};
+      reply["error"]["data"] = {{"uri", Excerpt(uri->get<std::string>())}};
       return reply;
     }
     return ErrorReply(request.id, kInternalError, "Internal error: " + read.status().message());
@@ -162,6 +167,7 @@ Status Server::Serve(int in_fd, int out_fd) {
   };
   const std::string too_long = Serialize(ErrorReply(
       nullptr, kInvalidRequest, "Invalid Request: a line longer than " + std::to_string(kMaxLine >> 20) + " MiB; skipped"));
+  size_t scanned = 0;  // the bytes of `buffer` already searched for a newline
   for (;;) {
     ssize_t n = ::read(in_fd, chunk, sizeof chunk);
     if (n < 0) {
@@ -171,7 +177,8 @@ Status Server::Serve(int in_fd, int out_fd) {
     if (n == 0) break;
     buffer.append(chunk, static_cast<size_t>(n));
     size_t start = 0;
-    for (size_t end; (end = buffer.find('\n', start)) != std::string::npos; start = end + 1) {
+    // A long line comes in many reads: each is searched once, not the whole line again.
+    for (size_t end; (end = buffer.find('\n', std::max(start, scanned))) != std::string::npos; start = end + 1) {
       if (skipping) {
         skipping = false;
         continue;
@@ -181,10 +188,12 @@ Status Server::Serve(int in_fd, int out_fd) {
       if (!reply(line.size() > kMaxLine ? too_long : HandleLine(line))) return Status::Ok();
     }
     buffer.erase(0, start);
+    scanned = buffer.size();
     if (buffer.size() > kMaxLine) {  // no newline yet: refused now, the rest skipped as it comes
       if (!skipping && !reply(too_long)) return Status::Ok();
       skipping = true;
       buffer.clear();
+      scanned = 0;
     }
   }
   if (!skipping && !buffer.empty()) reply(HandleLine(buffer));  // a last line without its newline, within kMaxLine

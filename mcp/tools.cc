@@ -2,6 +2,7 @@
 
 #include "mcp/json_rpc.h"
 #include "mcp/json_schema.h"
+#include "mcp/reply_bounds.h"
 
 namespace capsule::mcp {
 
@@ -10,7 +11,7 @@ namespace {
 Json TextContent(const std::string& text) { return Json::array({{{"type", "text"}, {"text", text}}}); }
 
 Json ErrorResult(const std::string& tool, const Status& status) {
-  const std::string message = tool + ": " + status.message();
+  const std::string message = BoundedMessage(tool + ": " + status.message());
   return {{"content", TextContent(message)},
           {"structuredContent", {{"error", {{"kind", CodeName(status.code())}, {"message", message}}}}},
           {"isError", true}};
@@ -49,12 +50,19 @@ Json ToolListing(const Tool& tool) {
             {"openWorldHint", false}}}};
 }
 
-Json CallTool(const Tool& tool, owned::CapsulePorts& ports, const Json& arguments) {
+Json CallTool(const Tool& tool, ToolContext& context, const Json& arguments) {
   Status checked = CheckJsonSchema(tool.input_schema, arguments, "arguments");
   if (!checked.ok()) return ErrorResult(tool.name, checked);
-  Result<Json> result = tool.run(ports, arguments);
+  Result<Json> result = tool.run(context, arguments);
   if (!result.ok()) return ErrorResult(tool.name, result.status());
-  return {{"content", TextContent(Serialize(*result))}, {"structuredContent", std::move(*result)}};
+  std::string text = Serialize(*result);
+  // Room for the envelope around the text: the id, isError, the keys.
+  if (const size_t bytes = JsonTextBytes(text); bytes > kMaxReplyBytes - 4096) {
+    return ErrorResult(tool.name, Status::FailedPrecondition("result", "its JSON text is " + std::to_string(bytes) +
+                                                                          " bytes, more than a reply holds (1 MiB); "
+                                                                          "ask for less"));
+  }
+  return {{"content", TextContent(text)}};
 }
 
 }  // namespace capsule::mcp

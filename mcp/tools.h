@@ -22,13 +22,26 @@
 
 namespace capsule::mcp {
 
+// What a tool runs with: the capsule's ports, and the agent's id (the authority of the resource
+// URIs a result names).
+struct ToolContext {
+  owned::CapsulePorts& ports;
+  std::string agent;
+};
+
 struct Tool {
   std::string name, title, description;
   Json input_schema;
   bool read_only = false;
   // Runs on arguments already checked against input_schema; returns the structured result.
-  std::function<Result<Json>(owned::CapsulePorts& ports, const Json& arguments)> run;
+  std::function<Result<Json>(ToolContext& context, const Json& arguments)> run;
 };
+
+// A tool that needs only the ports.
+using PortsTool = Result<Json> (*)(owned::CapsulePorts& ports, const Json& arguments);
+inline std::function<Result<Json>(ToolContext&, const Json&)> OnPorts(PortsTool run) {
+  return [run](ToolContext& context, const Json& arguments) { return run(context.ports, arguments); };
+}
 
 // Every tool, in the order tools/list gives them.
 const std::vector<Tool>& Tools();
@@ -38,9 +51,13 @@ const Tool* FindTool(const std::string& name);
 // The tool as tools/list describes it: name, title, description, inputSchema, annotations.
 Json ToolListing(const Tool& tool);
 
-// A tools/call result: {"content":[{"type":"text","text":...}],"structuredContent":{...}}, with
-// "isError": true and {"error":{"kind","message"}} when the call failed.
-Json CallTool(const Tool& tool, owned::CapsulePorts& ports, const Json& arguments);
+// A tools/call result: {"content":[{"type":"text","text":...}]}, the text the result as compact
+// JSON, carried once (no structuredContent: the tools declare no output schema, and the text
+// is what every client, a model's host included, reads). A result whose text would not fit a
+// reply (mcp/reply_bounds.h) is refused as a failure. A failed call is
+// {"content":[{"type":"text","text":"TOOL: what: why"}],"isError":true,
+// "structuredContent":{"error":{"kind","message"}}}, its message bounded.
+Json CallTool(const Tool& tool, ToolContext& context, const Json& arguments);
 
 // The groups, one file each.
 std::vector<Tool> HistoryTools();  // history_tools.cc

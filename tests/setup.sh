@@ -33,10 +33,14 @@ if ((${#missing[@]})); then
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The MCP client the end-to-end test drives the server with, at the versions
-# tests/mcp/package-lock.json pins; again only when it is missing or the lock file changed.
+# The MCP client the end-to-end test drives the server with, and the MCP Inspector whose
+# command line checks the server's tool schemas (--strict), at the versions
+# tests/mcp/package-lock.json pins; again only when it is missing or the lock file changed. No
+# package's install script runs: none is needed (the Inspector's only installs its own clients
+# from a source checkout). The Inspector declares Node.js 22; its command line runs on Node.js
+# 20 as well (npm warns of the engine, and goes on).
 mcp="$(cd "$(dirname "$0")" && pwd)/mcp"
 if [ ! -f "$mcp/node_modules/.package-lock.json" ] || [ "$mcp/package-lock.json" -nt "$mcp/node_modules/.package-lock.json" ]; then
   echo "setup: npm ci in tests/mcp"
-  npm ci --prefix "$mcp" --no-audit --no-fund --loglevel=error >/dev/null
+  npm ci --prefix "$mcp" --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
 fi

@@ -13,7 +13,7 @@ await client.connect(new StdioClientTransport({command: capsule, args: ['mcp', d
 async function tool(name, args) {
   const result = await client.callTool({name, arguments: args});
   if (result.isError) throw new Error(`${name}: ${result.content[0].text}`);
-  return result.structuredContent;
+  return JSON.parse(result.content[0].text);
 }
 
 const text = (i) => `message ${i}: please look at the build and tell me what broke`;

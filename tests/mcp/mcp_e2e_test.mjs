@@ -19,6 +19,7 @@ import {Client} from '@modelcontextprotocol/sdk/client/index.js';
 import {StdioClientTransport} from '@modelcontextprotocol/sdk/client/stdio.js';
 import {ErrorCode, LATEST_PROTOCOL_VERSION, McpError} from '@modelcontextprotocol/sdk/types.js';
 
+const HERE = path.dirname(fs.realpathSync(new URL(import.meta.url).pathname));
 const CAPSULE = path.resolve(process.argv[2] ?? 'bazel-bin/capsule');
 const CAPSULEFS = path.resolve(process.argv[3] ?? 'bazel-bin/capsulefs');
 const ROOT = fs.mkdtempSync(path.join(process.env.TEST_TMPDIR ?? os.tmpdir(), 'mcp-e2e-'));
@@ -73,8 +74,10 @@ async function call(client, name, args) {
 async function ok(client, name, args = {}) {
   const result = await call(client, name, args);
   assert.ok(!result.isError, `${name}: ${JSON.stringify(result.content)}`);
-  assert.deepEqual(JSON.parse(result.content[0].text), result.structuredContent);
-  return result.structuredContent;
+  // The result is carried once: its JSON text, no structuredContent beside it.
+  assert.equal(result.structuredContent, undefined);
+  assert.equal(result.content.length, 1);
+  return JSON.parse(result.content[0].text);
 }
 
 async function refused(client, name, args) {
@@ -274,10 +277,11 @@ test('bad inputs through the real client: error replies, the server goes on, not
     }
     assert.equal(journalOf(dir), journal, 'a refused call wrote to the journal');
 
-    // A malformed JSON-RPC line: -32700 with id null, then the next requests are answered.
+    // A malformed JSON-RPC line with no id to read: -32700 with id null, then the next
+    // requests are answered.
     const raw = [];
     transport._process.stdout.on('data', (chunk) => raw.push(chunk.toString('utf8')));
-    transport._process.stdin.write('{"jsonrpc":"2.0","id":77,"method":\n');
+    transport._process.stdin.write('{"jsonrpc":"2.0","id":\n');
     await client.ping();
     const reply = raw.join('').split('\n').map((line) => line.trim()).filter(Boolean)
         .map((line) => JSON.parse(line)).find((message) => message.error);
@@ -366,6 +370,24 @@ test('MCP writes racing capsule log append and a mount never interleave badly', 
   const events = capsule('log', dir, '--json').trim().split('\n');
   assert.equal(events.length, 3 * N);
   assert.match(capsule('verify', dir), /^ok/);
+});
+
+// The MCP Inspector's command line, pinned in package.json: tools/list with --strict, its check
+// that every tool schema is portable to clients with narrower schema dialects (no bare true or
+// false where a schema object is expected, no type lists, no remote $ref, no schema that
+// constrains nothing). It exits 6 on an error-severity finding and prints every finding, warnings
+// included, on standard error; the server must give none.
+test('the MCP Inspector finds every tool schema portable (--strict)', () => {
+  const dir = newCapsule('inspected');
+  const inspector = path.join(HERE, 'node_modules/@modelcontextprotocol/inspector');
+  const version = JSON.parse(fs.readFileSync(path.join(inspector, 'package.json'), 'utf8')).version;
+  const home = fs.mkdtempSync(path.join(ROOT, 'inspector-home-'));
+  const result = spawnSync(process.execPath,
+      [path.join(inspector, 'clients/cli/build/index.js'), '--method', 'tools/list', '--strict', CAPSULE, 'mcp', dir],
+      {encoding: 'utf8', env: {...process.env, HOME: home, MCP_CATALOG_PATH: path.join(home, 'mcp.json')}, timeout: 30000});
+  assert.equal(result.status, 0, `inspector ${version} --strict: exit ${result.status}\n${result.stderr}`);
+  assert.doesNotMatch(result.stderr, /Error:|Warning:|portability/, `inspector ${version}: ${result.stderr}`);
+  assert.deepEqual(JSON.parse(result.stdout).tools.map((tool) => tool.name), TOOLS);
 });
 
 after(() => fs.rmSync(ROOT, {recursive: true, force: true}));
