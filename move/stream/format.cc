@@ -30,6 +30,70 @@ const std::map<std::string, std::string>& CapsuleToStream() {
   return *table;
 }
 
+const char* SpecialTypeName(TarEntry::Type type) {
+  return type == TarEntry::Type::kFifo ? "fifo" : type == TarEntry::Type::kCharDevice ? "chr" : "blk";
+}
+
+Json SpecialToJson(const StreamSpecial& special) {
+  Json json = {{"type", SpecialTypeName(special.type)}, {"mode", special.mode}};
+  if (special.type != TarEntry::Type::kFifo) {
+    json["major"] = special.dev_major;
+    json["minor"] = special.dev_minor;
+  }
+  if (special.uid) json["uid"] = *special.uid;
+  if (special.gid) json["gid"] = *special.gid;
+  return json;
+}
+
+// A 32-bit number of a special file's entry, when present.
+Result<std::optional<uint32_t>> SpecialNumber(const std::string& path, const Json& json, const char* key) {
+  if (!json.contains(key)) return std::optional<uint32_t>();
+  const Json& value = json[key];
+  if (!value.is_number_unsigned() || value.get<uint64_t>() > UINT32_MAX) {
+    return BadManifest("special '" + path + "': " + key + " is not a 32-bit number");
+  }
+  return std::optional<uint32_t>(value.get<uint32_t>());
+}
+
+Result<StreamSpecial> SpecialFromJson(const std::string& path, const Json& json, Phase phase) {
+  Status where = CheckStreamPath(path, phase);
+  if (!where.ok() || !StartsWith(path, "files/")) {
+    return BadManifest("special '" + path + "' is not a plain path under files/");
+  }
+  if (!json.is_object()) return BadManifest("special '" + path + "' is not an object");
+  for (const auto& [key, value] : json.items()) {
+    (void)value;
+    if (key != "type" && key != "mode" && key != "major" && key != "minor" && key != "uid" && key != "gid") {
+      return BadManifest("special '" + path + "' has an unknown field '" + key + "'");
+    }
+  }
+  StreamSpecial special;
+  const std::string type = json.value("type", Json()).is_string() ? json["type"].get<std::string>() : "";
+  if (type == "fifo") {
+    special.type = TarEntry::Type::kFifo;
+  } else if (type == "chr") {
+    special.type = TarEntry::Type::kCharDevice;
+  } else if (type == "blk") {
+    special.type = TarEntry::Type::kBlockDevice;
+  } else {
+    return BadManifest("special '" + path + "': type must be fifo, chr or blk");
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::optional<uint32_t> mode, SpecialNumber(path, json, "mode"));
+  if (!mode || *mode > 07777) return BadManifest("special '" + path + "': mode must be permission bits");
+  special.mode = *mode & 0777;  // never setuid, setgid or sticky from a stream
+  CAPSULE_ASSIGN_OR_RETURN(std::optional<uint32_t> major, SpecialNumber(path, json, "major"));
+  CAPSULE_ASSIGN_OR_RETURN(std::optional<uint32_t> minor, SpecialNumber(path, json, "minor"));
+  const bool device = special.type != TarEntry::Type::kFifo;
+  if (major.has_value() != device || minor.has_value() != device) {
+    return BadManifest("special '" + path + "': major and minor are a device's, and a device's only");
+  }
+  special.dev_major = major.value_or(0);
+  special.dev_minor = minor.value_or(0);
+  CAPSULE_ASSIGN_OR_RETURN(special.uid, SpecialNumber(path, json, "uid"));
+  CAPSULE_ASSIGN_OR_RETURN(special.gid, SpecialNumber(path, json, "gid"));
+  return special;
+}
+
 }  // namespace
 
 const char* PhaseName(Phase phase) {
@@ -91,6 +155,11 @@ Result<std::string> StreamManifest::ToCanonicalText() const {
                {"version", version},      {"agent", agent_json},         {"harness", harness},
                {"epoch", epoch}};
   if (phase == Phase::kSwitch) json["removed"] = removed;
+  if (!special.empty()) {
+    Json specials = Json::object();
+    for (const auto& [path, item] : special) specials[path] = SpecialToJson(item);
+    json["special"] = specials;
+  }
   return CanonicalJson(json, kStreamManifestName);
 }
 
@@ -136,6 +205,12 @@ Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
         return BadManifest("removed path '" + p + "' is not under files/ or memory/");
       }
       manifest.removed.push_back(p);
+    }
+  }
+  if (json.contains("special")) {
+    if (!json["special"].is_object()) return BadManifest("special is not an object of path: entry");
+    for (const auto& [path, item] : json["special"].items()) {
+      CAPSULE_ASSIGN_OR_RETURN(manifest.special[path], SpecialFromJson(path, item, manifest.phase));
     }
   }
   return manifest;

@@ -18,6 +18,7 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/status.h"
+#include "capsule/base/tar.h"
 #include "capsule/format/manifest.h"
 
 namespace capsule::move {
@@ -59,6 +60,18 @@ Status CheckStreamPath(const std::string& path, Phase phase);
 constexpr size_t kMaxLinkTarget = 4096;  // PATH_MAX, counting the terminating NUL
 Status CheckStreamLink(const std::string& path, const std::string& target, Phase phase);
 
+// A FIFO or device node of the workspace. Format 4's tar holds only files, folders, links and
+// hard links (other implementations refuse anything else), so these travel in the stream
+// manifest, in the part the seed leaves the sender's to say:
+//   "special": {"files/<path>": {"gid"?, "major"?, "minor"?, "mode", "type", "uid"?}}
+// type "fifo", "chr" or "blk"; major and minor for a device only; uid and gid its owner.
+struct StreamSpecial {
+  TarEntry::Type type = TarEntry::Type::kFifo;  // kFifo, kCharDevice or kBlockDevice
+  mode_t mode = 0644;                           // permission bits
+  uint32_t dev_major = 0, dev_minor = 0;        // devices
+  std::optional<uint32_t> uid, gid;
+};
+
 // The stream manifest.
 struct StreamManifest {
   Phase phase = Phase::kCopy;
@@ -68,6 +81,7 @@ struct StreamManifest {
   AgentInfo agent;
   std::string harness = kHarnessName;
   uint64_t epoch = 0;
+  std::map<std::string, StreamSpecial> special;  // by stream path, each under files/
 
   Result<std::string> ToCanonicalText() const;
   // Corruption naming lnk-move-4.json on any fault, "another format" included.

@@ -121,6 +121,12 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
       if (planned == plan.end() || planned->first != path) manifest.removed.push_back(path);
     }
   }
+  // FIFOs and devices travel in the manifest, never as tar entries.
+  for (const auto& [path, item] : plan) {
+    if (item.kind != Planned::Kind::kSpecial) continue;
+    const TarEntry& node = item.extras().special;
+    manifest.special[path] = StreamSpecial{node.type, item.mode & 0777, node.dev_major, node.dev_minor, item.uid, item.gid};
+  }
   CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest.ToCanonicalText());
   // Fail on a bad move id now, not at the receiver.
   CAPSULE_RETURN_IF_ERROR(StreamManifest::Parse(manifest_text).status().WithContext("move id"));
@@ -160,12 +166,8 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
       case Planned::Kind::kHardLink:
         CAPSULE_RETURN_IF_ERROR(tar.AddHardLink(path, item.extras().link_target));
         break;
-      case Planned::Kind::kSpecial: {
-        TarEntry special = item.extras().special;
-        special.pax = OwnerRecords(item);
-        CAPSULE_RETURN_IF_ERROR(tar.AddSpecial(special));
-        break;
-      }
+      case Planned::Kind::kSpecial:
+        break;  // in the manifest
       case Planned::Kind::kFile: {
         if (skipped(path, item)) {
           ++local.files_skipped;
