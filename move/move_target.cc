@@ -105,8 +105,12 @@ MoveTarget::AgentCall::~AgentCall() {
   if (it != target_->locks_.end() && it->second.use_count() == 1) target_->locks_.erase(it);
 }
 
-Result<MoveTarget::AgentCall> MoveTarget::LockAgent(const std::string& agent) {
-  CAPSULE_RETURN_IF_ERROR(CheckAgentId(agent));
+Result<MoveTarget::AgentCall> MoveTarget::LockAgent(const std::string& agent, const std::string& move) {
+  if (Status id = CheckAgentId(agent); !id.ok()) {
+    return Status::InvalidArgument("agent id " + ShownText(agent),
+                                   "not an agent id (1 to 128 letters, digits, '.', '_' or '-', not starting with '.')");
+  }
+  CAPSULE_RETURN_IF_ERROR(CheckMoveId(move));
   std::shared_ptr<std::mutex> mutex;
   {
     std::lock_guard guard(mu_);
@@ -143,7 +147,7 @@ Status MoveTarget::OrDrop(const std::string& agent, Status status) {
 }
 
 Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(request.agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(request.agent, request.move));
   const std::string what = "offer of agent " + request.agent + " at epoch " + std::to_string(request.epoch);
   std::string dir = CapsuleDir(request.agent);
   bool have_copy = PathExists(JoinPath(dir, kManifestPath));
@@ -217,7 +221,7 @@ Result<std::string> MoveTarget::PrepareSandbox(const std::string& staging, const
 }
 
 Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& move, ByteSource* stream) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent, move));
   CAPSULE_ASSIGN_OR_RETURN(Pending * pending, Expect(agent, move, Phase::kOffered, "copy"));
   std::string staging = StagingDir(agent);
   uint64_t epoch = pending->epoch;
@@ -258,7 +262,7 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
 }
 
 Status MoveTarget::Switch(const std::string& agent, const std::string& move, ByteSource* stream) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent, move));
   CAPSULE_ASSIGN_OR_RETURN(Pending * pending, Expect(agent, move, Phase::kCopied, "switch"));
   std::string staging = StagingDir(agent);
   uint64_t epoch = pending->epoch;
@@ -297,7 +301,7 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
 }
 
 Status MoveTarget::Activate(const std::string& agent, const std::string& move, uint64_t epoch) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent, move));
   std::string dir = CapsuleDir(agent);
   Result<HolderRecord> held = HolderRecord::Load(dir);
   if (held.ok() && held->epoch == epoch && held->state != HolderState::kRetired && MoveOf(dir) == move) {
@@ -379,7 +383,7 @@ Status MoveTarget::PutBack(const std::string& dir, const std::string& staging, b
 }
 
 Result<QueryReply> MoveTarget::Query(const std::string& agent, const std::string& move) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent, move));
   {
     // The answer is final: a move not activated now never will be, so a late activate
     // (from a connection the source gave up on) cannot make two holders.
@@ -402,7 +406,7 @@ Result<QueryReply> MoveTarget::Query(const std::string& agent, const std::string
 }
 
 Status MoveTarget::Abort(const std::string& agent, const std::string& move) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent, move));
   bool ours = false;
   {
     std::lock_guard lock(mu_);

@@ -108,9 +108,9 @@ class MoveTarget : public TargetApi {
     std::shared_ptr<std::mutex> mutex_;
     std::unique_lock<std::mutex> lock_;
   };
-  // Refuses an agent id that is not one (CheckAgentId) before anything is kept or touched for
-  // it, then takes its lock.
-  Result<AgentCall> LockAgent(const std::string& agent);
+  // Refuses an agent id that is not one (CheckAgentId) or a move id that is not one
+  // (CheckMoveId) before anything is kept or touched for them, then takes the agent's lock.
+  Result<AgentCall> LockAgent(const std::string& agent, const std::string& move);
   // The pending move of `agent` when it is `move` in `phase`; FailedPrecondition otherwise.
   Result<Pending*> Expect(const std::string& agent, const std::string& move, Phase phase, const char* call);
   // Empties the agent's staging area and forgets its pending move.

@@ -98,21 +98,24 @@ int RunSidecarStatus(const std::string& root) {
   Result<move::SidecarStatus> status = move::ReadSidecarStatus(root);
   if (!status.ok()) return Fail(status.status());
   if (JsonOutput()) return PrintJson(move::SidecarStatusToJson(*status));
+  // What a peer or the state file says is printed escaped (move::PeerWords): nothing there
+  // moves the terminal's cursor or forges a line.
+  using move::PeerWords;
   if (status->running) {
-    std::cout << "sidecar running (pid " << status->pid << ") on " << status->listen << " since " << status->started
-              << ", root " << root << "\n";
+    std::cout << "sidecar running (pid " << status->pid << ") on " << PeerWords(status->listen) << " since "
+              << PeerWords(status->started) << ", root " << root << "\n";
   } else {
     std::cout << "sidecar not running, root " << root << "\n";
   }
   std::cout << "agents: " << status->agents.size() << "\n";
   for (const move::SidecarStatus::Agent& a : status->agents) {
-    std::cout << "  " << a.agent << "\tepoch " << a.epoch << "\t" << a.state << "\n";
+    std::cout << "  " << PeerWords(a.agent) << "\tepoch " << a.epoch << "\t" << a.state << "\n";
   }
   std::cout << "moves in flight: " << status->moves.size() << "\n";
   for (const move::MoveInFlight& m : status->moves) {
-    std::cout << "  " << m.direction << "\t" << m.agent << "\t" << (m.move.empty() ? "-" : m.move) << "\tepoch "
-              << m.epoch << "\t" << m.phase << (m.peer.empty() ? "" : (m.direction == "in" ? "\tfrom " : "\tto ") + m.peer)
-              << "\n";
+    std::cout << "  " << m.direction << "\t" << PeerWords(m.agent) << "\t" << (m.move.empty() ? "-" : PeerWords(m.move))
+              << "\tepoch " << m.epoch << "\t" << PeerWords(m.phase)
+              << (m.peer.empty() ? "" : (m.direction == "in" ? "\tfrom " : "\tto ") + PeerWords(m.peer)) << "\n";
   }
   return kExitOk;
 }

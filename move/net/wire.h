@@ -59,9 +59,15 @@ std::optional<bool> BoolField(const Json& message, const char* key);
 Json WorkingMessage();
 bool IsWorkingMessage(const Json& message);
 
+// A peer's words as they may be printed: every control character (C0, DEL and C1, ESC, CR and
+// NUL among them) written as \xHH, the rest kept, cut to 1000 bytes with how long it was, so
+// that nothing a peer sends moves a terminal's cursor, forges a line or cuts one short.
+std::string PeerWords(std::string_view text);
+
 // A reply for `status`: {"ok": true} or the error with its code.
 Json StatusReply(const Status& status);
-// The status a reply carries (its code kept), naming the call.
+// The status a reply carries (its code kept), naming the call; the target's words as
+// PeerWords prints them.
 Status ReplyStatus(const Json& reply);
 
 // Writes a body: each Write becomes chunks, Close the end marker, Abort the cut-off marker.

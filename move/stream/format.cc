@@ -174,10 +174,8 @@ Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
   Result<Phase> phase = ParsePhase(json["phase"]);
   if (!phase.ok()) return BadManifest(phase.status().message());
   manifest.phase = *phase;
-  std::string move = json.value("move", "");
-  if (move.size() != 32 || move.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    return BadManifest("move must be 128 bits in lowercase hex");
-  }
+  std::string move = json.value("move", Json()).is_string() ? json["move"].get<std::string>() : "";
+  if (!IsMoveId(move)) return BadManifest("move must be 128 bits in lowercase hex");
   manifest.move = move;
   if (!json.value("version", Json()).is_string()) return BadManifest("no version");
   manifest.version = json["version"];
@@ -186,6 +184,12 @@ Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
     return BadManifest("agent needs a string id and name");
   }
   manifest.agent.id = agent["id"];
+  // The agent's id names its folder wherever it arrives: one `capsule init` would refuse is
+  // refused here too ("../../evil").
+  if (!CheckAgentId(manifest.agent.id).ok()) {
+    return BadManifest("agent.id " + ShownText(manifest.agent.id) +
+                       " is not an agent id (1 to 128 letters, digits, '.', '_' or '-', not starting with '.')");
+  }
   manifest.agent.name = agent["name"];
   if (agent.contains("owner")) {
     if (!agent["owner"].is_string()) return BadManifest("agent.owner is not a string");
@@ -217,6 +221,23 @@ Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
 }
 
 Result<std::string> NewMoveId() { return RandomHex(16); }
+
+bool IsMoveId(std::string_view id) {
+  return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+Status CheckMoveId(const std::string& id) {
+  if (IsMoveId(id)) return Status::Ok();
+  return Status::InvalidArgument("move id " + ShownText(id), "must be 32 lowercase hex digits (128 random bits)");
+}
+
+std::string ShownText(std::string_view text) {
+  constexpr size_t kMaxShown = 200;
+  std::string shown = Json(std::string(text.substr(0, kMaxShown)))
+                          .dump(-1, ' ', /*ensure_ascii=*/true, Json::error_handler_t::replace);
+  if (text.size() > kMaxShown) shown += " (cut; " + std::to_string(text.size()) + " bytes in all)";
+  return shown;
+}
 
 Result<HaveMap> HaveFromJson(const Json& json, Code code) {
   if (!json.is_object()) return Status::Make(code, "have", "must be an object of path: sha256");

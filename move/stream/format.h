@@ -90,6 +90,15 @@ struct StreamManifest {
 
 // A new move id: 128 random bits in hex.
 Result<std::string> NewMoveId();
+// Whether `id` is a move id: 32 lowercase hex digits (128 bits).
+bool IsMoveId(std::string_view id);
+// InvalidArgument unless `id` is a move id; the error shows the id escaped (it may come from a
+// peer) and says what one is.
+Status CheckMoveId(const std::string& id);
+// Text from outside (a peer, a stream) as it may appear in a message: quoted as a JSON string
+// with everything outside printable ASCII escaped (ESC as \u001b, CR as \r, NUL as \u0000),
+// cut to 200 bytes.
+std::string ShownText(std::string_view text);
 
 // The receiver's `have`: {"<stream path>": "<sha256>"}.
 using HaveMap = std::map<std::string, std::string>;
