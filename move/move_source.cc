@@ -156,6 +156,10 @@ Result<MoveReport> Mover::Run() {
   // Schedules travel only while paused: refused before anything is offered. The switch's pack
   // checks again (they may be resumed during the copy), before the point of no return.
   CAPSULE_RETURN_IF_ERROR(CheckSchedulesMayTravel(dir_).WithContext("move " + manifest.agent.id));
+  if (record->epoch >= kMaxEpoch) {
+    return Status::FailedPrecondition(dir_, "is at epoch " + std::to_string(record->epoch) +
+                                                ", the largest a move may take it to (2^53-1); it cannot move again");
+  }
   OutgoingMove move;
   move.agent = manifest.agent.id;
   move.epoch = record->epoch + 1;

@@ -149,6 +149,7 @@ Status MoveTarget::OrDrop(const std::string& agent, Status status) {
 Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
   CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(request.agent, request.move));
   const std::string what = "offer of agent " + request.agent + " at epoch " + std::to_string(request.epoch);
+  CAPSULE_RETURN_IF_ERROR(CheckEpoch(request.epoch).WithContext("offer of agent " + request.agent));
   std::string dir = CapsuleDir(request.agent);
   bool have_copy = PathExists(JoinPath(dir, kManifestPath));
   bool mounted = false;
@@ -302,6 +303,7 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
 
 Status MoveTarget::Activate(const std::string& agent, const std::string& move, uint64_t epoch) {
   CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent, move));
+  CAPSULE_RETURN_IF_ERROR(CheckEpoch(epoch).WithContext("activate of move " + move));
   std::string dir = CapsuleDir(agent);
   Result<HolderRecord> held = HolderRecord::Load(dir);
   if (held.ok() && held->epoch == epoch && held->state != HolderState::kRetired && MoveOf(dir) == move) {

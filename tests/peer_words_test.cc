@@ -213,5 +213,41 @@ TEST_F(PeerWordsTest, SourcePrintsATargetsErrorEscaped) {
   EXPECT_EQ(record->state, HolderState::kActive);
 }
 
+// Epochs are bounded (2^53-1): an offer past the bound is refused saying so and blocks no later
+// move; the status shows the epoch taken; an agent at the bound is not offered at all.
+TEST_F(PeerWordsTest, EpochsPastTheBoundAreRefused) {
+  Sidecar sidecar(b_, pki_, seal_, {}, root_ + "/b.log");
+  const std::string good = kGoodMove;
+  auto offer = [&](const std::string& epoch) {
+    return R"({"agent":"agent-1","call":"offer","epoch":)" + epoch + R"(,"move":")" + good + R"("})";
+  };
+  const std::vector<std::string> replies =
+      Peer(sidecar.address(), pki_, {offer("18446744073709551615"), offer("9007199254740992"), offer("0"), offer("2")});
+  EXPECT_TRUE(Contains(replies[0], "epoch 18446744073709551615: an epoch is a whole number from 1 to 2^53-1 "
+                                   "(9007199254740991)"))
+      << replies[0];
+  EXPECT_TRUE(Contains(replies[1], "epoch 9007199254740992: an epoch is a whole number from 1 to 2^53-1")) << replies[1];
+  EXPECT_TRUE(Contains(replies[2], "epoch 0: an epoch is a whole number")) << replies[2];
+  EXPECT_TRUE(Contains(replies[3], R"("ok":true)")) << "a refused offer blocks no later one: " << replies[3];
+  RunResult status = RunCapsule({"sidecar", "status", "--root", b_});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_TRUE(Contains(status.out, "moves in flight: 1\n")) << status.out;
+  EXPECT_TRUE(Contains(status.out, "\tepoch 2\toffered")) << status.out;
+  EXPECT_FALSE(Contains(status.out, "epoch -")) << status.out;
+  RunResult json = RunCapsule({"sidecar", "status", "--root", b_, "--json"});
+  EXPECT_TRUE(Contains(json.out, R"("epoch":2)")) << json.out;
+
+  // The source at the bound: refused before anything is offered, and still active.
+  HolderRecord record = *HolderRecord::Load(a_ + "/agent-1");
+  record.epoch = 9007199254740991u;
+  ASSERT_TRUE(record.Save(a_ + "/agent-1").ok());
+  RunResult moved = Move(sidecar.address());
+  EXPECT_EQ(moved.exit_code, 1);
+  EXPECT_TRUE(Contains(moved.err, "is at epoch 9007199254740991, the largest a move may take it to (2^53-1); it "
+                                  "cannot move again"))
+      << moved.err;
+  EXPECT_EQ(HolderRecord::Load(a_ + "/agent-1")->state, HolderState::kActive);
+}
+
 }  // namespace
 }  // namespace capsule

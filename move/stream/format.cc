@@ -199,6 +199,7 @@ Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
   manifest.harness = json["harness"];
   if (!json.value("epoch", Json()).is_number_unsigned()) return BadManifest("no epoch");
   manifest.epoch = json["epoch"];
+  if (Status bounded = CheckEpoch(manifest.epoch); !bounded.ok()) return BadManifest(bounded.message());
   if (json.contains("removed")) {
     if (manifest.phase != Phase::kSwitch) return BadManifest("removed appears outside a switch");
     if (!json["removed"].is_array()) return BadManifest("removed is not a list");
@@ -221,6 +222,12 @@ Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
 }
 
 Result<std::string> NewMoveId() { return RandomHex(16); }
+
+Status CheckEpoch(uint64_t epoch) {
+  if (epoch >= 1 && epoch <= kMaxEpoch) return Status::Ok();
+  return Status::InvalidArgument("epoch " + std::to_string(epoch),
+                                 "an epoch is a whole number from 1 to 2^53-1 (" + std::to_string(kMaxEpoch) + ")");
+}
 
 bool IsMoveId(std::string_view id) {
   return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;

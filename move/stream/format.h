@@ -72,6 +72,13 @@ struct StreamSpecial {
   std::optional<uint32_t> uid, gid;
 };
 
+// The largest epoch a move may carry: 2^53-1, the largest whole number every JSON reader keeps
+// exactly. An agent at it moves no further (every move takes its epoch one higher); an offer,
+// an activate or a stream past it is refused (man capsule-protocol.7).
+inline constexpr uint64_t kMaxEpoch = (uint64_t{1} << 53) - 1;
+// InvalidArgument unless 1 <= epoch <= kMaxEpoch, saying the bound.
+Status CheckEpoch(uint64_t epoch);
+
 // The stream manifest.
 struct StreamManifest {
   Phase phase = Phase::kCopy;

@@ -1217,6 +1217,16 @@ TEST_F(StreamTest, RefusesBadSpecialFilesInTheManifest) {
                 "lies beneath the link or file 'files/a'");
 }
 
+TEST_F(StreamTest, RefusesEpochPastTheBound) {
+  std::string dst = ReceivedCopy();
+  for (uint64_t epoch : {uint64_t{0}, kMaxEpoch + 1, UINT64_MAX}) {
+    StreamManifest manifest = ManifestFor(Phase::kCopy);
+    manifest.epoch = epoch;
+    ExpectRefused(Forge(*manifest.ToCanonicalText()).End().Finish(), dst,
+                  "epoch " + std::to_string(epoch) + ": an epoch is a whole number from 1 to 2^53-1");
+  }
+}
+
 TEST_F(StreamTest, RefusesDuplicateEntries) {
   std::string dst = ReceivedCopy();
   ExpectRefused(Forge(ManifestText(Phase::kCopy)).File("files/a", "1").File("files/a", "1").End().Finish(), dst,
