@@ -156,6 +156,8 @@ Result<MoveReport> Mover::Run() {
   // Schedules travel only while paused: refused before anything is offered. The switch's pack
   // checks again (they may be resumed during the copy), before the point of no return.
   CAPSULE_RETURN_IF_ERROR(CheckSchedulesMayTravel(dir_).WithContext("move " + manifest.agent.id));
+  // Nor does a secret: a spec that carries one is refused before anything is offered.
+  CAPSULE_RETURN_IF_ERROR(CheckSpecHoldsNoSecret(dir_).WithContext("move " + manifest.agent.id));
   if (record->epoch >= kMaxEpoch) {
     return Status::FailedPrecondition(dir_, "is at epoch " + std::to_string(record->epoch) +
                                                 ", the largest a move may take it to (2^53-1); it cannot move again");

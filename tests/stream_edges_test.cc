@@ -14,6 +14,8 @@
 #include "capsule/base/tar.h"
 #include "capsule/format/workspace.h"
 #include "tests/cli_runner.h"
+#include "tests/fake_target_runner.h"
+#include "tests/sidecar_runner.h"
 
 namespace capsule {
 namespace {
@@ -136,6 +138,45 @@ TEST_F(StreamEdgesTest, FifoAsTarEntryIsRefusedNamingIt) {
   // The same stream unforged arrives: the refusal is the entry's.
   RunResult unpack = RunCapsule({"stream", "unpack", root_ + "/copy.tar", dst_});
   EXPECT_EQ(unpack.exit_code, 0) << unpack.err;
+}
+
+// A capsule whose environment spec carries a secret value (taken in by capsule accept, which
+// records edits as they are): neither packed into a stream, nor exported, nor moved; names
+// the code refuses beyond the obvious ones (APIKEY, MY_TOKENS) included.
+TEST_F(StreamEdgesTest, SecretInTheSpecIsNeverWrittenOut) {
+  Init();
+  ASSERT_TRUE(testing::MakeMoveKeys(root_ + "/pki", root_ + "/seal.key"));
+  testing::FakeTarget target(root_ + "/pki", "refuse", R"("no")", root_ + "/fake.log");
+  for (const std::string name : {"TOKEN", "APIKEY", "MY_TOKENS"}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(WriteFileAtomic(src_ + "/environment/spec.json",
+                                R"({"env":{")" + name + R"(":"abc123"},"image":"debian:12","packages":[],"secrets":[]})")
+                    .ok());
+    RunResult accept = RunCapsule({"accept", src_});
+    ASSERT_EQ(accept.exit_code, 0) << accept.err;
+    const std::string why = "environment/spec.json: env." + name + ": carries a secret value; list \"" + name +
+                            "\" under \"secrets\" by name only";
+    for (const char* phase : {"copy", "switch"}) {
+      RunResult pack = RunCapsule({"stream", "pack", src_, "--phase", phase, "--move", std::string(32, 'a'),
+                                   "--seal-to", std::string(64, '1'), "-o", root_ + "/s.tar"});
+      EXPECT_EQ(pack.exit_code, 1) << phase;
+      EXPECT_TRUE(Contains(pack.err, why + "; a secret never leaves in a stream: nothing was sent")) << pack.err;
+      EXPECT_FALSE(PathExists(root_ + "/s.tar"));
+    }
+    RunResult exported = RunCapsule({"export", src_, "-o", root_ + "/e.tar"});
+    EXPECT_EQ(exported.exit_code, 1);
+    EXPECT_TRUE(Contains(exported.err, why + "; a secret never leaves in an export: export refused")) << exported.err;
+    EXPECT_FALSE(PathExists(root_ + "/e.tar"));
+    RunResult moved = RunCapsule({"move", src_, "--to", target.address(), "--cert", root_ + "/pki/client.pem", "--key",
+                                  root_ + "/pki/client.key", "--ca", root_ + "/pki/ca.pem"});
+    EXPECT_EQ(moved.exit_code, 1);
+    EXPECT_TRUE(Contains(moved.err, why)) << moved.err;
+  }
+  // Refused before anything was offered: the target never heard a call.
+  EXPECT_FALSE(Contains(ReadFile(root_ + "/fake.log").ok() ? *ReadFile(root_ + "/fake.log") : "", "call "));
+  // The files phase carries the workspace only, never the spec: it packs.
+  RunResult files = RunCapsule({"stream", "pack", src_, "--phase", "files", "-o", root_ + "/f.tar"});
+  EXPECT_EQ(files.exit_code, 0) << files.err;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
 #include "capsule/base/version.h"
+#include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/schedule.h"
 #include "capsule/format/layout.h"
@@ -23,6 +24,8 @@
 namespace capsule::move {
 
 namespace {
+
+constexpr uint64_t kMaxSpecBytes = 16 << 20;
 
 // The owner records of a planned entry (none when the snapshot names no owner).
 std::map<std::string, std::string> OwnerRecords(const Planned& item) {
@@ -80,6 +83,15 @@ Status WriteFileEntry(const std::string& dir, const std::string& stream_path, co
 
 }  // namespace
 
+Status CheckSpecHoldsNoSecret(const std::string& dir) {
+  const std::string path = JoinPath(dir, kEnvironmentSpecPath);
+  if (!PathExists(path)) return Status::Ok();
+  CAPSULE_ASSIGN_OR_RETURN(std::string spec, ReadFileBounded(path, kMaxSpecBytes, "an environment spec"));
+  Status checked = CheckEnvironmentSpec(spec);
+  if (checked.ok()) return checked;
+  return Status::Make(checked.code(), "", checked.message() + "; a secret never leaves in a stream: nothing was sent");
+}
+
 Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink* sink, PackStats* stats) {
   // A capsule at rest is trusted before it is sent (capsule/format/trust.h), and no mount
   // starts until it is; a mounted one is vouched for by its mount, which checked it at its
@@ -91,6 +103,9 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
     return at_rest.status();
   }
   CAPSULE_ASSIGN_OR_RETURN(Manifest capsule_manifest, Manifest::LoadHeader(dir));
+  // A secret never leaves in a stream: an environment spec that carries a secret value (a
+  // variable named like one, a URL with a password) is refused, as capsule verify refuses it.
+  if (options.phase != Phase::kFiles) CAPSULE_RETURN_IF_ERROR(CheckSpecHoldsNoSecret(dir));
   StreamManifest manifest;
   manifest.phase = options.phase;
   if (options.move_id) {
