@@ -629,7 +629,7 @@ TEST_F(MoveProtocolTest, AHaveOfAnySizeCrossesTheWire) {
       });
       return std::unique_ptr<Connection>(new SocketConnection(fds[0]));
     });
-    Result<OfferReply> offer = remote.Offer(OfferRequest{kAgent, 1, "00112233445566778899aabbccddeeff"});
+    Result<OfferReply> offer = remote.Offer(OfferRequest{kAgent, 1, "00112233445566778899aabbccddeeff", ""});
     ASSERT_TRUE(offer.ok()) << offer.status().ToString();
     EXPECT_TRUE(offer->have == target.have) << offer->have.size() << " of " << target.have.size() << " paths";
     StringSource stream("some stream bytes");
@@ -904,7 +904,7 @@ TEST_F(MoveProtocolTest, EveryCallChecksTheAgentIdAndKeepsNothingForARefusedOne)
   for (const std::string& agent : {std::string("../../victim"), std::string("a/b"), std::string(""),
                                   std::string(".staging"), std::string(200, 'x')}) {
     StringSource empty("");
-    EXPECT_EQ(target.Offer({agent, 2, move}).status().code(), Code::kInvalidArgument) << agent;
+    EXPECT_EQ(target.Offer({agent, 2, move, ""}).status().code(), Code::kInvalidArgument) << agent;
     EXPECT_EQ(target.Copy(agent, move, &empty).status().code(), Code::kInvalidArgument) << agent;
     EXPECT_EQ(target.Switch(agent, move, &empty).code(), Code::kInvalidArgument) << agent;
     EXPECT_EQ(target.Activate(agent, move, 2).code(), Code::kInvalidArgument) << agent;

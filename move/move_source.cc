@@ -174,7 +174,7 @@ Result<MoveReport> Mover::Run() {
   report.epoch = move.epoch;
   CAPSULE_RETURN_IF_ERROR(SaveOutgoing(dir_, move));
 
-  Result<OfferReply> offer = target_->Offer(OfferRequest{move.agent, move.epoch, move.move});
+  Result<OfferReply> offer = target_->Offer(OfferRequest{move.agent, move.epoch, move.move, ""});
   if (Crash("offered")) return CrashStatus("offered");
   if (!offer.ok()) return Rollback(move, offer.status().WithContext("offer"));
   Result<std::string> seal_to = HexDecode(offer->seal_key_hex, "the target's sealing key");

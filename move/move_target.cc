@@ -99,6 +99,9 @@ MoveTarget::AgentCall::~AgentCall() {
   lock_.unlock();
   mutex_.reset();
   std::lock_guard guard(target_->mu_);
+  if (auto pending = target_->pending_.find(agent_); pending != target_->pending_.end()) {
+    pending->second.last_word = std::chrono::steady_clock::now();  // a call just ended
+  }
   auto it = target_->locks_.find(agent_);
   // Only the map's reference left: no other call holds this lock or waits for it (each takes
   // its reference under mu_ before it waits).
@@ -118,7 +121,49 @@ Result<MoveTarget::AgentCall> MoveTarget::LockAgent(const std::string& agent, co
     if (!slot) slot = std::make_shared<std::mutex>();
     mutex = slot;
   }
-  return AgentCall(this, agent, std::move(mutex));
+  AgentCall call(this, agent, std::move(mutex));
+  std::lock_guard guard(mu_);
+  if (auto pending = pending_.find(agent); pending != pending_.end()) {
+    pending->second.last_word = std::chrono::steady_clock::now();  // a call begins
+  }
+  return call;
+}
+
+std::vector<DroppedMove> MoveTarget::DropSilent() {
+  auto silent_since = [this](const Pending& pending) {
+    return std::chrono::steady_clock::now() - pending.last_word > limits_.silence;
+  };
+  std::vector<std::string> silent;
+  {
+    std::lock_guard guard(mu_);
+    for (const auto& [agent, pending] : pending_) {
+      if (silent_since(pending) && !locks_.count(agent)) silent.push_back(agent);
+    }
+  }
+  std::vector<DroppedMove> dropped;
+  for (const std::string& agent : silent) {
+    std::shared_ptr<std::mutex> mutex;
+    {
+      std::lock_guard guard(mu_);
+      if (locks_.count(agent)) continue;  // a call came meanwhile: the source spoke
+      mutex = locks_[agent] = std::make_shared<std::mutex>();
+    }
+    // The agent's lock, as a call takes it (at once: no call holds or awaits it), so that no
+    // call of the move runs while it is rolled back; one that comes after finds no move.
+    AgentCall hold(this, agent, std::move(mutex));
+    DroppedMove gone;
+    {
+      std::lock_guard guard(mu_);
+      auto it = pending_.find(agent);
+      if (it == pending_.end() || !silent_since(it->second)) continue;
+      static constexpr const char* kPhaseNames[] = {"offered", "copied", "switched"};
+      gone = DroppedMove{agent, it->second.move, it->second.source, kPhaseNames[static_cast<int>(it->second.phase)],
+                         it->second.epoch};
+    }
+    Drop(agent);
+    dropped.push_back(std::move(gone));
+  }
+  return dropped;
 }
 
 Result<MoveTarget::Pending*> MoveTarget::Expect(const std::string& agent, const std::string& move, Phase phase,
@@ -176,6 +221,22 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
     return Status::FailedPrecondition(what, "refused: this machine knows epoch " + std::to_string(known) +
                                                 " of the agent, and an offer must be newer");
   }
+  {
+    // A source may have so many moves in flight here (each a staging area); an offer for an
+    // agent it is moving already replaces that move.
+    std::lock_guard lock(mu_);
+    int in_flight = 0;
+    for (const auto& [agent, pending] : pending_) {
+      if (agent != request.agent && pending.source == request.source) ++in_flight;
+    }
+    if (in_flight >= limits_.max_moves_per_source) {
+      return Status::FailedPrecondition(
+          what, "refused: " + std::to_string(in_flight) + " moves from " +
+                    (request.source.empty() ? std::string("this source") : ShownText(request.source)) +
+                    " are in flight here, the most one source may have (capsule serve --max-moves-per-source); "
+                    "try again once one has ended");
+    }
+  }
   if (mounted) {  // only now that the offer is one to take: a refused one changes nothing
     if (!release_retired_) {
       return Status::FailedPrecondition(what, "its retired copy is mounted here; unmount it first");
@@ -202,7 +263,11 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
   }();
   CAPSULE_RETURN_IF_ERROR(OrDrop(request.agent, staged));
   std::lock_guard lock(mu_);
-  pending_[request.agent] = Pending{request.move, request.epoch, Phase::kOffered, {}, {}, {}, std::nullopt};
+  Pending& pending = pending_[request.agent];
+  pending = Pending{};
+  pending.move = request.move;
+  pending.epoch = request.epoch;
+  pending.source = request.source;
   return reply;
 }
 

@@ -20,6 +20,8 @@ class TlsLink : public Connection {
   ByteSink* out() override { return conn_.get(); }
   void Close() override { (void)conn_->Close(); }
   std::string peer() const override { return conn_->peer(); }
+  // The common name of the peer's certificate: who it is, whatever address it comes from.
+  std::string peer_name() const { return conn_->peer_common_name(); }
 
  private:
   std::unique_ptr<TlsConnection> conn_;

@@ -110,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   StringSource body("body");
   const std::string agent = "agent-1", move = "0123456789abcdef0123456789abcdef";
-  (void)target.Offer({agent, 2, move});
+  (void)target.Offer({agent, 2, move, ""});
   (void)target.Copy(agent, move, &body);
   (void)target.Switch(agent, move, &body);
   (void)target.Activate(agent, move, 2);

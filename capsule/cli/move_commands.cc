@@ -1,7 +1,7 @@
 // capsule serve --root DIR --listen HOST:PORT --cert FILE --key FILE --ca FILE --seal-key FILE
 //               [--mount-to DIR] [--sandbox-cache DIR] [--handshake-timeout S]
 //               [--max-connections N] [--max-connections-per-peer N] [--max-handshakes N]
-//               [--max-handshakes-per-peer N]
+//               [--max-handshakes-per-peer N] [--staging-timeout S] [--max-moves-per-source N]
 // capsule move SOURCE --to HOST:PORT --cert FILE --key FILE --ca FILE [--recover] [--json]
 //              [--progress]
 #include "capsule/cli/cli.h"
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <vector>
 #include <cstdio>
@@ -157,8 +158,19 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
                     "TLS handshakes in progress at once from one address; past it a new one takes the place of its "
                     "oldest (default " + std::to_string(door.max_handshakes_per_peer) + ")")
       ->check(PositiveWholeNumber());
+  auto staging_timeout = std::make_shared<int>(
+      static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(serve_args->staging.silence).count()));
+  serve->add_option("--staging-timeout", *staging_timeout,
+                    "Seconds a move in flight may go without a word from its source before it is rolled back and "
+                    "its staging area removed (default " + std::to_string(*staging_timeout) + ")")
+      ->check(PositiveWholeNumber());
+  serve->add_option("--max-moves-per-source", serve_args->staging.max_moves_per_source,
+                    "Moves in flight at once from one source (its certificate's name); past it an offer is refused "
+                    "(default " + std::to_string(serve_args->staging.max_moves_per_source) + ")")
+      ->check(PositiveWholeNumber());
   serve->footer("The protocol, its failure rules and recovery, the door's limits: man capsule-protocol.7");
-  serve->callback([serve_args, exit_code] {
+  serve->callback([serve_args, staging_timeout, exit_code] {
+    serve_args->staging.silence = std::chrono::seconds(*staging_timeout);
     // The folders it makes lie outside every capsule (a mount's files/ excepted).
     for (const auto& [what, path] : {std::pair<const char*, const std::string&>{"--root", serve_args->root},
                                      {"--mount-to", serve_args->mount_to},
