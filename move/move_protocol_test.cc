@@ -474,7 +474,7 @@ std::pair<Result<MoveReport>, int> MoveOverTheWire(TargetApi* target, const std:
   int dials = 0;
   Result<MoveReport> moved = Status::Unavailable("move", "not run");
   {
-    RemoteTarget remote("target", [&]() -> Result<std::unique_ptr<Connection>> {
+    RemoteTarget remote("target", [&](int) -> Result<std::unique_ptr<Connection>> {
       int fds[2];
       if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return Status::IOError("socketpair", errno);
       ++dials;
@@ -620,7 +620,7 @@ TEST_F(MoveProtocolTest, AHaveOfAnySizeCrossesTheWire) {
   }
   std::vector<std::thread> servers;
   {
-    RemoteTarget remote("target", [&]() -> Result<std::unique_ptr<Connection>> {
+    RemoteTarget remote("target", [&](int) -> Result<std::unique_ptr<Connection>> {
       int fds[2];
       if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return Status::IOError("socketpair", errno);
       servers.emplace_back([&target, fd = fds[1]] {
@@ -683,7 +683,7 @@ TEST_F(MoveProtocolTest, OverTlsASlowTargetKeepsTheCallAliveWhileItWorks) {
   std::string to = "127.0.0.1:" + std::to_string((*listener)->port());
   Result<MoveReport> moved = Status::Unavailable("move", "not run");
   {
-    RemoteTarget remote(to, [&]() -> Result<std::unique_ptr<Connection>> {
+    RemoteTarget remote(to, [&](int) -> Result<std::unique_ptr<Connection>> {
       CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<TlsConnection> conn, TlsConnect(to, client, 5));
       conn->set_timeout_seconds(1);
       return std::unique_ptr<Connection>(new TlsLink(std::move(conn)));

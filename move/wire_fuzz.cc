@@ -103,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // finds the input's end (the connection is gone).
   auto shared = std::make_shared<std::string>(std::move(input));
   bool dialled = false;
-  RemoteTarget target("fuzz", [shared, &dialled]() -> Result<std::unique_ptr<Connection>> {
+  RemoteTarget target("fuzz", [shared, &dialled](int) -> Result<std::unique_ptr<Connection>> {
     if (dialled) return Status::Unavailable("fuzz", "no more connections");
     dialled = true;
     return std::unique_ptr<Connection>(new FuzzConnection(*shared));

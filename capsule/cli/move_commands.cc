@@ -3,7 +3,7 @@
 //               [--max-connections N] [--max-connections-per-peer N] [--max-handshakes N]
 //               [--max-handshakes-per-peer N] [--staging-timeout S] [--max-moves-per-source N]
 // capsule move SOURCE --to HOST:PORT --cert FILE --key FILE --ca FILE [--recover] [--json]
-//              [--progress]
+//              [--progress] [--query-tries N] [--query-timeout S]
 #include "capsule/cli/cli.h"
 
 #include <signal.h>
@@ -42,6 +42,8 @@ using move::TlsDialer;
 struct MoveArgs {
   std::string source, to, cert, key, ca;
   bool recover = false;
+  int query_tries = 20;
+  int query_timeout = 10;  // seconds
 };
 
 std::string Mib(uint64_t bytes) {
@@ -54,8 +56,13 @@ int RunMoveCommand(const MoveArgs& args) {
   ::signal(SIGPIPE, SIG_IGN);
   move::TlsCredentials credentials{args.cert, args.key, args.ca};
   move::RemoteTarget target(args.to, TlsDialer(args.to, credentials));
+  target.set_query_timeout(std::chrono::seconds(args.query_timeout));
   move::MoveOptions options;
   options.to = args.to;
+  options.query_attempts = args.query_tries;
+  // While it waits for the target to say whether it took over, the operator sees why the agent
+  // is frozen, a line per query.
+  options.on_wait = [](const std::string& waiting) { std::cerr << "capsule: " << move::PeerWords(waiting) << "\n"; };
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
   options.progress = progress.get();
   if (args.recover) {
@@ -212,6 +219,13 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   move->add_option("--ca", move_args->ca, "CA certificate(s) the target's certificate must chain to (PEM)")->required();
   move->add_flag("--recover", move_args->recover,
                  "Only resolve the move SOURCE records as unfinished (ask the target; retire or thaw)");
+  move->add_option("--query-tries", move_args->query_tries,
+                   "When activate's reply is lost: how many times to ask the target which epoch it holds, half a "
+                   "second apart, before giving up with the agent still frozen (default 20)")
+      ->check(PositiveWholeNumber());
+  move->add_option("--query-timeout", move_args->query_timeout,
+                   "Seconds each such query may take to connect, and then to be answered (default 10)")
+      ->check(PositiveWholeNumber());
   AddJsonFlag(move, "Print the move's figures as JSON (an error as JSON)");
   AddProgressFlag(move);
   move->footer("Exit 0 only when the target holds the new epoch and SOURCE is retired. man capsule-protocol.7");
