@@ -12,6 +12,11 @@
 // activation replaced: Open() removes it all, and the holder record of ROOT/<agent-id>
 // alone says which epoch this machine holds. No guessing, no timeout.
 //
+// While it runs, a move whose source falls silent ends too: DropSilent rolls back each move in
+// flight no call has been made for within StagingLimits::silence, and an offer past a
+// source's StagingLimits::max_moves_per_source is refused, so that offers left behind hold
+// staging areas for a bounded time, in a bounded number.
+//
 // Thread-safety: every call takes the agent's lock; calls for different agents run at once.
 #pragma once
 
