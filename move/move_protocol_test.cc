@@ -474,7 +474,7 @@ std::pair<Result<MoveReport>, int> MoveOverTheWire(TargetApi* target, const std:
   int dials = 0;
   Result<MoveReport> moved = Status::Unavailable("move", "not run");
   {
-    RemoteTarget remote("target", [&]() -> Result<std::unique_ptr<Connection>> {
+    RemoteTarget remote("target", [&](int) -> Result<std::unique_ptr<Connection>> {
       int fds[2];
       if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return Status::IOError("socketpair", errno);
       ++dials;
@@ -620,7 +620,7 @@ TEST_F(MoveProtocolTest, AHaveOfAnySizeCrossesTheWire) {
   }
   std::vector<std::thread> servers;
   {
-    RemoteTarget remote("target", [&]() -> Result<std::unique_ptr<Connection>> {
+    RemoteTarget remote("target", [&](int) -> Result<std::unique_ptr<Connection>> {
       int fds[2];
       if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return Status::IOError("socketpair", errno);
       servers.emplace_back([&target, fd = fds[1]] {
@@ -629,7 +629,7 @@ TEST_F(MoveProtocolTest, AHaveOfAnySizeCrossesTheWire) {
       });
       return std::unique_ptr<Connection>(new SocketConnection(fds[0]));
     });
-    Result<OfferReply> offer = remote.Offer(OfferRequest{kAgent, 1, "00112233445566778899aabbccddeeff"});
+    Result<OfferReply> offer = remote.Offer(OfferRequest{kAgent, 1, "00112233445566778899aabbccddeeff", ""});
     ASSERT_TRUE(offer.ok()) << offer.status().ToString();
     EXPECT_TRUE(offer->have == target.have) << offer->have.size() << " of " << target.have.size() << " paths";
     StringSource stream("some stream bytes");
@@ -683,7 +683,7 @@ TEST_F(MoveProtocolTest, OverTlsASlowTargetKeepsTheCallAliveWhileItWorks) {
   std::string to = "127.0.0.1:" + std::to_string((*listener)->port());
   Result<MoveReport> moved = Status::Unavailable("move", "not run");
   {
-    RemoteTarget remote(to, [&]() -> Result<std::unique_ptr<Connection>> {
+    RemoteTarget remote(to, [&](int) -> Result<std::unique_ptr<Connection>> {
       CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<TlsConnection> conn, TlsConnect(to, client, 5));
       conn->set_timeout_seconds(1);
       return std::unique_ptr<Connection>(new TlsLink(std::move(conn)));
@@ -904,7 +904,7 @@ TEST_F(MoveProtocolTest, EveryCallChecksTheAgentIdAndKeepsNothingForARefusedOne)
   for (const std::string& agent : {std::string("../../victim"), std::string("a/b"), std::string(""),
                                   std::string(".staging"), std::string(200, 'x')}) {
     StringSource empty("");
-    EXPECT_EQ(target.Offer({agent, 2, move}).status().code(), Code::kInvalidArgument) << agent;
+    EXPECT_EQ(target.Offer({agent, 2, move, ""}).status().code(), Code::kInvalidArgument) << agent;
     EXPECT_EQ(target.Copy(agent, move, &empty).status().code(), Code::kInvalidArgument) << agent;
     EXPECT_EQ(target.Switch(agent, move, &empty).code(), Code::kInvalidArgument) << agent;
     EXPECT_EQ(target.Activate(agent, move, 2).code(), Code::kInvalidArgument) << agent;

@@ -117,8 +117,8 @@ class Mover {
 
   Result<MoveReport> Run();
   // After "activate sent": ask, then retire (true) or thaw (false); Unavailable while there is
-  // no answer.
-  Result<bool> Resolve(const OutgoingMove& move);
+  // no answer. `why` says why it asks, for MoveOptions::on_wait.
+  Result<bool> Resolve(const OutgoingMove& move, const std::string& why);
   // Before it: abort at the target, thaw here, forget the move.
   Status Rollback(const OutgoingMove& move, Status why);
 
@@ -156,6 +156,12 @@ Result<MoveReport> Mover::Run() {
   // Schedules travel only while paused: refused before anything is offered. The switch's pack
   // checks again (they may be resumed during the copy), before the point of no return.
   CAPSULE_RETURN_IF_ERROR(CheckSchedulesMayTravel(dir_).WithContext("move " + manifest.agent.id));
+  // Nor does a secret: a spec that carries one is refused before anything is offered.
+  CAPSULE_RETURN_IF_ERROR(CheckSpecHoldsNoSecret(dir_).WithContext("move " + manifest.agent.id));
+  if (record->epoch >= kMaxEpoch) {
+    return Status::FailedPrecondition(dir_, "is at epoch " + std::to_string(record->epoch) +
+                                                ", the largest a move may take it to (2^53-1); it cannot move again");
+  }
   OutgoingMove move;
   move.agent = manifest.agent.id;
   move.epoch = record->epoch + 1;
@@ -168,7 +174,7 @@ Result<MoveReport> Mover::Run() {
   report.epoch = move.epoch;
   CAPSULE_RETURN_IF_ERROR(SaveOutgoing(dir_, move));
 
-  Result<OfferReply> offer = target_->Offer(OfferRequest{move.agent, move.epoch, move.move});
+  Result<OfferReply> offer = target_->Offer(OfferRequest{move.agent, move.epoch, move.move, ""});
   if (Crash("offered")) return CrashStatus("offered");
   if (!offer.ok()) return Rollback(move, offer.status().WithContext("offer"));
   Result<std::string> seal_to = HexDecode(offer->seal_key_hex, "the target's sealing key");
@@ -249,7 +255,7 @@ Result<MoveReport> Mover::Run() {
   report.frozen_seconds = SecondsSince(frozen_at);
   if (Crash("activated")) return CrashStatus("activated");
   if (!activated.ok()) {
-    Result<bool> moved = Resolve(move);
+    Result<bool> moved = Resolve(move, "activate's reply was lost (" + activated.message() + ")");
     if (!moved.ok()) return moved.status().WithContext("activate's reply was lost (" + activated.message() + ")");
     if (!*moved) {
       return Status::FailedPrecondition("move " + move.move, "the target did not take over (" + activated.message() +
@@ -280,10 +286,16 @@ Status Mover::Rollback(const OutgoingMove& move, Status why) {
   return why;
 }
 
-Result<bool> Mover::Resolve(const OutgoingMove& move) {
+Result<bool> Mover::Resolve(const OutgoingMove& move, const std::string& why) {
   std::string last = "no answer";
-  for (int attempt = 0; attempt < std::max(1, options_.query_attempts); ++attempt) {
+  const int tries = std::max(1, options_.query_attempts);
+  for (int attempt = 0; attempt < tries; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(options_.query_interval);
+    if (options_.on_wait) {
+      options_.on_wait("move " + move.move + ": " + why + "; asking " + move.to + " which epoch it holds of agent " +
+                       move.agent + ", try " + std::to_string(attempt + 1) + " of " + std::to_string(tries) +
+                       (attempt > 0 ? " (" + last + ")" : "") + "; the agent stays frozen here until it answers");
+    }
     Result<QueryReply> reply = target_->Query(move.agent, move.move);
     if (!reply.ok()) {
       last = reply.status().message();
@@ -356,7 +368,9 @@ Status RecoverMove(const std::string& source, TargetApi* target, const MoveOptio
   CAPSULE_ASSIGN_OR_RETURN(std::optional<OutgoingMove> left, LoadOutgoingMove(dir));
   if (!left) return Status::Ok();
   Mover mover(std::move(local), target, options);
-  if (left->phase == "activate-sent") return mover.Resolve(*left).status();
+  if (left->phase == "activate-sent") {
+    return mover.Resolve(*left, "an earlier run sent activate and did not learn its outcome").status();
+  }
   Status rolled = mover.Rollback(*left, Status::Ok());
   return rolled;
 }

@@ -28,9 +28,14 @@ struct MoveOptions {
   // Each phase as it begins: "copy" and "switch" count the file bytes and files they send, of
   // those the target lacks; "preverify", "freeze" and "activate" only their time.
   Progress* progress = nullptr;
-  // After activate's reply is lost: how often to ask the target, and how long between.
+  // After activate's reply is lost: how often to ask the target, and how long between (each
+  // query's own time is the target's: RemoteTarget::set_query_timeout, 10 s by default).
   int query_attempts = 20;
   std::chrono::milliseconds query_interval{500};
+  // Told, before each query, what the source is waiting for (the agent stays frozen meanwhile),
+  // for the operator: "move M: activate's reply was lost (...); asking HOST which epoch it
+  // holds, try 2 of 20 (...); the agent stays frozen here until it answers".
+  std::function<void(const std::string&)> on_wait;
   // Tests only: stop dead (no rollback, as a crash would) right after this step:
   // "offered", "copied", "frozen", "switched", "activate-sent", "activated".
   std::string crash_after;

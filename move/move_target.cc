@@ -99,14 +99,21 @@ MoveTarget::AgentCall::~AgentCall() {
   lock_.unlock();
   mutex_.reset();
   std::lock_guard guard(target_->mu_);
+  if (auto pending = target_->pending_.find(agent_); pending != target_->pending_.end()) {
+    pending->second.last_word = std::chrono::steady_clock::now();  // a call just ended
+  }
   auto it = target_->locks_.find(agent_);
   // Only the map's reference left: no other call holds this lock or waits for it (each takes
   // its reference under mu_ before it waits).
   if (it != target_->locks_.end() && it->second.use_count() == 1) target_->locks_.erase(it);
 }
 
-Result<MoveTarget::AgentCall> MoveTarget::LockAgent(const std::string& agent) {
-  CAPSULE_RETURN_IF_ERROR(CheckAgentId(agent));
+Result<MoveTarget::AgentCall> MoveTarget::LockAgent(const std::string& agent, const std::string& move) {
+  if (Status id = CheckAgentId(agent); !id.ok()) {
+    return Status::InvalidArgument("agent id " + ShownText(agent),
+                                   "not an agent id (1 to 128 letters, digits, '.', '_' or '-', not starting with '.')");
+  }
+  CAPSULE_RETURN_IF_ERROR(CheckMoveId(move));
   std::shared_ptr<std::mutex> mutex;
   {
     std::lock_guard guard(mu_);
@@ -114,7 +121,49 @@ Result<MoveTarget::AgentCall> MoveTarget::LockAgent(const std::string& agent) {
     if (!slot) slot = std::make_shared<std::mutex>();
     mutex = slot;
   }
-  return AgentCall(this, agent, std::move(mutex));
+  AgentCall call(this, agent, std::move(mutex));
+  std::lock_guard guard(mu_);
+  if (auto pending = pending_.find(agent); pending != pending_.end()) {
+    pending->second.last_word = std::chrono::steady_clock::now();  // a call begins
+  }
+  return call;
+}
+
+std::vector<DroppedMove> MoveTarget::DropSilent() {
+  auto silent_since = [this](const Pending& pending) {
+    return std::chrono::steady_clock::now() - pending.last_word > limits_.silence;
+  };
+  std::vector<std::string> silent;
+  {
+    std::lock_guard guard(mu_);
+    for (const auto& [agent, pending] : pending_) {
+      if (silent_since(pending) && !locks_.count(agent)) silent.push_back(agent);
+    }
+  }
+  std::vector<DroppedMove> dropped;
+  for (const std::string& agent : silent) {
+    std::shared_ptr<std::mutex> mutex;
+    {
+      std::lock_guard guard(mu_);
+      if (locks_.count(agent)) continue;  // a call came meanwhile: the source spoke
+      mutex = locks_[agent] = std::make_shared<std::mutex>();
+    }
+    // The agent's lock, as a call takes it (at once: no call holds or awaits it), so that no
+    // call of the move runs while it is rolled back; one that comes after finds no move.
+    AgentCall hold(this, agent, std::move(mutex));
+    DroppedMove gone;
+    {
+      std::lock_guard guard(mu_);
+      auto it = pending_.find(agent);
+      if (it == pending_.end() || !silent_since(it->second)) continue;
+      static constexpr const char* kPhaseNames[] = {"offered", "copied", "switched"};
+      gone = DroppedMove{agent, it->second.move, it->second.source, kPhaseNames[static_cast<int>(it->second.phase)],
+                         it->second.epoch};
+    }
+    Drop(agent);
+    dropped.push_back(std::move(gone));
+  }
+  return dropped;
 }
 
 Result<MoveTarget::Pending*> MoveTarget::Expect(const std::string& agent, const std::string& move, Phase phase,
@@ -143,8 +192,9 @@ Status MoveTarget::OrDrop(const std::string& agent, Status status) {
 }
 
 Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(request.agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(request.agent, request.move));
   const std::string what = "offer of agent " + request.agent + " at epoch " + std::to_string(request.epoch);
+  CAPSULE_RETURN_IF_ERROR(CheckEpoch(request.epoch).WithContext("offer of agent " + request.agent));
   std::string dir = CapsuleDir(request.agent);
   bool have_copy = PathExists(JoinPath(dir, kManifestPath));
   bool mounted = false;
@@ -170,6 +220,22 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
   if (request.epoch <= known) {
     return Status::FailedPrecondition(what, "refused: this machine knows epoch " + std::to_string(known) +
                                                 " of the agent, and an offer must be newer");
+  }
+  {
+    // A source may have so many moves in flight here (each a staging area); an offer for an
+    // agent it is moving already replaces that move.
+    std::lock_guard lock(mu_);
+    int in_flight = 0;
+    for (const auto& [agent, pending] : pending_) {
+      if (agent != request.agent && pending.source == request.source) ++in_flight;
+    }
+    if (in_flight >= limits_.max_moves_per_source) {
+      return Status::FailedPrecondition(
+          what, "refused: " + std::to_string(in_flight) + " moves from " +
+                    (request.source.empty() ? std::string("this source") : ShownText(request.source)) +
+                    " are in flight here, the most one source may have (capsule serve --max-moves-per-source); "
+                    "try again once one has ended");
+    }
   }
   if (mounted) {  // only now that the offer is one to take: a refused one changes nothing
     if (!release_retired_) {
@@ -197,7 +263,11 @@ Result<OfferReply> MoveTarget::Offer(const OfferRequest& request) {
   }();
   CAPSULE_RETURN_IF_ERROR(OrDrop(request.agent, staged));
   std::lock_guard lock(mu_);
-  pending_[request.agent] = Pending{request.move, request.epoch, Phase::kOffered, {}, {}, {}, std::nullopt};
+  Pending& pending = pending_[request.agent];
+  pending = Pending{};
+  pending.move = request.move;
+  pending.epoch = request.epoch;
+  pending.source = request.source;
   return reply;
 }
 
@@ -217,7 +287,7 @@ Result<std::string> MoveTarget::PrepareSandbox(const std::string& staging, const
 }
 
 Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& move, ByteSource* stream) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent, move));
   CAPSULE_ASSIGN_OR_RETURN(Pending * pending, Expect(agent, move, Phase::kOffered, "copy"));
   std::string staging = StagingDir(agent);
   uint64_t epoch = pending->epoch;
@@ -258,7 +328,7 @@ Result<HaveMap> MoveTarget::Copy(const std::string& agent, const std::string& mo
 }
 
 Status MoveTarget::Switch(const std::string& agent, const std::string& move, ByteSource* stream) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent, move));
   CAPSULE_ASSIGN_OR_RETURN(Pending * pending, Expect(agent, move, Phase::kCopied, "switch"));
   std::string staging = StagingDir(agent);
   uint64_t epoch = pending->epoch;
@@ -297,7 +367,8 @@ Status MoveTarget::Switch(const std::string& agent, const std::string& move, Byt
 }
 
 Status MoveTarget::Activate(const std::string& agent, const std::string& move, uint64_t epoch) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent, move));
+  CAPSULE_RETURN_IF_ERROR(CheckEpoch(epoch).WithContext("activate of move " + move));
   std::string dir = CapsuleDir(agent);
   Result<HolderRecord> held = HolderRecord::Load(dir);
   if (held.ok() && held->epoch == epoch && held->state != HolderState::kRetired && MoveOf(dir) == move) {
@@ -379,7 +450,7 @@ Status MoveTarget::PutBack(const std::string& dir, const std::string& staging, b
 }
 
 Result<QueryReply> MoveTarget::Query(const std::string& agent, const std::string& move) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent, move));
   {
     // The answer is final: a move not activated now never will be, so a late activate
     // (from a connection the source gave up on) cannot make two holders.
@@ -402,7 +473,7 @@ Result<QueryReply> MoveTarget::Query(const std::string& agent, const std::string
 }
 
 Status MoveTarget::Abort(const std::string& agent, const std::string& move) {
-  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent));
+  CAPSULE_ASSIGN_OR_RETURN(AgentCall agent_call, LockAgent(agent, move));
   bool ours = false;
   {
     std::lock_guard lock(mu_);

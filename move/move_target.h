@@ -12,9 +12,15 @@
 // activation replaced: Open() removes it all, and the holder record of ROOT/<agent-id>
 // alone says which epoch this machine holds. No guessing, no timeout.
 //
+// While it runs, a move whose source falls silent ends too: DropSilent rolls back each move in
+// flight no call has been made for within StagingLimits::silence, and an offer past a
+// source's StagingLimits::max_moves_per_source is refused, so that offers left behind hold
+// staging areas for a bounded time, in a bounded number.
+//
 // Thread-safety: every call takes the agent's lock; calls for different agents run at once.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,6 +38,19 @@
 #include "move/target_api.h"
 
 namespace capsule::move {
+
+// How long a move in flight may go without a word from its source, and how many one source
+// may have in flight at once (capsule serve --staging-timeout, --max-moves-per-source).
+struct StagingLimits {
+  std::chrono::milliseconds silence = std::chrono::minutes(10);
+  int max_moves_per_source = 32;
+};
+
+// A move in flight that DropSilent rolled back.
+struct DroppedMove {
+  std::string agent, move, source, phase;  // phase: offered, copied or switched
+  uint64_t epoch = 0;
+};
 
 class MoveTarget : public TargetApi {
  public:
@@ -68,6 +87,14 @@ class MoveTarget : public TargetApi {
   // be built refuses the move (rolled back, the source resumes). Unset: no sandbox is built.
   void set_sandbox_cache(std::string cache) { sandbox_cache_ = std::move(cache); }
 
+  // Set before the first call.
+  void set_staging_limits(StagingLimits limits) { limits_ = limits; }
+  // Rolls back every move in flight that no call has been made for (none running, none
+  // waiting) for longer than the limits' silence: its staging area is removed and it is
+  // forgotten, as if its source had aborted it (a late call of it is refused, and the
+  // source's query finds the epoch held before). Returns what it dropped.
+  std::vector<DroppedMove> DropSilent();
+
   const std::string& root() const { return root_; }
   std::string CapsuleDir(const std::string& agent) const;
   std::string StagingDir(const std::string& agent) const;
@@ -78,6 +105,9 @@ class MoveTarget : public TargetApi {
     std::string move;
     uint64_t epoch = 0;
     Phase phase = Phase::kOffered;
+    std::string source;  // OfferRequest::source
+    // When the last call for the agent began or ended: the last word from the source.
+    std::chrono::steady_clock::time_point last_word = std::chrono::steady_clock::now();
     journal::CheckedJournal journal;  // what the copy checked of the staged journal
     journal::render::ModelChoices choices;  // the staged journal's models, as the copy found them
     std::string sandbox;              // the digest of the sandbox the copy built, if any
@@ -108,9 +138,9 @@ class MoveTarget : public TargetApi {
     std::shared_ptr<std::mutex> mutex_;
     std::unique_lock<std::mutex> lock_;
   };
-  // Refuses an agent id that is not one (CheckAgentId) before anything is kept or touched for
-  // it, then takes its lock.
-  Result<AgentCall> LockAgent(const std::string& agent);
+  // Refuses an agent id that is not one (CheckAgentId) or a move id that is not one
+  // (CheckMoveId) before anything is kept or touched for them, then takes the agent's lock.
+  Result<AgentCall> LockAgent(const std::string& agent, const std::string& move);
   // The pending move of `agent` when it is `move` in `phase`; FailedPrecondition otherwise.
   Result<Pending*> Expect(const std::string& agent, const std::string& move, Phase phase, const char* call);
   // Empties the agent's staging area and forgets its pending move.
@@ -131,6 +161,7 @@ class MoveTarget : public TargetApi {
   std::function<Status(const std::string&, const std::string&)> start_agent_;
   std::function<Status(const std::string&, const std::string&)> release_retired_;
   std::string sandbox_cache_;
+  StagingLimits limits_;
   std::mutex mu_;  // guards locks_ and pending_; never held while an agent's lock is taken
   std::map<std::string, std::shared_ptr<std::mutex>> locks_;  // only agents a call holds or awaits
 

@@ -1,5 +1,6 @@
 #include "move/remote_target.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <vector>
@@ -30,13 +31,14 @@ Result<std::string> ReadHaveBody(ByteSource* in) {
 
 }  // namespace
 
-Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body, HaveMap* have) {
+Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body, HaveMap* have,
+                                 std::optional<std::chrono::seconds> limit) {
   if (conn_ && std::chrono::steady_clock::now() - last_used_ > max_idle_) {
     conn_->Close();  // the far end may have given up on it: a fresh one costs a handshake
     conn_.reset();
   }
   if (!conn_) {
-    Result<std::unique_ptr<Connection>> dialed = dial_();
+    Result<std::unique_ptr<Connection>> dialed = dial_(limit ? static_cast<int>(limit->count()) : 0);
     if (!dialed.ok()) {
       if (dialed.status().code() == Code::kPermissionDenied) return dialed.status();
       return Status::Unavailable(name_, dialed.status().message());
@@ -65,18 +67,27 @@ Result<Json> RemoteTarget::Call(const Json& request, ByteSource* body, HaveMap* 
       if (Status sent = chunks.Write(std::string_view(buffer.data(), *n)); !sent.ok()) return Lost(sent);
     }
   }
+  // The request is sent: a target at work says so every kWorkingInterval, so one silent for
+  // longer than kReplySilenceSeconds (or the call's limit) is gone. Only ever shortened.
+  const int link_timeout = conn_->timeout_seconds();
+  int reply_timeout = limit ? static_cast<int>(limit->count()) : kReplySilenceSeconds;
+  if (link_timeout > 0) reply_timeout = std::min(reply_timeout, link_timeout);
+  conn_->set_timeout_seconds(reply_timeout);
+  const std::chrono::milliseconds max_wait =
+      limit ? std::min<std::chrono::milliseconds>(*limit, max_call_wait_) : max_call_wait_;
   const auto waiting_since = std::chrono::steady_clock::now();
   Result<Json> reply = ReadMessage(conn_->in());
   while (reply.ok() && IsWorkingMessage(*reply)) {  // the target is at work
-    if (std::chrono::steady_clock::now() - waiting_since > max_call_wait_) {
+    if (std::chrono::steady_clock::now() - waiting_since > max_wait) {
       char waited[32];
-      std::snprintf(waited, sizeof waited, "%g", static_cast<double>(max_call_wait_.count()) / 1000);
+      std::snprintf(waited, sizeof waited, "%g", static_cast<double>(max_wait.count()) / 1000);
       return Lost(Status::Unavailable(name_, std::string("no reply after ") + waited +
                                                  " s of the target saying it is at work"));
     }
     reply = ReadMessage(conn_->in());
   }
   if (!reply.ok()) return Lost(reply.status());
+  conn_->set_timeout_seconds(link_timeout);
   std::optional<std::string> have_text;
   if (BoolField(*reply, "have_body").value_or(false)) {
     Result<std::string> text = ReadHaveBody(conn_->in());
@@ -119,7 +130,8 @@ Status RemoteTarget::Activate(const std::string& agent, const std::string& move,
 }
 
 Result<QueryReply> RemoteTarget::Query(const std::string& agent, const std::string& move) {
-  CAPSULE_ASSIGN_OR_RETURN(Json reply, Call(Json{{"call", "query"}, {"agent", agent}, {"move", move}}));
+  CAPSULE_ASSIGN_OR_RETURN(Json reply,
+                           Call(Json{{"call", "query"}, {"agent", agent}, {"move", move}}, nullptr, nullptr, query_timeout_));
   std::optional<uint64_t> epoch = U64Field(reply, "epoch");
   std::optional<std::string> state = StringField(reply, "state");
   // A reply without them says nothing of what the target holds: no answer, never "none".

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "move/net/wire.h"
@@ -13,8 +14,9 @@
 
 namespace capsule::move {
 
-// Opens a new connection to the target (TLS in the CLI, a socketpair in tests).
-using Dialer = std::function<Result<std::unique_ptr<Connection>>()>;
+// Opens a new connection to the target (TLS in the CLI, a socketpair in tests), within
+// `timeout_seconds` (0: the dialer's own limit).
+using Dialer = std::function<Result<std::unique_ptr<Connection>>(int timeout_seconds)>;
 
 // One connection at a time, dialed on first use and again after any failure, so that a query
 // after a cut link reaches the target if it can be reached at all, and again when it has been
@@ -30,6 +32,10 @@ class RemoteTarget : public TargetApi {
   void set_max_idle(std::chrono::milliseconds max_idle) { max_idle_ = max_idle; }
   // How long a call waits for its reply while the target sends working messages.
   void set_max_call_wait(std::chrono::milliseconds wait) { max_call_wait_ = wait; }
+  // How long one query may take: to connect, when it must, and then to be answered (working
+  // messages or not). A query asks what the target holds after activate's reply was lost;
+  // the source asks again rather than wait long on one (man capsule-protocol.7, Failures).
+  void set_query_timeout(std::chrono::seconds timeout) { query_timeout_ = timeout; }
 
   Result<OfferReply> Offer(const OfferRequest& request) override;
   Result<HaveMap> Copy(const std::string& agent, const std::string& move, ByteSource* stream) override;
@@ -41,7 +47,9 @@ class RemoteTarget : public TargetApi {
  private:
   // Sends `request` (and `body`, when given, as chunks) and reads the reply; with `have`, the
   // have the reply carries (in the message or as a body after it) into *have.
-  Result<Json> Call(const Json& request, ByteSource* body = nullptr, HaveMap* have = nullptr);
+  // `limit`, when given, bounds the dial and the wait for the reply, working messages or not.
+  Result<Json> Call(const Json& request, ByteSource* body = nullptr, HaveMap* have = nullptr,
+                    std::optional<std::chrono::seconds> limit = std::nullopt);
   Status Lost(const Status& why);
 
   std::string name_;
@@ -50,6 +58,7 @@ class RemoteTarget : public TargetApi {
   std::chrono::steady_clock::time_point last_used_;
   std::chrono::milliseconds max_idle_ = std::chrono::seconds(60);
   std::chrono::milliseconds max_call_wait_ = kMaxCallWait;
+  std::chrono::seconds query_timeout_{10};
 };
 
 }  // namespace capsule::move

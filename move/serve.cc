@@ -110,7 +110,7 @@ Status ServeConnection(Connection* conn, TargetApi* target, std::chrono::millise
       if (!body.finished()) CAPSULE_RETURN_IF_ERROR(body.Drain());
       if (!done.ok() || call == "switch") reply = StatusReply(done);
     } else if (call == "offer") {
-      Result<OfferReply> offer = target->Offer(OfferRequest{agent, epoch, move});
+      Result<OfferReply> offer = target->Offer(OfferRequest{agent, epoch, move, ""});
       reply = StatusReply(offer.status());
       if (offer.ok()) {
         put_have(&reply, std::move(offer->have));

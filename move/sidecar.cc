@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -162,9 +163,25 @@ void ServeAdmitted(TlsListener* listener, MoveTarget* target, CallGate* gate, Si
   (*conn)->set_timeout_seconds(kLinkTimeoutSeconds);
   TlsLink link(std::move(*conn));
   GatedTarget gated(target, gate);
-  LoggedTarget logged(&gated, log, link.peer());
+  LoggedTarget logged(&gated, log, link.peer(), link.peer_name());
   Status served = ServeConnection(&link, &logged);
   if (!served.ok()) log->LogDoor("failed", "connection", link.peer(), served.message());
+}
+
+// Rolls back, for as long as the process runs, every move in flight whose source has said
+// nothing for longer than the limit (MoveTarget::DropSilent), logging each.
+void DropSilentMoves(MoveTarget* target, SidecarState* log, std::chrono::milliseconds silence) {
+  const auto every = std::clamp<std::chrono::milliseconds>(silence / 4, std::chrono::milliseconds(50),
+                                                           std::chrono::seconds(5));
+  for (;;) {
+    std::this_thread::sleep_for(every);
+    for (const DroppedMove& gone : target->DropSilent()) {
+      log->Log("expired", gone.phase, gone.agent, gone.move, gone.epoch, gone.source,
+               "no word from the source for " + std::to_string(silence.count() / 1000) +
+                   " s (--staging-timeout): rolled back, its staging area removed");
+      log->SetPhase(gone.agent, gone.move, gone.epoch, gone.source, "");
+    }
+  }
 }
 
 // The agents held in `root` are trusted before any is served (capsule/format/trust.h): the
@@ -253,6 +270,7 @@ Status RunSidecar(const SidecarOptions& args) {
   Result<std::unique_ptr<MoveTarget>> target = MoveTarget::Open(args.root, std::move(*seal_key));
   if (!target.ok()) return target.status().WithContext("--root");
   if (!args.sandbox_cache.empty()) (*target)->set_sandbox_cache(args.sandbox_cache);
+  (*target)->set_staging_limits(args.staging);
   if (!args.mount_to.empty()) {
     // Activate means running: the agent is mounted before activate is answered, and a mount
     // that fails refuses the activate (the source keeps the agent).
@@ -276,6 +294,7 @@ Status RunSidecar(const SidecarOptions& args) {
   ServiceNotifier notifier;  // systemd's, when it runs the sidecar (Type=notify)
   notifier.Ready("listening on " + address);
   ResolveOutgoing(args.root, credentials, log.get());
+  std::thread(DropSilentMoves, target->get(), log.get(), args.staging.silence).detach();
 
   TlsListener* accepting = listener->get();
   auto gate = std::make_unique<CallGate>();
@@ -323,6 +342,7 @@ Status RunSidecar(const SidecarOptions& args) {
   (void)log.release();
   (void)door.release();
   (void)listener->release();
+  (void)target->release();  // and the thread that drops silent moves
   return Status::Ok();
 }
 

@@ -12,6 +12,7 @@
 
 #include "capsule/base/status.h"
 #include "move/door.h"
+#include "move/move_target.h"
 
 namespace capsule::move {
 
@@ -26,6 +27,9 @@ struct SidecarOptions {
   std::string sandbox_cache;
   // Who may open a connection, and how long a handshake may take (move/door.h).
   DoorLimits door;
+  // How long a move in flight may go without a word from its source before it is rolled
+  // back, and how many one source may have in flight (move/move_target.h).
+  StagingLimits staging;
 };
 
 // Listens, prints "listening on HOST:PORT" and "seal key HEX" on standard output (and tells

@@ -126,7 +126,9 @@ Status SidecarState::SaveLocked() {
   return WriteFileAtomic(JoinPath(root_, kSidecarState), JsonText(state) + "\n");
 }
 
-Result<OfferReply> LoggedTarget::Offer(const OfferRequest& request) {
+Result<OfferReply> LoggedTarget::Offer(const OfferRequest& asked) {
+  OfferRequest request = asked;
+  request.source = source_;
   Result<OfferReply> reply = target_->Offer(request);
   if (!reply.ok()) {
     state_->Log("refused", "offer", request.agent, request.move, request.epoch, peer_, reply.status().message());

@@ -6,7 +6,8 @@
 //   2026-12-03T18:40:02Z serve: refused switch agent=planner move=0123... epoch=2 peer=host-a why="..."
 //
 // Events: accepted (an offer), copied, switched, activated, aborted, refused (any call, with
-// why), recovered (at start: a staging area left mid-way emptied, or a move out resolved).
+// why), expired (a move in flight rolled back after its source fell silent; CALL is the phase
+// it was in), recovered (at start: a staging area left mid-way emptied, or a move out resolved).
 // At the door (move/door.h), before any call, one line per connection turned away:
 //
 //   2026-12-03T18:40:00Z serve: refused connection peer=10.0.0.9:50112 why="..."
@@ -80,8 +81,10 @@ class SidecarState {
 // The calls of one connection, answered by `target` and logged (and tracked) in `state`.
 class LoggedTarget : public TargetApi {
  public:
-  LoggedTarget(TargetApi* target, SidecarState* state, std::string peer)
-      : target_(target), state_(state), peer_(std::move(peer)) {}
+  // `peer` names the connection in the log; `source` (its certificate's common name) is who
+  // offers, for the target's limit on moves in flight per source.
+  LoggedTarget(TargetApi* target, SidecarState* state, std::string peer, std::string source = "")
+      : target_(target), state_(state), peer_(std::move(peer)), source_(std::move(source)) {}
 
   Result<OfferReply> Offer(const OfferRequest& request) override;
   Result<HaveMap> Copy(const std::string& agent, const std::string& move, ByteSource* stream) override;
@@ -94,6 +97,7 @@ class LoggedTarget : public TargetApi {
   TargetApi* target_;
   SidecarState* state_;
   std::string peer_;
+  std::string source_;
 };
 
 // What `capsule sidecar status --root ROOT` reports.

@@ -26,6 +26,9 @@ struct OfferRequest {
   std::string agent;
   uint64_t epoch = 0;  // the source's epoch + 1
   std::string move;    // 32 hex digits, the same in every call of the move
+  // Who offers, for the target's limit on moves in flight per source: the common name of the
+  // peer's certificate, filled in by the sidecar (never on the wire; "" counts as one source).
+  std::string source;
 };
 
 struct OfferReply {

@@ -20,14 +20,20 @@ class TlsLink : public Connection {
   ByteSink* out() override { return conn_.get(); }
   void Close() override { (void)conn_->Close(); }
   std::string peer() const override { return conn_->peer(); }
+  void set_timeout_seconds(int seconds) override { conn_->set_timeout_seconds(seconds); }
+  int timeout_seconds() const override { return conn_->timeout_seconds(); }
+  // The common name of the peer's certificate: who it is, whatever address it comes from.
+  std::string peer_name() const { return conn_->peer_common_name(); }
 
  private:
   std::unique_ptr<TlsConnection> conn_;
 };
 
+// Connects and completes the handshake within the dial's limit, 30 seconds when it gives none.
 inline Dialer TlsDialer(const std::string& to, const TlsCredentials& credentials) {
-  return [to, credentials]() -> Result<std::unique_ptr<Connection>> {
-    CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<TlsConnection> conn, TlsConnect(to, credentials, 30));
+  return [to, credentials](int timeout_seconds) -> Result<std::unique_ptr<Connection>> {
+    CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<TlsConnection> conn,
+                             TlsConnect(to, credentials, timeout_seconds > 0 ? timeout_seconds : 30));
     conn->set_timeout_seconds(kLinkTimeoutSeconds);
     return std::unique_ptr<Connection>(new TlsLink(std::move(conn)));
   };

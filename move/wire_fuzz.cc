@@ -103,14 +103,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // finds the input's end (the connection is gone).
   auto shared = std::make_shared<std::string>(std::move(input));
   bool dialled = false;
-  RemoteTarget target("fuzz", [shared, &dialled]() -> Result<std::unique_ptr<Connection>> {
+  RemoteTarget target("fuzz", [shared, &dialled](int) -> Result<std::unique_ptr<Connection>> {
     if (dialled) return Status::Unavailable("fuzz", "no more connections");
     dialled = true;
     return std::unique_ptr<Connection>(new FuzzConnection(*shared));
   });
   StringSource body("body");
   const std::string agent = "agent-1", move = "0123456789abcdef0123456789abcdef";
-  (void)target.Offer({agent, 2, move});
+  (void)target.Offer({agent, 2, move, ""});
   (void)target.Copy(agent, move, &body);
   (void)target.Switch(agent, move, &body);
   (void)target.Activate(agent, move, 2);

@@ -147,7 +147,7 @@ std::unique_ptr<TlsPeer> AuthenticatedFrom(SSL_CTX* ctx, const std::string& sour
   peer->ssl.reset(SSL_new(ctx));
   SSL_set_fd(peer->ssl.get(), peer->fd.get());
   if (SSL_connect(peer->ssl.get()) != 1) return nullptr;
-  const std::string query = R"({"agent":"door-probe","call":"query","move":"00"})";
+  const std::string query = R"({"agent":"door-probe","call":"query","move":"00000000000000000000000000000000"})";
   const char length[4] = {0, 0, 0, static_cast<char>(query.size())};
   if (!peer->Send(std::string(length, 4) + query)) return nullptr;
   std::string reply;

@@ -1,15 +1,16 @@
 // capsule serve --root DIR --listen HOST:PORT --cert FILE --key FILE --ca FILE --seal-key FILE
 //               [--mount-to DIR] [--sandbox-cache DIR] [--handshake-timeout S]
 //               [--max-connections N] [--max-connections-per-peer N] [--max-handshakes N]
-//               [--max-handshakes-per-peer N]
+//               [--max-handshakes-per-peer N] [--staging-timeout S] [--max-moves-per-source N]
 // capsule move SOURCE --to HOST:PORT --cert FILE --key FILE --ca FILE [--recover] [--json]
-//              [--progress]
+//              [--progress] [--query-tries N] [--query-timeout S]
 #include "capsule/cli/cli.h"
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <vector>
 #include <cstdio>
@@ -41,6 +42,8 @@ using move::TlsDialer;
 struct MoveArgs {
   std::string source, to, cert, key, ca;
   bool recover = false;
+  int query_tries = 20;
+  int query_timeout = 10;  // seconds
 };
 
 std::string Mib(uint64_t bytes) {
@@ -53,8 +56,13 @@ int RunMoveCommand(const MoveArgs& args) {
   ::signal(SIGPIPE, SIG_IGN);
   move::TlsCredentials credentials{args.cert, args.key, args.ca};
   move::RemoteTarget target(args.to, TlsDialer(args.to, credentials));
+  target.set_query_timeout(std::chrono::seconds(args.query_timeout));
   move::MoveOptions options;
   options.to = args.to;
+  options.query_attempts = args.query_tries;
+  // While it waits for the target to say whether it took over, the operator sees why the agent
+  // is frozen, a line per query.
+  options.on_wait = [](const std::string& waiting) { std::cerr << "capsule: " << move::PeerWords(waiting) << "\n"; };
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
   options.progress = progress.get();
   if (args.recover) {
@@ -98,21 +106,24 @@ int RunSidecarStatus(const std::string& root) {
   Result<move::SidecarStatus> status = move::ReadSidecarStatus(root);
   if (!status.ok()) return Fail(status.status());
   if (JsonOutput()) return PrintJson(move::SidecarStatusToJson(*status));
+  // What a peer or the state file says is printed escaped (move::PeerWords): nothing there
+  // moves the terminal's cursor or forges a line.
+  using move::PeerWords;
   if (status->running) {
-    std::cout << "sidecar running (pid " << status->pid << ") on " << status->listen << " since " << status->started
-              << ", root " << root << "\n";
+    std::cout << "sidecar running (pid " << status->pid << ") on " << PeerWords(status->listen) << " since "
+              << PeerWords(status->started) << ", root " << root << "\n";
   } else {
     std::cout << "sidecar not running, root " << root << "\n";
   }
   std::cout << "agents: " << status->agents.size() << "\n";
   for (const move::SidecarStatus::Agent& a : status->agents) {
-    std::cout << "  " << a.agent << "\tepoch " << a.epoch << "\t" << a.state << "\n";
+    std::cout << "  " << PeerWords(a.agent) << "\tepoch " << a.epoch << "\t" << a.state << "\n";
   }
   std::cout << "moves in flight: " << status->moves.size() << "\n";
   for (const move::MoveInFlight& m : status->moves) {
-    std::cout << "  " << m.direction << "\t" << m.agent << "\t" << (m.move.empty() ? "-" : m.move) << "\tepoch "
-              << m.epoch << "\t" << m.phase << (m.peer.empty() ? "" : (m.direction == "in" ? "\tfrom " : "\tto ") + m.peer)
-              << "\n";
+    std::cout << "  " << m.direction << "\t" << PeerWords(m.agent) << "\t" << (m.move.empty() ? "-" : PeerWords(m.move))
+              << "\tepoch " << m.epoch << "\t" << PeerWords(m.phase)
+              << (m.peer.empty() ? "" : (m.direction == "in" ? "\tfrom " : "\tto ") + PeerWords(m.peer)) << "\n";
   }
   return kExitOk;
 }
@@ -154,8 +165,19 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
                     "TLS handshakes in progress at once from one address; past it a new one takes the place of its "
                     "oldest (default " + std::to_string(door.max_handshakes_per_peer) + ")")
       ->check(PositiveWholeNumber());
+  auto staging_timeout = std::make_shared<int>(
+      static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(serve_args->staging.silence).count()));
+  serve->add_option("--staging-timeout", *staging_timeout,
+                    "Seconds a move in flight may go without a word from its source before it is rolled back and "
+                    "its staging area removed (default " + std::to_string(*staging_timeout) + ")")
+      ->check(PositiveWholeNumber());
+  serve->add_option("--max-moves-per-source", serve_args->staging.max_moves_per_source,
+                    "Moves in flight at once from one source (its certificate's name); past it an offer is refused "
+                    "(default " + std::to_string(serve_args->staging.max_moves_per_source) + ")")
+      ->check(PositiveWholeNumber());
   serve->footer("The protocol, its failure rules and recovery, the door's limits: man capsule-protocol.7");
-  serve->callback([serve_args, exit_code] {
+  serve->callback([serve_args, staging_timeout, exit_code] {
+    serve_args->staging.silence = std::chrono::seconds(*staging_timeout);
     // The folders it makes lie outside every capsule (a mount's files/ excepted).
     for (const auto& [what, path] : {std::pair<const char*, const std::string&>{"--root", serve_args->root},
                                      {"--mount-to", serve_args->mount_to},
@@ -197,6 +219,13 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   move->add_option("--ca", move_args->ca, "CA certificate(s) the target's certificate must chain to (PEM)")->required();
   move->add_flag("--recover", move_args->recover,
                  "Only resolve the move SOURCE records as unfinished (ask the target; retire or thaw)");
+  move->add_option("--query-tries", move_args->query_tries,
+                   "When activate's reply is lost: how many times to ask the target which epoch it holds, half a "
+                   "second apart, before giving up with the agent still frozen (default 20)")
+      ->check(PositiveWholeNumber());
+  move->add_option("--query-timeout", move_args->query_timeout,
+                   "Seconds each such query may take to connect, and then to be answered (default 10)")
+      ->check(PositiveWholeNumber());
   AddJsonFlag(move, "Print the move's figures as JSON (an error as JSON)");
   AddProgressFlag(move);
   move->footer("Exit 0 only when the target holds the new epoch and SOURCE is retired. man capsule-protocol.7");

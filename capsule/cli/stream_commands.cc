@@ -66,7 +66,8 @@ int RunPack(const PackArgs& args) {
   move::PackStats stats;
   if (args.out == "-") StandardOutputIsData();
   // Nothing is made before DIR is known to be a capsule and -o to lie outside every capsule.
-  Status checked = CheckOutsideCapsules("-o", args.out);
+  Status checked = args.move.empty() ? Status::Ok() : move::CheckMoveId(args.move).WithContext("--move");
+  if (checked.ok()) checked = CheckOutsideCapsules("-o", args.out);
   if (checked.ok()) checked = ResolveCapsule(args.dir).status();
   if (!checked.ok()) return Fail(checked);
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
@@ -187,7 +188,7 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code) {
       ->required()
       ->check(OneOf({"copy", "switch", "files"}));
   pack->add_option("--have", pack_args->have, "The receiver's have (JSON {path: sha256}): files it holds the same are skipped");
-  pack->add_option("--move", pack_args->move, "Move id (32 hex digits); a switch must give its copy's");
+  pack->add_option("--move", pack_args->move, "Move id (32 lowercase hex digits); a switch must give its copy's");
   pack->add_option("--seal-to", pack_args->seal_to, "Seal the stream to this X25519 public key (required for a switch)");
   pack->add_option("-o,--output", pack_args->out,
                    "Stream file to write (replaced whole; not inside a capsule), a FIFO or device (written in place), or - "

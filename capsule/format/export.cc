@@ -12,6 +12,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
 #include "capsule/format/create.h"
+#include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/keys.h"
 #include "capsule/format/layout.h"
@@ -67,6 +68,13 @@ Status StreamFile(const std::string& dir, const std::string& path, const FileDig
 Status WriteCapsuleTar(const std::string& dir, const ExportOptions& options, ByteSink* sink) {
   CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, ReadFile(JoinPath(dir, kManifestPath)));
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Parse(manifest_text));
+  // A secret never leaves in an export: a spec carrying a secret value is refused, as verify refuses it.
+  if (manifest.files.count(kEnvironmentSpecPath)) {
+    CAPSULE_ASSIGN_OR_RETURN(std::string spec, ReadFile(JoinPath(dir, kEnvironmentSpecPath)));
+    if (Status checked = CheckEnvironmentSpec(spec); !checked.ok()) {
+      return Status::Make(checked.code(), "", checked.message() + "; a secret never leaves in an export: export refused");
+    }
+  }
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir}));
   std::set<std::string> seen;
   uint64_t total_bytes = 0;

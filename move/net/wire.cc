@@ -69,6 +69,33 @@ std::optional<bool> BoolField(const Json& message, const char* key) {
   return it->get<bool>();
 }
 
+std::string PeerWords(std::string_view text) {
+  constexpr size_t kMaxWords = 1000;
+  std::string words;
+  const size_t end = std::min(text.size(), kMaxWords);
+  auto escape = [&words](unsigned char c) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    words += "\\x";
+    words += kHex[c >> 4];
+    words += kHex[c & 15];
+  };
+  for (size_t i = 0; i < end; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool c1 = c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(text[i + 1]) <= 0x9f;  // U+0080..U+009F in UTF-8
+    if (c1) {
+      escape(c);
+      escape(static_cast<unsigned char>(text[++i]));
+    } else if (c < 0x20 || c == 0x7f) {
+      escape(c);
+    } else {
+      words += static_cast<char>(c);
+    }
+  }
+  if (text.size() > end) words += "... (" + std::to_string(text.size()) + " bytes in all)";
+  return words;
+}
+
 Json WorkingMessage() { return Json{{"working", true}}; }
 
 bool IsWorkingMessage(const Json& message) { return !message.contains("ok") && message.contains("working"); }
@@ -86,7 +113,7 @@ Status ReplyStatus(const Json& reply) {
   auto ok = reply.find("ok");
   if (ok != reply.end() && ok->is_boolean() && ok->get<bool>()) return Status::Ok();
   std::string code = StringField(reply, "code").value_or("");
-  std::string error = StringField(reply, "error").value_or("refused without a reason");
+  std::string error = PeerWords(StringField(reply, "error").value_or("refused without a reason"));
   for (const auto& [c, name] : kCodes) {
     if (code == name) return Status::Make(c, "target", error);
   }

@@ -32,6 +32,9 @@ inline constexpr std::chrono::milliseconds kWorkingInterval = std::chrono::secon
 // How long a source waits for a reply while the target says it is at work: a target stuck at
 // a call (not gone) does not hold the source, and a frozen agent, for ever.
 inline constexpr std::chrono::milliseconds kMaxCallWait = std::chrono::hours(1);
+// How long a source waits for a word of a reply (the reply or a working message) once its
+// request is sent: three working intervals. A target that says nothing for so long is gone.
+inline constexpr int kReplySilenceSeconds = 60;
 
 // Both directions of one connection. Close ends it (the peer sees the end).
 class Connection {
@@ -42,6 +45,10 @@ class Connection {
   virtual void Close() {}
   // Who is at the other end, for messages.
   virtual std::string peer() const { return "peer"; }
+  // Seconds a read or write waits for the peer to move a byte before it fails (0: no limit),
+  // for a connection that has such a limit; the others ignore it and say 0.
+  virtual void set_timeout_seconds(int seconds) { (void)seconds; }
+  virtual int timeout_seconds() const { return 0; }
 };
 
 Status WriteMessage(ByteSink* out, const Json& message);
@@ -59,9 +66,15 @@ std::optional<bool> BoolField(const Json& message, const char* key);
 Json WorkingMessage();
 bool IsWorkingMessage(const Json& message);
 
+// A peer's words as they may be printed: every control character (C0, DEL and C1, ESC, CR and
+// NUL among them) written as \xHH, the rest kept, cut to 1000 bytes with how long it was, so
+// that nothing a peer sends moves a terminal's cursor, forges a line or cuts one short.
+std::string PeerWords(std::string_view text);
+
 // A reply for `status`: {"ok": true} or the error with its code.
 Json StatusReply(const Status& status);
-// The status a reply carries (its code kept), naming the call.
+// The status a reply carries (its code kept), naming the call; the target's words as
+// PeerWords prints them.
 Status ReplyStatus(const Json& reply);
 
 // Writes a body: each Write becomes chunks, Close the end marker, Abort the cut-off marker.

@@ -30,6 +30,70 @@ const std::map<std::string, std::string>& CapsuleToStream() {
   return *table;
 }
 
+const char* SpecialTypeName(TarEntry::Type type) {
+  return type == TarEntry::Type::kFifo ? "fifo" : type == TarEntry::Type::kCharDevice ? "chr" : "blk";
+}
+
+Json SpecialToJson(const StreamSpecial& special) {
+  Json json = {{"type", SpecialTypeName(special.type)}, {"mode", special.mode}};
+  if (special.type != TarEntry::Type::kFifo) {
+    json["major"] = special.dev_major;
+    json["minor"] = special.dev_minor;
+  }
+  if (special.uid) json["uid"] = *special.uid;
+  if (special.gid) json["gid"] = *special.gid;
+  return json;
+}
+
+// A 32-bit number of a special file's entry, when present.
+Result<std::optional<uint32_t>> SpecialNumber(const std::string& path, const Json& json, const char* key) {
+  if (!json.contains(key)) return std::optional<uint32_t>();
+  const Json& value = json[key];
+  if (!value.is_number_unsigned() || value.get<uint64_t>() > UINT32_MAX) {
+    return BadManifest("special '" + path + "': " + key + " is not a 32-bit number");
+  }
+  return std::optional<uint32_t>(value.get<uint32_t>());
+}
+
+Result<StreamSpecial> SpecialFromJson(const std::string& path, const Json& json, Phase phase) {
+  Status where = CheckStreamPath(path, phase);
+  if (!where.ok() || !StartsWith(path, "files/")) {
+    return BadManifest("special '" + path + "' is not a plain path under files/");
+  }
+  if (!json.is_object()) return BadManifest("special '" + path + "' is not an object");
+  for (const auto& [key, value] : json.items()) {
+    (void)value;
+    if (key != "type" && key != "mode" && key != "major" && key != "minor" && key != "uid" && key != "gid") {
+      return BadManifest("special '" + path + "' has an unknown field '" + key + "'");
+    }
+  }
+  StreamSpecial special;
+  const std::string type = json.value("type", Json()).is_string() ? json["type"].get<std::string>() : "";
+  if (type == "fifo") {
+    special.type = TarEntry::Type::kFifo;
+  } else if (type == "chr") {
+    special.type = TarEntry::Type::kCharDevice;
+  } else if (type == "blk") {
+    special.type = TarEntry::Type::kBlockDevice;
+  } else {
+    return BadManifest("special '" + path + "': type must be fifo, chr or blk");
+  }
+  CAPSULE_ASSIGN_OR_RETURN(std::optional<uint32_t> mode, SpecialNumber(path, json, "mode"));
+  if (!mode || *mode > 07777) return BadManifest("special '" + path + "': mode must be permission bits");
+  special.mode = *mode & 0777;  // never setuid, setgid or sticky from a stream
+  CAPSULE_ASSIGN_OR_RETURN(std::optional<uint32_t> major, SpecialNumber(path, json, "major"));
+  CAPSULE_ASSIGN_OR_RETURN(std::optional<uint32_t> minor, SpecialNumber(path, json, "minor"));
+  const bool device = special.type != TarEntry::Type::kFifo;
+  if (major.has_value() != device || minor.has_value() != device) {
+    return BadManifest("special '" + path + "': major and minor are a device's, and a device's only");
+  }
+  special.dev_major = major.value_or(0);
+  special.dev_minor = minor.value_or(0);
+  CAPSULE_ASSIGN_OR_RETURN(special.uid, SpecialNumber(path, json, "uid"));
+  CAPSULE_ASSIGN_OR_RETURN(special.gid, SpecialNumber(path, json, "gid"));
+  return special;
+}
+
 }  // namespace
 
 const char* PhaseName(Phase phase) {
@@ -91,6 +155,11 @@ Result<std::string> StreamManifest::ToCanonicalText() const {
                {"version", version},      {"agent", agent_json},         {"harness", harness},
                {"epoch", epoch}};
   if (phase == Phase::kSwitch) json["removed"] = removed;
+  if (!special.empty()) {
+    Json specials = Json::object();
+    for (const auto& [path, item] : special) specials[path] = SpecialToJson(item);
+    json["special"] = specials;
+  }
   return CanonicalJson(json, kStreamManifestName);
 }
 
@@ -105,10 +174,8 @@ Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
   Result<Phase> phase = ParsePhase(json["phase"]);
   if (!phase.ok()) return BadManifest(phase.status().message());
   manifest.phase = *phase;
-  std::string move = json.value("move", "");
-  if (move.size() != 32 || move.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    return BadManifest("move must be 128 bits in lowercase hex");
-  }
+  std::string move = json.value("move", Json()).is_string() ? json["move"].get<std::string>() : "";
+  if (!IsMoveId(move)) return BadManifest("move must be 128 bits in lowercase hex");
   manifest.move = move;
   if (!json.value("version", Json()).is_string()) return BadManifest("no version");
   manifest.version = json["version"];
@@ -117,6 +184,12 @@ Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
     return BadManifest("agent needs a string id and name");
   }
   manifest.agent.id = agent["id"];
+  // The agent's id names its folder wherever it arrives: one `capsule init` would refuse is
+  // refused here too ("../../evil").
+  if (!CheckAgentId(manifest.agent.id).ok()) {
+    return BadManifest("agent.id " + ShownText(manifest.agent.id) +
+                       " is not an agent id (1 to 128 letters, digits, '.', '_' or '-', not starting with '.')");
+  }
   manifest.agent.name = agent["name"];
   if (agent.contains("owner")) {
     if (!agent["owner"].is_string()) return BadManifest("agent.owner is not a string");
@@ -126,6 +199,7 @@ Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
   manifest.harness = json["harness"];
   if (!json.value("epoch", Json()).is_number_unsigned()) return BadManifest("no epoch");
   manifest.epoch = json["epoch"];
+  if (Status bounded = CheckEpoch(manifest.epoch); !bounded.ok()) return BadManifest(bounded.message());
   if (json.contains("removed")) {
     if (manifest.phase != Phase::kSwitch) return BadManifest("removed appears outside a switch");
     if (!json["removed"].is_array()) return BadManifest("removed is not a list");
@@ -138,10 +212,39 @@ Result<StreamManifest> StreamManifest::Parse(std::string_view text) {
       manifest.removed.push_back(p);
     }
   }
+  if (json.contains("special")) {
+    if (!json["special"].is_object()) return BadManifest("special is not an object of path: entry");
+    for (const auto& [path, item] : json["special"].items()) {
+      CAPSULE_ASSIGN_OR_RETURN(manifest.special[path], SpecialFromJson(path, item, manifest.phase));
+    }
+  }
   return manifest;
 }
 
 Result<std::string> NewMoveId() { return RandomHex(16); }
+
+Status CheckEpoch(uint64_t epoch) {
+  if (epoch >= 1 && epoch <= kMaxEpoch) return Status::Ok();
+  return Status::InvalidArgument("epoch " + std::to_string(epoch),
+                                 "an epoch is a whole number from 1 to 2^53-1 (" + std::to_string(kMaxEpoch) + ")");
+}
+
+bool IsMoveId(std::string_view id) {
+  return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+Status CheckMoveId(const std::string& id) {
+  if (IsMoveId(id)) return Status::Ok();
+  return Status::InvalidArgument("move id " + ShownText(id), "must be 32 lowercase hex digits (128 random bits)");
+}
+
+std::string ShownText(std::string_view text) {
+  constexpr size_t kMaxShown = 200;
+  std::string shown = Json(std::string(text.substr(0, kMaxShown)))
+                          .dump(-1, ' ', /*ensure_ascii=*/true, Json::error_handler_t::replace);
+  if (text.size() > kMaxShown) shown += " (cut; " + std::to_string(text.size()) + " bytes in all)";
+  return shown;
+}
 
 Result<HaveMap> HaveFromJson(const Json& json, Code code) {
   if (!json.is_object()) return Status::Make(code, "have", "must be an object of path: sha256");

@@ -18,6 +18,7 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/status.h"
+#include "capsule/base/tar.h"
 #include "capsule/format/manifest.h"
 
 namespace capsule::move {
@@ -59,6 +60,25 @@ Status CheckStreamPath(const std::string& path, Phase phase);
 constexpr size_t kMaxLinkTarget = 4096;  // PATH_MAX, counting the terminating NUL
 Status CheckStreamLink(const std::string& path, const std::string& target, Phase phase);
 
+// A FIFO or device node of the workspace. Format 4's tar holds only files, folders, links and
+// hard links (other implementations refuse anything else), so these travel in the stream
+// manifest, in the part the seed leaves the sender's to say:
+//   "special": {"files/<path>": {"gid"?, "major"?, "minor"?, "mode", "type", "uid"?}}
+// type "fifo", "chr" or "blk"; major and minor for a device only; uid and gid its owner.
+struct StreamSpecial {
+  TarEntry::Type type = TarEntry::Type::kFifo;  // kFifo, kCharDevice or kBlockDevice
+  mode_t mode = 0644;                           // permission bits
+  uint32_t dev_major = 0, dev_minor = 0;        // devices
+  std::optional<uint32_t> uid, gid;
+};
+
+// The largest epoch a move may carry: 2^53-1, the largest whole number every JSON reader keeps
+// exactly. An agent at it moves no further (every move takes its epoch one higher); an offer,
+// an activate or a stream past it is refused (man capsule-protocol.7).
+inline constexpr uint64_t kMaxEpoch = (uint64_t{1} << 53) - 1;
+// InvalidArgument unless 1 <= epoch <= kMaxEpoch, saying the bound.
+Status CheckEpoch(uint64_t epoch);
+
 // The stream manifest.
 struct StreamManifest {
   Phase phase = Phase::kCopy;
@@ -68,6 +88,7 @@ struct StreamManifest {
   AgentInfo agent;
   std::string harness = kHarnessName;
   uint64_t epoch = 0;
+  std::map<std::string, StreamSpecial> special;  // by stream path, each under files/
 
   Result<std::string> ToCanonicalText() const;
   // Corruption naming lnk-move-4.json on any fault, "another format" included.
@@ -76,6 +97,15 @@ struct StreamManifest {
 
 // A new move id: 128 random bits in hex.
 Result<std::string> NewMoveId();
+// Whether `id` is a move id: 32 lowercase hex digits (128 bits).
+bool IsMoveId(std::string_view id);
+// InvalidArgument unless `id` is a move id; the error shows the id escaped (it may come from a
+// peer) and says what one is.
+Status CheckMoveId(const std::string& id);
+// Text from outside (a peer, a stream) as it may appear in a message: quoted as a JSON string
+// with everything outside printable ASCII escaped (ESC as \u001b, CR as \r, NUL as \u0000),
+// cut to 200 bytes.
+std::string ShownText(std::string_view text);
 
 // The receiver's `have`: {"<stream path>": "<sha256>"}.
 using HaveMap = std::map<std::string, std::string>;

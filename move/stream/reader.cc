@@ -227,21 +227,30 @@ Result<ReceivedStream> ReadEntries(ByteSource* source, Landing* landing) {
       case TarEntry::Type::kFifo:
       case TarEntry::Type::kCharDevice:
       case TarEntry::Type::kBlockDevice:
-        if (entry.path.rfind("files/", 0) != 0) {
-          return Refuse(entry.path, std::string("a ") + TarTypeName(entry) + " outside files/");
-        }
-        received.kind = ReceivedEntry::Kind::kSpecial;
-        received.special = entry.type;
-        received.dev_major = entry.dev_major;
-        received.dev_minor = entry.dev_minor;
-        break;
+        return Refuse(entry.path, std::string("a ") + TarTypeName(entry) +
+                                      " as a tar entry (format 4's tar holds only files, folders, links and hard "
+                                      "links; FIFOs and devices travel in the stream manifest's \"special\")");
       default:
         return Refuse(entry.path, std::string("a ") + TarTypeName(entry) +
-                                      " (only files, folders, links, hard links, FIFOs and devices may travel)");
+                                      " (only files, folders, links and hard links may travel)");
     }
     stream.entries[entry.path] = std::move(received);
   }
   if (!ended) return Refuse(kStreamEndName, "missing: the stream was cut short");
+  // The manifest's FIFOs and devices, as entries of the workspace they are.
+  for (const auto& [path, special] : stream.manifest.special) {
+    if (stream.entries.count(path)) return Refuse(path, "duplicate entry (a special file of the manifest, and in the tar)");
+    CAPSULE_RETURN_IF_ERROR(CheckNotBeneath(stream.entries, path, false));
+    ReceivedEntry received;
+    received.kind = ReceivedEntry::Kind::kSpecial;
+    received.mode = special.mode;
+    received.special = special.type;
+    received.dev_major = special.dev_major;
+    received.dev_minor = special.dev_minor;
+    received.uid = special.uid;
+    received.gid = special.gid;
+    stream.entries[path] = std::move(received);
+  }
   Status trailer = reader.ExpectOnlyZerosAfterEnd();
   if (!trailer.ok()) return Refuse(kStreamEndName, "bytes follow the end of the stream");
   return stream;

@@ -20,7 +20,7 @@ namespace capsule::move {
 
 struct ReceivedEntry {
   // kHardLink: another name of the earlier regular file `link_target` (a stream path).
-  // kSpecial: a FIFO or a device node, metadata only.
+  // kSpecial: a FIFO or a device node, metadata only (from the manifest's "special").
   enum class Kind { kFolder, kFile, kLink, kHardLink, kSpecial } kind = Kind::kFile;
   mode_t mode = 0644;
   std::string sha256;  // kFile, checked against what was written

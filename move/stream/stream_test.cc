@@ -1072,12 +1072,19 @@ TEST_F(StreamTest, RefusesEntriesOfOtherTypes) {
                              .Finish();
     ExpectRefused(PatchType(stream, "files/odd", flag), dst, "may travel");
   }
-  // A FIFO or device outside files/; a hard link to nothing earlier, to a folder, out of files/.
-  TarEntry fifo;
-  fifo.path = "memory/pipe";
-  fifo.type = TarEntry::Type::kFifo;
-  ExpectRefused(Forge(ManifestText(Phase::kCopy)).Raw([&](TarWriter& w) { ASSERT_TRUE(w.AddSpecial(fifo).ok()); }).End().Finish(),
-                dst, "FIFO outside files/");
+  // A FIFO or device as a tar entry, even under files/ (they travel in the manifest); a hard
+  // link to nothing earlier, to a folder, out of files/.
+  const std::pair<TarEntry::Type, std::string> specials[] = {{TarEntry::Type::kFifo, "FIFO"},
+                                                              {TarEntry::Type::kCharDevice, "character device"},
+                                                              {TarEntry::Type::kBlockDevice, "block device"}};
+  for (const auto& [type, name] : specials) {
+    TarEntry special;
+    special.path = "files/pipe";
+    special.type = type;
+    ExpectRefused(
+        Forge(ManifestText(Phase::kCopy)).Raw([&](TarWriter& w) { ASSERT_TRUE(w.AddSpecial(special).ok()); }).End().Finish(),
+        dst, "stream entry 'files/pipe': a " + name + " as a tar entry");
+  }
   ExpectRefused(Forge(ManifestText(Phase::kCopy))
                     .Raw([](TarWriter& w) { ASSERT_TRUE(w.AddHardLink("files/a", "files/later").ok()); })
                     .File("files/later", "x")
@@ -1101,7 +1108,7 @@ TEST_F(StreamTest, RefusesEntriesOfOtherTypes) {
 }
 
 // Hard links travel as tar hard links (every name, in every stream, never skipped for the
-// receiver's have); FIFOs and devices as their tar types; a socket stays behind, as with tar.
+// receiver's have); FIFOs and devices in the stream manifest; a socket stays behind, as with tar.
 TEST_F(StreamTest, HardLinksFifosAndDevicesTravel) {
   Snapshot snapshot = *Snapshot::Load(src_);
   SnapshotEntry file = *snapshot.Find("README.md");
@@ -1137,6 +1144,15 @@ TEST_F(StreamTest, HardLinksFifosAndDevicesTravel) {
   ASSERT_NE(arrived.Find("null"), nullptr);
   EXPECT_EQ(arrived.Find("null")->type, SnapshotEntry::Type::kCharDevice);
   EXPECT_EQ(arrived.Find("null")->rdev, makedev(1, 3));
+  {
+    // In the manifest, not as tar entries.
+    StringSource source(Pack(src_, PackOptions{}));
+    TarReader reader(&source);
+    TarEntry entry;
+    while (*reader.Next(&entry)) {
+      EXPECT_TRUE(entry.type != TarEntry::Type::kFifo && entry.type != TarEntry::Type::kCharDevice) << entry.path;
+    }
+  }
   EXPECT_EQ(arrived.Find("sock"), nullptr);
   auto report = VerifyFolder(dst);
   ASSERT_TRUE(report.ok());
@@ -1164,6 +1180,51 @@ TEST_F(StreamTest, HardLinksFifosAndDevicesTravel) {
   EXPECT_NE(arrived.Find("null"), nullptr);
   EXPECT_EQ(arrived.Find("README.md")->link, 0u) << "one name left: a file of its own";
   EXPECT_TRUE(VerifyFolder(dst)->ok());
+}
+
+// The manifest's "special": each entry a plain path under files/, of a known type, with a
+// device's numbers only on a device, never also a tar entry nor beneath a file of the stream.
+TEST_F(StreamTest, RefusesBadSpecialFilesInTheManifest) {
+  std::string dst = ReceivedCopy();
+  auto with_special = [&](const std::string& path, const Json& item) {
+    StreamManifest manifest = ManifestFor(Phase::kCopy, std::string(32, 'a'));
+    Json json = Json::parse(*manifest.ToCanonicalText());
+    json["special"] = {{path, item}};
+    return *CanonicalJson(json, "manifest");
+  };
+  const Json fifo = {{"mode", 420}, {"type", "fifo"}};
+  const struct {
+    std::string path;
+    Json item;
+    std::string why;
+  } cases[] = {
+      {"memory/pipe", fifo, "special 'memory/pipe' is not a plain path under files/"},
+      {"files/../pipe", fifo, "special 'files/../pipe' is not a plain path under files/"},
+      {"files/pipe", {{"mode", 420}, {"type", "sock"}}, "type must be fifo, chr or blk"},
+      {"files/pipe", {{"mode", 420}, {"type", "fifo"}, {"major", 1}, {"minor", 3}}, "a device's only"},
+      {"files/null", {{"mode", 438}, {"type", "chr"}}, "a device's only"},
+      {"files/pipe", {{"mode", 070000}, {"type", "fifo"}}, "mode must be permission bits"},
+      {"files/pipe", {{"mode", 420}, {"type", "fifo"}, {"uid", 1ull << 32}}, "uid is not a 32-bit number"},
+      {"files/pipe", {{"mode", 420}, {"type", "fifo"}, {"path", "x"}}, "unknown field 'path'"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.why);
+    ExpectRefused(Forge(with_special(c.path, c.item)).End().Finish(), dst, c.why);
+  }
+  ExpectRefused(Forge(with_special("files/pipe", fifo)).File("files/pipe", "x").End().Finish(), dst,
+                "stream entry 'files/pipe': duplicate entry");
+  ExpectRefused(Forge(with_special("files/a/pipe", fifo)).File("files/a", "x").End().Finish(), dst,
+                "lies beneath the link or file 'files/a'");
+}
+
+TEST_F(StreamTest, RefusesEpochPastTheBound) {
+  std::string dst = ReceivedCopy();
+  for (uint64_t epoch : {uint64_t{0}, kMaxEpoch + 1, UINT64_MAX}) {
+    StreamManifest manifest = ManifestFor(Phase::kCopy);
+    manifest.epoch = epoch;
+    ExpectRefused(Forge(*manifest.ToCanonicalText()).End().Finish(), dst,
+                  "epoch " + std::to_string(epoch) + ": an epoch is a whole number from 1 to 2^53-1");
+  }
 }
 
 TEST_F(StreamTest, RefusesDuplicateEntries) {

@@ -11,6 +11,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/base/tar.h"
 #include "capsule/base/version.h"
+#include "capsule/format/environment_spec.h"
 #include "capsule/format/holder.h"
 #include "capsule/format/schedule.h"
 #include "capsule/format/layout.h"
@@ -23,6 +24,8 @@
 namespace capsule::move {
 
 namespace {
+
+constexpr uint64_t kMaxSpecBytes = 16 << 20;
 
 // The owner records of a planned entry (none when the snapshot names no owner).
 std::map<std::string, std::string> OwnerRecords(const Planned& item) {
@@ -80,6 +83,15 @@ Status WriteFileEntry(const std::string& dir, const std::string& stream_path, co
 
 }  // namespace
 
+Status CheckSpecHoldsNoSecret(const std::string& dir) {
+  const std::string path = JoinPath(dir, kEnvironmentSpecPath);
+  if (!PathExists(path)) return Status::Ok();
+  CAPSULE_ASSIGN_OR_RETURN(std::string spec, ReadFileBounded(path, kMaxSpecBytes, "an environment spec"));
+  Status checked = CheckEnvironmentSpec(spec);
+  if (checked.ok()) return checked;
+  return Status::Make(checked.code(), "", checked.message() + "; a secret never leaves in a stream: nothing was sent");
+}
+
 Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink* sink, PackStats* stats) {
   // A capsule at rest is trusted before it is sent (capsule/format/trust.h), and no mount
   // starts until it is; a mounted one is vouched for by its mount, which checked it at its
@@ -91,6 +103,9 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
     return at_rest.status();
   }
   CAPSULE_ASSIGN_OR_RETURN(Manifest capsule_manifest, Manifest::LoadHeader(dir));
+  // A secret never leaves in a stream: an environment spec that carries a secret value (a
+  // variable named like one, a URL with a password) is refused, as capsule verify refuses it.
+  if (options.phase != Phase::kFiles) CAPSULE_RETURN_IF_ERROR(CheckSpecHoldsNoSecret(dir));
   StreamManifest manifest;
   manifest.phase = options.phase;
   if (options.move_id) {
@@ -120,6 +135,12 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
       while (planned != plan.end() && planned->first < path) ++planned;
       if (planned == plan.end() || planned->first != path) manifest.removed.push_back(path);
     }
+  }
+  // FIFOs and devices travel in the manifest, never as tar entries.
+  for (const auto& [path, item] : plan) {
+    if (item.kind != Planned::Kind::kSpecial) continue;
+    const TarEntry& node = item.extras().special;
+    manifest.special[path] = StreamSpecial{node.type, item.mode & 0777, node.dev_major, node.dev_minor, item.uid, item.gid};
   }
   CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest.ToCanonicalText());
   // Fail on a bad move id now, not at the receiver.
@@ -160,12 +181,8 @@ Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink*
       case Planned::Kind::kHardLink:
         CAPSULE_RETURN_IF_ERROR(tar.AddHardLink(path, item.extras().link_target));
         break;
-      case Planned::Kind::kSpecial: {
-        TarEntry special = item.extras().special;
-        special.pax = OwnerRecords(item);
-        CAPSULE_RETURN_IF_ERROR(tar.AddSpecial(special));
-        break;
-      }
+      case Planned::Kind::kSpecial:
+        break;  // in the manifest
       case Planned::Kind::kFile: {
         if (skipped(path, item)) {
           ++local.files_skipped;

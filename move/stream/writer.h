@@ -48,6 +48,11 @@ struct PackStats {
   HeldJournal journal;
 };
 
+// Refuses a capsule whose environment spec carries a secret value (CheckEnvironmentSpec): a
+// secret never leaves in a stream. PackCapsule checks it for a copy or a switch; a move checks
+// it before it offers anything.
+Status CheckSpecHoldsNoSecret(const std::string& dir);
+
 // Writes the stream of the capsule at `dir` into `sink`, then closes the sink.
 Status PackCapsule(const std::string& dir, const PackOptions& options, ByteSink* sink, PackStats* stats);
 
