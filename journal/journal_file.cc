@@ -173,7 +173,7 @@ Result<JournalTail> LoadJournalTail(const std::string& capsule_dir, int fd, uint
                   kJournalPath);
   };
   JournalPosition from;  // the start, unless the cache describes a prefix of the journal
-  Result<std::string> text = ReadFile(TailPath(capsule_dir));
+  Result<std::string> text = ReadFileBeneath(capsule_dir, local::kJournalTail);
   std::optional<TailCache> cache;
   if (text.ok()) cache = ParseTailCache(*text);
   if (cache && cache->inode == static_cast<uint64_t>(st.st_ino) && cache->size <= size &&
