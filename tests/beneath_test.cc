@@ -116,6 +116,9 @@ TEST_F(BeneathTest, AFileSwappedForALinkDuringAMountIsNeitherReadNorSealed) {
     {
       Mount mount(dir_, mnt_);
       ASSERT_TRUE(mount.up());
+      // Read once first: the next open of the file goes straight to the mount.
+      auto first = Cat(mnt_ + "/" + rel);
+      ASSERT_EQ(first.exit_code, 0) << first.err;
       ASSERT_NO_FATAL_FAILURE(SwapForLink(rel));
       auto read = Cat(mnt_ + "/" + rel);
       EXPECT_NE(read.exit_code, 0) << "a link where a file belongs is not served: " << read.out;
@@ -132,6 +135,48 @@ TEST_F(BeneathTest, AFileSwappedForALinkDuringAMountIsNeitherReadNorSealed) {
     ASSERT_NO_FATAL_FAILURE(PutBack(rel));
     auto again = RunCapsule({"verify", dir_});
     EXPECT_EQ(again.exit_code, 0) << "put back, the file is the one the manifest kept: " << again.out << again.err;
+  }
+}
+
+// A folder of the capsule the mount reads from (not one it holds open) swapped for a link to a
+// root-only folder holding files of the same names: nothing in it is served through the mount,
+// hashed into the manifest, or written; capsule verify names the link after the unmount.
+TEST_F(BeneathTest, AFolderSwappedForALinkIsNotReadThrough) {
+  const std::string decoy = root_ + "/outside/decoy";
+  ASSERT_TRUE(MakeDirectories(decoy).ok());
+  ASSERT_TRUE(WriteFileAtomic(decoy + "/instructions.md", kSecret, 0600).ok());
+  ASSERT_TRUE(WriteFileAtomic(decoy + "/working_memory.md", kSecret, 0600).ok());
+  ASSERT_TRUE(WriteFileAtomic(decoy + "/timeline_events.jsonl", kSecret, 0600).ok());
+  for (const std::string& folder : {std::string("harness"), std::string("memory")}) {
+    SCOPED_TRACE(folder);
+    const std::string file = folder == "harness" ? kInstructionsPath : kWorkingMemoryPath;
+    const std::string before = Fingerprint(decoy + "/" + BaseName(file));
+    {
+      Mount mount(dir_, mnt_);
+      ASSERT_TRUE(mount.up());
+      // Read once first: the kernel and the mount now know the file, and the next open goes
+      // straight to the mount without a walk that would show the link as a link.
+      auto first = Cat(mnt_ + "/" + file);
+      ASSERT_EQ(first.exit_code, 0) << first.err;
+      ASSERT_FALSE(first.out.empty());
+      ASSERT_EQ(::rename((dir_ + "/" + folder).c_str(), Moved(folder).c_str()), 0);
+      ASSERT_EQ(::symlink(decoy.c_str(), (dir_ + "/" + folder).c_str()), 0);
+      auto read = Cat(mnt_ + "/" + file);
+      EXPECT_NE(read.exit_code, 0) << "nothing is read through the link: " << read.out;
+      ExpectNoSecret(read.out, "through the mount");
+      EXPECT_EQ(mount.Unmount(), 0);
+    }
+    EXPECT_EQ(Fingerprint(decoy + "/" + BaseName(file)), before) << "nothing is written through the link";
+    ExpectNoSecret(Manifest(), "the checkpointed manifest");
+    auto verified = RunCapsule({"verify", dir_});
+    EXPECT_NE(verified.exit_code, 0);
+    EXPECT_NE((verified.out + verified.err).find(folder + ": not a regular file"), std::string::npos)
+        << verified.out << verified.err;
+    ExpectNoSecret(verified.out + verified.err, "capsule verify");
+    ASSERT_EQ(::unlink((dir_ + "/" + folder).c_str()), 0);
+    ASSERT_EQ(::rename(Moved(folder).c_str(), (dir_ + "/" + folder).c_str()), 0);
+    auto again = RunCapsule({"verify", dir_});
+    EXPECT_EQ(again.exit_code, 0) << "put back, the folder is the one the manifest kept: " << again.out << again.err;
   }
 }
 
