@@ -112,13 +112,13 @@ Result<Journal> Journal::OpenForWrite(DirFd folder, JournalOptions options) {
 }
 
 Result<std::vector<Event>> Journal::Read(const std::string& capsule_dir) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JournalFile(capsule_dir)));
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBeneath(capsule_dir, kJournalPath));
   return ReadJournalText(text);
 }
 
 Status Journal::Verify(const std::string& capsule_dir) {
   std::string path = JournalFile(capsule_dir);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneathGiven(capsule_dir, kJournalPath, O_RDONLY));
   return VerifyJournalAt(FileReadAt(fd.get(), path));
 }
 
@@ -301,7 +301,7 @@ Result<OtherJournal> OtherJournal::Load(const std::string& capsule_dir) {
   auto loaded = std::make_shared<OtherJournalText>();
   loaded->dir = capsule_dir;
   loaded->path = JournalFile(capsule_dir);
-  CAPSULE_ASSIGN_OR_RETURN(loaded->fd, OpenFile(loaded->path, O_RDONLY | O_CLOEXEC));
+  CAPSULE_ASSIGN_OR_RETURN(loaded->fd, OpenBeneathGiven(capsule_dir, kJournalPath, O_RDONLY));
   return OtherJournal(std::move(loaded));
 }
 
