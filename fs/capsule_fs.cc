@@ -27,7 +27,7 @@ namespace {
 // Reconciles the manifest's blob entries with artifacts/blobs/ after a crash: a blob placed
 // just before the crash is listed, debris is removed.
 Status ScanBlobs(const DirFd& blobs, Manifest* manifest) {
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(blobs.path()));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, blobs.ListTree());
   std::set<std::string> present;
   for (const TreeEntry& entry : entries) {
     std::string rel = std::string(kBlobsDir) + "/" + entry.path;
@@ -89,11 +89,15 @@ Status CheckCapsuleFolders(const DirFd& root, bool allow_foreign_owner) {
 // whole is not replayed). Both are dropped once the tree is built, before a checkpoint builds
 // its own.
 Status CapsuleFs::LoadWorkspace(bool writable) {
-  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(options_.dir));
-  WorkspaceTimes times = LoadWorkspaceTimes(JoinPath(options_.dir, local::kTimes));
+  // Read beneath the capsule folder held open: a link in the place of any of them is refused
+  // naming it, never followed.
+  CAPSULE_ASSIGN_OR_RETURN(Snapshot snapshot, Snapshot::Load(folder_));
+  WorkspaceTimes times = LoadWorkspaceTimes(folder_, local::kTimes);
   std::string log_path = folder_.PathOf(local::kWorkspaceLog);
-  if (PathExists(log_path)) {
-    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(log_path));
+  Result<std::string> log_text = folder_.ReadFile(local::kWorkspaceLog);
+  if (!log_text.ok() && log_text.status().code() != Code::kNotFound) return log_text.status();
+  if (log_text.ok()) {
+    const std::string& text = *log_text;
     const Manifest& manifest = *manifest_;
     std::function<bool(const SnapshotEntry&)> blob_ok = [&](const SnapshotEntry& entry) {
       auto it = manifest.files.find(BlobPath(entry.sha256));
@@ -139,10 +143,10 @@ Result<std::unique_ptr<CapsuleFs>> CapsuleFs::Open(const MountOptions& given) {
   const DirFd& root_fd = fs->folder_;
   const std::string& dir = fs->options_.dir;
   bool writable = state != MountState::kReadOnly;
-  CAPSULE_ASSIGN_OR_RETURN(*fs->manifest_, Manifest::Load(dir));
+  CAPSULE_ASSIGN_OR_RETURN(*fs->manifest_, Manifest::Load(root_fd));
   // Trusted before anything is served or re-sealed: a file edited behind the manifest outside
   // any mount is refused; what a crashed mount wrote since its last checkpoint is recovered.
-  CAPSULE_RETURN_IF_ERROR(CheckTrustedForMount(dir, *fs->manifest_));
+  CAPSULE_RETURN_IF_ERROR(CheckTrustedForMount(root_fd, *fs->manifest_));
   if (writable) {
     CAPSULE_RETURN_IF_ERROR(root_fd.MakeDir(kLocalDir, 0700));
     CAPSULE_RETURN_IF_ERROR(root_fd.RemoveTree(local::kWorkDir));

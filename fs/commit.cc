@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <functional>
 #include <future>
+#include <iostream>
 #include <mutex>
 #include <thread>
 
@@ -78,8 +80,11 @@ Status StoreAsBlob(const DirFd& work, const std::string& from, const DirFd& blob
 // A workspace file's blob is served only when its bytes hash to its name (`sha256`): checked
 // as it is opened, through `cache` (a stat when its identity is unchanged since it was last
 // hashed), so that a blob altered on disk, even under a running mount, answers EIO instead.
-Status CheckBlobBeforeServing(DigestCache* cache, const std::string& path, const std::string& sha256) {
-  Result<std::string> digest = cache->Sha256File(path, nullptr);
+// Read beneath the blobs folder held open: a link put in a blob's place is refused, naming it.
+Status CheckBlobBeforeServing(DigestCache* cache, const DirFd& blobs, const std::string& sha256) {
+  const std::string path = blobs.PathOf(sha256);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, blobs.OpenFile(sha256, O_RDONLY));
+  Result<std::string> digest = cache->Sha256Opened(fd.get(), path, nullptr);
   if (!digest.ok()) return digest.status();
   if (*digest != sha256) return Status::Corruption(path, "does not hash to its name: altered on disk, not served");
   return Status::Ok();
@@ -128,7 +133,7 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
   } else {
     if (!nothing_to_copy) {
       if (node->kind == NodeKind::kWsFile) {
-        CAPSULE_RETURN_IF_ERROR(CheckBlobBeforeServing(&verified_blobs_, JoinPath(options_.dir, BlobPath(source)), source));
+        CAPSULE_RETURN_IF_ERROR(CheckBlobBeforeServing(&verified_blobs_, blobs_, source));
       }
       CAPSULE_ASSIGN_OR_RETURN(UniqueFd from, node->kind == NodeKind::kWsFile ? blobs_.OpenFile(source, O_RDONLY)
                                                                                 : folder_.OpenFile(source, O_RDONLY));
@@ -157,7 +162,7 @@ Result<std::shared_ptr<const UniqueFd>> CapsuleFs::CommittedFile(Node* node, Han
     blob = node->kind == NodeKind::kWsFile;
     path = blob ? node->sha256 : RelPath(node);
   }
-  if (blob) CAPSULE_RETURN_IF_ERROR(CheckBlobBeforeServing(&verified_blobs_, JoinPath(options_.dir, BlobPath(path)), path));
+  if (blob) CAPSULE_RETURN_IF_ERROR(CheckBlobBeforeServing(&verified_blobs_, blobs_, path));
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, blob ? blobs_.OpenFile(path, O_RDONLY) : folder_.OpenFile(path, O_RDONLY));
   h->committed = std::make_shared<const UniqueFd>(std::move(fd));
   h->committed_at = node->commits;
@@ -256,11 +261,11 @@ Status CapsuleFs::CommitRealFile(Node* node) {
   }
   // An attachment's bytes are those its name says.
   if (IsAttachmentsPath(rel)) {
-    if (Status named = CheckAttachmentFile(wc.path, rel); !named.ok()) return RefuseCommit(rel, wc.path, named);
+    if (Status named = CheckAttachmentFile(wc.fd.get(), wc.path, rel); !named.ok()) return RefuseCommit(rel, wc.path, named);
   }
   if (!written) {
     written.emplace();
-    CAPSULE_ASSIGN_OR_RETURN(written->sha256, Sha256File(wc.path, &written->size));
+    CAPSULE_ASSIGN_OR_RETURN(written->sha256, Sha256Fd(wc.fd.get(), wc.path, &written->size));
   }
   // Known as this mount's before it is there: a crash's recovery takes it (trust.h).
   CAPSULE_RETURN_IF_ERROR(RecordMountWrite(folder_, rel, written));
@@ -274,7 +279,9 @@ Status CapsuleFs::CommitRealFile(Node* node) {
   std::unique_lock lock(tree_mu_);
   clock_gettime(CLOCK_REALTIME, &node->mtime);
   ++generation_;
-  return RefreshManifestEntries(options_.dir, {rel}, &EditManifest());
+  // What it wrote, not what is there now: bytes put in its place since are not sealed.
+  EditManifest().files[rel] = *written;
+  return Status::Ok();
 }
 
 Status CapsuleFs::CommitAll() {
@@ -331,7 +338,7 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
   } else {
     CAPSULE_ASSIGN_OR_RETURN(unreferenced, UnreferencedBlobs(dir, snapshot));
   }
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(dir, {kLocalDir, kBlobsDir}));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, folder_.ListTree("", {kLocalDir, kBlobsDir}));
   std::set<std::string> paths;
   for (const TreeEntry& entry : tree) {
     if (entry.type != TreeEntry::Type::kFile) continue;
@@ -358,6 +365,7 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
     return folder_.WriteFileAtomic(local::kTimes, times_text, 0644);
   });
   std::shared_ptr<const Manifest> manifest;
+  std::vector<std::string> edited_beside;
   {
     std::unique_lock lock(tree_mu_);
     Manifest& current = EditManifest();
@@ -366,11 +374,20 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
     }
     current.files.erase(kSignaturePath);  // named by a manifest an earlier checkpoint wrote
     for (const std::string& blob : unreferenced) current.files.erase(blob);
-    CAPSULE_RETURN_IF_ERROR(
-        RefreshManifestEntries(dir, std::vector<std::string>(paths.begin(), paths.end()), &current, &verified_blobs_));
+    // Only what this mount wrote is sealed (capsule/format/trust.h): a file edited beside it
+    // keeps its old entry, and capsule verify names it until capsule accept takes it.
+    CAPSULE_ASSIGN_OR_RETURN(
+        edited_beside,
+        RefreshMountWrites(folder_, std::vector<std::string>(paths.begin(), paths.end()), &current, &verified_blobs_));
     current.files[kSnapshotPath] = snapshot_digest;
     manifest = manifest_;
     ++generation_;
+  }
+  for (const std::string& edit : edited_beside) {
+    std::string line = edit + ": not sealed (the manifest keeps its entry; capsule verify names it until capsule "
+                              "accept takes it)";
+    std::cerr << "capsulefs: " << dir << ": " << line << "\n";
+    ::syslog(LOG_WARNING, "capsulefs: %s: %s", dir.c_str(), line.c_str());
   }
   CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, manifest->ToCanonicalText());
   CAPSULE_RETURN_IF_ERROR(snapshot_saved.get());

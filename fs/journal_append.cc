@@ -74,8 +74,9 @@ Status Refuse(const std::string& why) { return Status::InvalidArgument(kJournalP
 
 }  // namespace
 
-Result<JournalSink> MakeJournalAppender(const std::string& capsule_dir) {
-  CAPSULE_ASSIGN_OR_RETURN(journal::Journal opened, journal::Journal::OpenForWrite(capsule_dir));
+Result<JournalSink> MakeJournalAppender(const DirFd& folder) {
+  CAPSULE_ASSIGN_OR_RETURN(DirFd held, folder.Duplicate());
+  CAPSULE_ASSIGN_OR_RETURN(journal::Journal opened, journal::Journal::OpenForWrite(std::move(held)));
   auto appender = std::make_shared<Appender>(std::move(opened));
   return JournalSink([appender](const std::vector<std::string>& lines) -> Status {
     // Every line checked before any is appended: a write is taken whole or not at all.

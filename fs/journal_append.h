@@ -13,11 +13,13 @@
 
 #include <string>
 
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/status.h"
 #include "fs/journal_sink.h"
 
 namespace capsule::fs {
 
-Result<JournalSink> MakeJournalAppender(const std::string& capsule_dir);
+// The journal of the capsule folder held open as `folder` (the mount's): opened beneath it.
+Result<JournalSink> MakeJournalAppender(const DirFd& folder);
 
 }  // namespace capsule::fs

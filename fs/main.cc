@@ -157,7 +157,7 @@ int Run(const Args& args) {
   fs->SetControlPath(socket_path);
   if (fs->gate().state() != capsule::fs::MountState::kReadOnly) {
     // Held here: the journal takes appends of whole lines (man capsulefs.8).
-    auto appender = capsule::fs::MakeJournalAppender(fs->dir());
+    auto appender = capsule::fs::MakeJournalAppender(fs->folder());
     if (!appender.ok()) {
       std::cerr << "capsulefs: " << appender.status().message() << "\n";
       return 1;

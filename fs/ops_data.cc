@@ -73,8 +73,7 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags, const WriteTicket*
         if (!journal_sink_ || (flags & O_TRUNC)) return FsError(EPERM, rel + ": append-only journal");
         std::optional<WriteTicket> ticket;
         if (held == nullptr) CAPSULE_RETURN_IF_ERROR(EnterInto(gate_, &ticket));
-        struct stat st;
-        if (::stat(JoinPath(options_.dir, rel).c_str(), &st) != 0) return Status::IOError(rel, errno);
+        CAPSULE_ASSIGN_OR_RETURN(struct stat st, folder_.Stat(rel));  // the journal, not a link in its place
         h->journal = std::make_unique<LineAssembler>(journal_sink_, journal_unfinished_, static_cast<uint64_t>(st.st_size),
                                                      (flags & O_APPEND) != 0);
       } else if (writes && !WritableRealPath(rel)) {
@@ -120,14 +119,16 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent,
   if (parent->kind != NodeKind::kRealDir || !CreatableRealPath(rel)) return FsError(EPERM, rel + ": no new files here");
   // A name no content could make valid is refused now, not at the close (EINVAL).
   if (IsSchedulePath(rel)) CAPSULE_RETURN_IF_ERROR(CheckScheduleName(rel));
-  std::string path = JoinPath(options_.dir, rel);
   // One ticket from the new entry to its open handle: a freeze cannot come between them.
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
   std::shared_ptr<Node> node;
   bool created = false;
   {
-    if (PathExists(path) && (flags & O_EXCL)) return FsError(EEXIST, rel);
-    if (!PathExists(path)) {
+    // Looked at beneath the capsule folder held open (a link there counts as there, never followed).
+    Result<struct stat> there = folder_.Stat(rel);
+    if (!there.ok() && there.status().code() != Code::kNotFound) return there.status();
+    if (there.ok() && (flags & O_EXCL)) return FsError(EEXIST, rel);
+    if (!there.ok()) {
       CAPSULE_RETURN_IF_ERROR(RecordMountWrite(folder_, rel, FileDigest::OfText("")));  // capsule/format/trust.h
       CAPSULE_RETURN_IF_ERROR(folder_.WriteFileAtomic(rel, "", mode & 07777));
       created = true;
@@ -295,7 +296,7 @@ Status CapsuleFs::CheckSpecAsWritten(Node* node, const WorkingCopy& wc, std::str
   if (!IsCheckedWhenWritten(rel)) return Status::Ok();
   // The document as this write would leave it, judged before a byte of it is kept: a refused
   // write leaves the working copy as it was.
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(wc.path));
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadAll(FileReadAt(wc.fd.get(), wc.path)));
   text.resize(std::max<size_t>(text.size(), end), '\0');
   text.replace(static_cast<size_t>(off), data.size(), data);
   if (ParseJson(text, rel).ok()) {
@@ -312,7 +313,7 @@ Status CapsuleFs::CheckSpecAsWritten(Node* node, const WorkingCopy& wc, std::str
 }
 
 Status CapsuleFs::RefuseCommit(const std::string& rel, const std::string& wc_path, const Status& why) {
-  Result<std::string> content = ReadFile(wc_path);
+  Result<std::string> content = work_.ReadFile(BaseName(wc_path));
   if (!content.ok() || content->empty()) return FsError(EINVAL, why.message());  // nothing written to keep
   Result<std::string> kept = KeepRejected(options_.dir, rel, *content);
   if (!kept.ok()) return FsError(EINVAL, why.message() + "; the bytes written could not be kept aside: " + kept.status().message());

@@ -462,13 +462,16 @@ Status CapsuleFs::do_rename(fuse_ino_t parent_ino, const std::string& name, fuse
     if (target && IsDirKind(target->kind) && !target->children.empty()) return FsError(ENOTEMPTY, new_rel);
     if (ws) CAPSULE_RETURN_IF_ERROR(CheckRecordable(newname, "name"));
     if (real && IsSchedulePath(new_rel) && !IsDirKind(node->kind)) CAPSULE_RETURN_IF_ERROR(CheckScheduleName(new_rel));
-    if (real && IsAttachmentsPath(new_rel)) {  // named by a digest: the bytes must be those it says (EINVAL)
-      CAPSULE_RETURN_IF_ERROR(CheckAttachmentFile(JoinPath(options_.dir, rel), new_rel));
-    }
+    // A real file is read beneath the capsule folder held open, never through a link.
     if (real) {
+      UniqueFd moving;
+      CAPSULE_ASSIGN_OR_RETURN(moving, folder_.OpenFile(rel, O_RDONLY));
+      if (IsAttachmentsPath(new_rel)) {  // named by a digest: the bytes must be those it says (EINVAL)
+        CAPSULE_RETURN_IF_ERROR(CheckAttachmentFile(moving.get(), folder_.PathOf(rel), new_rel));
+      }
       // Known as this mount's before they are there (capsule/format/trust.h).
       FileDigest moved;
-      CAPSULE_ASSIGN_OR_RETURN(moved.sha256, Sha256File(JoinPath(options_.dir, rel), &moved.size));
+      CAPSULE_ASSIGN_OR_RETURN(moved.sha256, Sha256Fd(moving.get(), folder_.PathOf(rel), &moved.size));
       CAPSULE_RETURN_IF_ERROR(RecordMountWrite(folder_, rel, std::nullopt));
       CAPSULE_RETURN_IF_ERROR(RecordMountWrite(folder_, new_rel, moved));
       CAPSULE_RETURN_IF_ERROR(folder_.Rename(rel, new_rel, flags));
@@ -537,8 +540,11 @@ Result<Handle*> CapsuleFs::do_opendir(fuse_ino_t ino) {
     return Register(std::move(handle));
   }
   std::string rel = RelPath(node.get());
-  DIR* dir = ::opendir(JoinPath(options_.dir, rel).c_str());
-  if (dir == nullptr) return Status::IOError(rel, errno);
+  // Beneath the capsule folder held open: a link put where a real folder was is refused.
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd opened, folder_.OpenFile(rel, O_RDONLY | O_DIRECTORY));
+  DIR* dir = ::fdopendir(opened.get());
+  if (dir == nullptr) return Status::IOError(folder_.PathOf(rel), errno);
+  opened.Release();
   while (struct dirent* d = ::readdir(dir)) {
     std::string name = d->d_name;
     if (name == "." || name == ".." || IsTempDebris(name)) continue;

@@ -1,6 +1,7 @@
 // The mount's states as the holder record and the control channel change them: freeze (commit
 // what is in flight, checkpoint, verify), thaw, retire (read-only for good), the half-second
 // watch of the holder record, and the status the control channel reports.
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <syslog.h>
 
@@ -58,11 +59,13 @@ Result<uint64_t> CapsuleFs::Freeze(const std::string& move, std::chrono::seconds
 }
 
 Result<uint64_t> CapsuleFs::PreVerify() {
-  const std::string blobs = JoinPath(options_.dir, kBlobsDir);
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(blobs));
-  std::vector<std::string> paths;
+  // Listed and read beneath the blobs folder held open: a link put in a blob's place fails.
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, blobs_.ListTree());
+  std::vector<std::string> names, paths;
   for (const TreeEntry& entry : tree) {
-    if (entry.type == TreeEntry::Type::kFile && !IsTempDebris(entry.path)) paths.push_back(JoinPath(blobs, entry.path));
+    if (entry.type != TreeEntry::Type::kFile || IsTempDebris(entry.path)) continue;
+    names.push_back(entry.path);
+    paths.push_back(blobs_.PathOf(entry.path));
   }
   uint64_t read_before = verified_blobs_.files_read();
   std::mutex failure_mu;
@@ -70,9 +73,10 @@ Result<uint64_t> CapsuleFs::PreVerify() {
   // On every core, as a freeze's verify would: the move this serves waits for it.
   ParallelFor(paths.size(), 0, [&](size_t i) {
     if (preverify_cancelled_) return;
-    Result<std::string> digest = verified_blobs_.Sha256File(paths[i], nullptr);
+    Result<UniqueFd> fd = blobs_.OpenFile(names[i], O_RDONLY);
+    Result<std::string> digest = fd.ok() ? verified_blobs_.Sha256Opened(fd->get(), paths[i], nullptr) : fd.status();
     // A blob removed meanwhile (a checkpoint dropped it) is no error: nothing to remember.
-    if (digest.ok() || !PathExists(paths[i])) return;
+    if (digest.ok() || digest.status().code() == Code::kNotFound) return;
     std::lock_guard lock(failure_mu);
     if (failure.ok()) failure = digest.status();
   });

@@ -261,9 +261,12 @@ Result<std::shared_ptr<Node>> CapsuleFs::Child(Node* parent, const std::string& 
     if (it == parent->children.end()) return FsError(ENOENT, name);
     return it->second;
   }
-  std::string rel = RelPath(parent) + "/" + name;
-  struct stat st;
-  if (IsTempDebris(name) || ::lstat(JoinPath(options_.dir, rel).c_str(), &st) != 0) {
+  std::string parent_rel = RelPath(parent);
+  std::string rel = parent_rel.empty() ? name : parent_rel + "/" + name;
+  // Looked at beneath the capsule folder held open: no link on the way is followed.
+  Result<struct stat> found = IsTempDebris(name) ? Result<struct stat>(FsError(ENOENT, rel)) : folder_.Stat(rel);
+  if (!found.ok() && found.status().code() != Code::kNotFound) return found.status();  // a link on the way, named
+  if (!found.ok()) {
     if (it != parent->children.end()) {  // gone from the disk: forget it
       it->second->parent = nullptr;
       if (it->second->nlookup == 0) nodes_.erase(it->second->ino);
@@ -271,6 +274,7 @@ Result<std::shared_ptr<Node>> CapsuleFs::Child(Node* parent, const std::string& 
     }
     return FsError(ENOENT, rel);
   }
+  const struct stat& st = *found;
   NodeKind kind = S_ISDIR(st.st_mode) ? NodeKind::kRealDir : NodeKind::kRealFile;
   if (it != parent->children.end() && it->second->kind == kind) return it->second;
   if (it != parent->children.end()) it->second->parent = nullptr;
@@ -325,8 +329,7 @@ Result<struct stat> CapsuleFs::Attr(Node* node) {
     case NodeKind::kRealFile: {
       std::string rel = RelPath(node);
       lock.unlock();
-      struct stat real;
-      if (::lstat(JoinPath(options_.dir, rel).c_str(), &real) != 0) return Status::IOError(rel, errno);
+      CAPSULE_ASSIGN_OR_RETURN(struct stat real, folder_.Stat(rel));
       real.st_ino = node->ino;
       if (live) {
         real.st_size = static_cast<off_t>(live->size);

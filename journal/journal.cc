@@ -27,8 +27,9 @@ namespace {
 
 std::string JournalFile(const std::string& dir) { return JoinPath(dir, kJournalPath); }
 
-Result<UniqueFd> OpenJournalForWrite(const std::string& dir) {
-  return OpenFile(JournalFile(dir), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+// Beneath the capsule folder held open: a link in the journal's place is refused, naming it.
+Result<UniqueFd> OpenJournalForWrite(const DirFd& folder) {
+  return folder.OpenFile(kJournalPath, O_RDWR | O_APPEND | O_CREAT, 0644);
 }
 
 // Splits complete lines of `text` (each without its newline).
@@ -89,28 +90,35 @@ constexpr size_t kMergeBlocksAhead = 3;
 
 Result<Journal> Journal::OpenForWrite(const std::string& capsule_dir, JournalOptions options) {
   // Frozen is fine to open (a mount of a frozen capsule waits for its thaw); every append
-  // checks that the capsule is active, under the lock.
+  // checks that the capsule is active, under the lock. Checked before the folder is opened, so
+  // that a folder that is no capsule is named as such.
+  CAPSULE_RETURN_IF_ERROR(CheckHeldHere(capsule_dir));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd folder, DirFd::OpenGiven(capsule_dir));
+  return OpenForWrite(std::move(folder), std::move(options));
+}
+
+Result<Journal> Journal::OpenForWrite(DirFd folder, JournalOptions options) {
+  const std::string capsule_dir = folder.path();
   CAPSULE_RETURN_IF_ERROR(CheckHeldHere(capsule_dir));
   CAPSULE_ASSIGN_OR_RETURN(std::string machine, LoadOrCreateMachineId(capsule_dir));
-  std::string lock_path = JoinPath(capsule_dir, local::kJournalLock);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock_fd, OpenFile(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd lock_fd, folder.OpenFile(local::kJournalLock, O_RDWR | O_CREAT, 0644));
   {
     CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd.get()));
-    CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(capsule_dir));
+    CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(folder));
     CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), JournalFile(capsule_dir)));
     (void)size;
   }
-  return Journal(capsule_dir, std::move(machine), std::move(lock_fd), std::move(options));
+  return Journal(std::move(folder), std::move(machine), std::move(lock_fd), std::move(options));
 }
 
 Result<std::vector<Event>> Journal::Read(const std::string& capsule_dir) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JournalFile(capsule_dir)));
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBeneath(capsule_dir, kJournalPath));
   return ReadJournalText(text);
 }
 
 Status Journal::Verify(const std::string& capsule_dir) {
   std::string path = JournalFile(capsule_dir);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneathGiven(capsule_dir, kJournalPath, O_RDONLY));
   return VerifyJournalAt(FileReadAt(fd.get(), path));
 }
 
@@ -214,8 +222,9 @@ Journal::~Journal() {
   // Under the lock, and only while the journal is still the one this Journal appended to (a
   // merge since replaced it, with a cache of its own).
   Result<JournalLock> lock = JournalLock::Acquire(lock_fd_.get());
-  struct stat st;
-  if (!lock.ok() || ::stat(JournalFile(dir_).c_str(), &st) != 0) return;
+  Result<struct stat> found = folder_.valid() ? folder_.Stat(kJournalPath) : Status::NotFound(dir_, "moved from");
+  if (!lock.ok() || !found.ok()) return;
+  const struct stat& st = *found;
   if (static_cast<uint64_t>(st.st_ino) == inode_ && static_cast<uint64_t>(st.st_dev) == device_ &&
       static_cast<uint64_t>(st.st_size) >= size_) {
     SaveTailCache();
@@ -224,12 +233,14 @@ Journal::~Journal() {
 
 Status Journal::CatchUp() {
   std::string path = JournalFile(dir_);
-  struct stat st;
-  if (!journal_fd_.valid() || ::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_ino) != inode_ ||
-      static_cast<uint64_t>(st.st_dev) != device_ || static_cast<uint64_t>(st.st_size) < size_) {
+  // Looked at beneath the folder held open (lstat: a link put in its place is another file,
+  // and Reopen refuses it).
+  Result<struct stat> found = journal_fd_.valid() ? folder_.Stat(kJournalPath) : Status::NotFound(path, "not open");
+  if (!found.ok() || static_cast<uint64_t>(found->st_ino) != inode_ ||
+      static_cast<uint64_t>(found->st_dev) != device_ || static_cast<uint64_t>(found->st_size) < size_) {
     return Reopen();  // first use, replaced (a merge), or cut short
   }
-  uint64_t size = static_cast<uint64_t>(st.st_size);
+  uint64_t size = static_cast<uint64_t>(found->st_size);
   if (size == size_) return Status::Ok();  // as this Journal left it
   // Another writer appended: only the new lines are read and checked (a torn one is cut).
   std::string grown(size - size_, '\0');
@@ -262,14 +273,14 @@ Status Journal::CatchUp() {
 
 Status Journal::Reopen() {
   std::string path = JournalFile(dir_);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(folder_));
   CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
   CAPSULE_ASSIGN_OR_RETURN(JournalTail tail, LoadJournalTail(dir_, fd.get(), size));
   CAPSULE_ASSIGN_OR_RETURN(last_line_, ReadLastLine(FileReadAt(fd.get(), path), size, path));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
   if (!tail_fd_.valid()) {
-    Result<UniqueFd> cache = OpenFile(JoinPath(dir_, local::kJournalTail), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    Result<UniqueFd> cache = folder_.OpenFile(local::kJournalTail, O_RDWR | O_CREAT, 0644);
     if (cache.ok()) tail_fd_ = std::move(cache).value();
   }
   journal_fd_ = std::move(fd);
@@ -290,7 +301,7 @@ Result<OtherJournal> OtherJournal::Load(const std::string& capsule_dir) {
   auto loaded = std::make_shared<OtherJournalText>();
   loaded->dir = capsule_dir;
   loaded->path = JournalFile(capsule_dir);
-  CAPSULE_ASSIGN_OR_RETURN(loaded->fd, OpenFile(loaded->path, O_RDONLY | O_CLOEXEC));
+  CAPSULE_ASSIGN_OR_RETURN(loaded->fd, OpenBeneathGiven(capsule_dir, kJournalPath, O_RDONLY));
   return OtherJournal(std::move(loaded));
 }
 
@@ -298,7 +309,7 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
   CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd held, HoldForWrite(dir_));
   std::string path = JournalFile(dir_);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));  // no writer meanwhile: we hold the lock
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(folder_));  // no writer meanwhile: we hold the lock
   CAPSULE_RETURN_IF_ERROR(CutTornTail(fd.get(), path).status());
   auto finish = [&](const MergeCounts& counts, MergedJournalWriter* writer) -> Result<MergeResult> {
     MergeResult result{counts.added, counts.total};
@@ -312,7 +323,7 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
     manifest.files[kJournalPath] = std::move(digest);
     CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
     journal_fd_.Reset();  // replaced: the next append opens the merged journal
-    CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(dir_));
+    CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(folder_));
     (void)SaveJournalTail(dir_, merged.get(), counts.last_line + "\n", counts.tail);
     return result;
   };
@@ -367,7 +378,7 @@ Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
   CAPSULE_ASSIGN_OR_RETURN(JournalLock lock, JournalLock::Acquire(lock_fd_.get()));
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd held, HoldForWrite(dir_));
   std::string path = JournalFile(dir_);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenJournalForWrite(folder_));
   CAPSULE_ASSIGN_OR_RETURN(uint64_t size, CutTornTail(fd.get(), path));
   std::string text(size, '\0');
   CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd.get(), text.data(), size, 0, path));
@@ -421,7 +432,7 @@ Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
   CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
 
   journal_fd_.Reset();  // replaced: the next append opens the merged journal
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(folder_));
   (void)SaveJournalTail(dir_, merged.get(), last_line, tail);
   return result;
 }

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
 #include "capsule/format/holder_gate.h"
@@ -81,6 +82,10 @@ class Journal {
   // (FailedPrecondition) unless this machine holds the capsule (active or frozen: each append
   // then needs it active), and cuts off a torn last line.
   static Result<Journal> OpenForWrite(const std::string& capsule_dir, JournalOptions options = {});
+  // The same in the capsule folder held open (a mount's): the lock, the journal and its tail
+  // cache are opened beneath it, never through a link (a link in their place is refused,
+  // naming it). The path form opens the folder it names and does the same.
+  static Result<Journal> OpenForWrite(DirFd folder, JournalOptions options = {});
 
   // Every event of the capsule's journal in order, after checking them all (Corruption
   // names the first bad event). Never needs the capsule held; a torn last line is ignored.
@@ -126,8 +131,8 @@ class Journal {
   const std::string& capsule_dir() const { return dir_; }
 
  private:
-  Journal(std::string dir, std::string machine, UniqueFd lock_fd, JournalOptions options)
-      : dir_(std::move(dir)), machine_(std::move(machine)), lock_fd_(std::move(lock_fd)),
+  Journal(DirFd folder, std::string machine, UniqueFd lock_fd, JournalOptions options)
+      : dir_(folder.path()), folder_(std::move(folder)), machine_(std::move(machine)), lock_fd_(std::move(lock_fd)),
         options_(std::move(options)), gate_(dir_) {}
 
   // Under the lock: makes journal_fd_, size_, tail_ and last_line_ describe the journal at
@@ -144,6 +149,7 @@ class Journal {
   static constexpr int kAppendsPerTailCache = 64;
 
   std::string dir_;
+  DirFd folder_;  // the capsule folder, held: every file the Journal opens is beneath it
   std::string machine_;
   UniqueFd lock_fd_;  // .capsule/journal.lock, flock(2)ed by each write
   JournalOptions options_;

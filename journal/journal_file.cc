@@ -173,7 +173,7 @@ Result<JournalTail> LoadJournalTail(const std::string& capsule_dir, int fd, uint
                   kJournalPath);
   };
   JournalPosition from;  // the start, unless the cache describes a prefix of the journal
-  Result<std::string> text = ReadFile(TailPath(capsule_dir));
+  Result<std::string> text = ReadFileBeneath(capsule_dir, local::kJournalTail);
   std::optional<TailCache> cache;
   if (text.ok()) cache = ParseTailCache(*text);
   if (cache && cache->inode == static_cast<uint64_t>(st.st_ino) && cache->size <= size &&
@@ -219,7 +219,8 @@ Status SaveJournalTail(const std::string& capsule_dir, int fd, const std::string
   std::string text = TailText(cache);
   // Rewritten in place under the journal lock; a torn or stale cache fails its checks.
   std::string path = TailPath(capsule_dir);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd out, OpenFile(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  // Beneath the capsule folder: a link in the cache's place is refused, never written through.
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd out, OpenBeneathGiven(capsule_dir, local::kJournalTail, O_WRONLY | O_CREAT, 0644));
   if (::pwrite(out.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
     return Status::IOError(path, errno);
   }

@@ -32,6 +32,12 @@ Result<DirFd> DirFd::OpenGiven(const std::string& path) {
   return DirFd(std::move(fd), path);
 }
 
+Result<DirFd> DirFd::Duplicate() const {
+  int fd = ::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return Status::IOError(path_, errno);
+  return DirFd(UniqueFd(fd), path_);
+}
+
 Result<DirFd> DirFd::OpenDir(const std::string& rel) const {
   std::string shown = PathOf(rel);
   Result<UniqueFd> fd = OpenBeneathFd(fd_.get(), rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, shown);
@@ -47,6 +53,28 @@ Result<DirFd> DirFd::OpenDir(const std::string& rel) const {
 
 Result<UniqueFd> DirFd::OpenFile(const std::string& rel, int flags, mode_t mode) const {
   return OpenBeneathFd(fd_.get(), rel, flags | O_NOFOLLOW, mode, PathOf(rel));
+}
+
+Result<std::string> DirFd::ReadFile(const std::string& rel) const {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(rel, O_RDONLY));
+  return ReadFd(fd.get(), PathOf(rel));
+}
+
+Result<std::string> DirFd::ReadFileBounded(const std::string& rel, uint64_t max, std::string_view what) const {
+  // O_NONBLOCK: a FIFO is refused by the check, not waited on.
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(rel, O_RDONLY | O_NOCTTY | O_NONBLOCK));
+  return ReadFileBoundedFd(fd.get(), PathOf(rel), max, what);
+}
+
+Result<std::vector<TreeEntry>> DirFd::ListTree(const std::string& rel, const std::vector<std::string>& skip) const {
+  if (rel.empty()) return ListTreeAt(fd_.get(), path_, skip);
+  CAPSULE_ASSIGN_OR_RETURN(DirFd sub, OpenDir(rel));
+  return sub.ListTree("", skip);
+}
+
+Result<std::vector<std::string>> DirFd::ListFileNames(const std::string& rel, std::vector<std::string>* others) const {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneathFd(fd_.get(), rel, O_RDONLY | O_DIRECTORY, 0, PathOf(rel)));
+  return ListFileNamesAt(std::move(fd), PathOf(rel), others);
 }
 
 Result<std::pair<UniqueFd, std::string>> DirFd::Parent(const std::string& rel) const {

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
@@ -43,11 +44,24 @@ class DirFd {
   // command line; everything beneath it is still reached without a link.
   static Result<DirFd> OpenGiven(const std::string& path);
 
+  // Another descriptor of this very folder (dup(2)), for a holder of its own.
+  Result<DirFd> Duplicate() const;
   // The folder `rel` beneath this one, reached without following a link.
   Result<DirFd> OpenDir(const std::string& rel) const;
   // open(2) of `rel` beneath this folder, no link followed anywhere in it (O_NOFOLLOW too, so
   // that a link as the last name is refused even with O_CREAT).
   Result<UniqueFd> OpenFile(const std::string& rel, int flags, mode_t mode = 0) const;
+  // `rel` read whole (OpenFile O_RDONLY): a link anywhere in it, the last name too, is refused
+  // naming the path, never followed.
+  Result<std::string> ReadFile(const std::string& rel) const;
+  // The same, and refused past `max` bytes or for anything but a regular file, in
+  // ReadFileBounded's words (file_io.h).
+  Result<std::string> ReadFileBounded(const std::string& rel, uint64_t max, std::string_view what) const;
+  // Every entry beneath `rel` ("" for this folder), as ListTree (file_io.h) lists them, the
+  // folder reached without a link.
+  Result<std::vector<TreeEntry>> ListTree(const std::string& rel = "", const std::vector<std::string>& skip = {}) const;
+  // The names of the regular files directly in `rel`, as ListFileNames (file_io.h) gives them.
+  Result<std::vector<std::string>> ListFileNames(const std::string& rel, std::vector<std::string>* others = nullptr) const;
   // lstat(2) of `rel`, reached without following a link before its last name.
   Result<struct stat> Stat(const std::string& rel) const;
   // Creates the folder `rel` (its parent must exist) with `mode` (set with fchmod, not

@@ -109,25 +109,45 @@ Result<size_t> ReadAt(int fd, char* buffer, size_t size, off_t offset, const std
   return done;
 }
 
-Result<std::string> ReadFile(const std::string& path) {
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));
+Result<std::string> ReadFd(int fd, const std::string& name) {
   // Read straight into the string, sized by fstat (a file that grows meanwhile is read on).
   struct stat st;
-  size_t expected = ::fstat(fd.get(), &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
+  size_t expected = ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
   std::string data(expected + 1, '\0');
   size_t used = 0;
   for (;;) {
     if (used == data.size()) data.resize(data.size() * 2 + 65536);
-    ssize_t n = ::read(fd.get(), data.data() + used, data.size() - used);
+    ssize_t n = ::read(fd, data.data() + used, data.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Status::IOError(path, errno);
+      return Status::IOError(name, errno);
     }
     if (n == 0) break;
     used += static_cast<size_t>(n);
   }
   data.resize(used);
   return data;
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));
+  return ReadFd(fd.get(), path);
+}
+
+Result<UniqueFd> OpenBeneathGiven(const std::string& root, const std::string& rel, int flags, mode_t mode) {
+  int root_fd;
+  do {
+    root_fd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  } while (root_fd < 0 && errno == EINTR);
+  // A missing folder is named as the file looked for in it, as a read by path would.
+  if (root_fd < 0) return Status::IOError(errno == ENOENT ? JoinPath(root, rel) : root, errno);
+  UniqueFd held(root_fd);
+  return OpenBeneathFd(root_fd, rel, flags | O_NOFOLLOW, mode, JoinPath(root, rel));
+}
+
+Result<std::string> ReadFileBeneath(const std::string& root, const std::string& rel) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneathGiven(root, rel, O_RDONLY));
+  return ReadFd(fd.get(), JoinPath(root, rel));
 }
 
 FileBytes& FileBytes::operator=(FileBytes&& other) noexcept {
@@ -462,8 +482,15 @@ Status ListInto(int root_fd, const std::string& root, const std::string& rel,
 }  // namespace
 
 Result<std::vector<std::string>> ListFileNames(const std::string& dir_path, std::vector<std::string>* others) {
-  DIR* dir = ::opendir(dir_path.c_str());
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(dir_path, O_RDONLY | O_DIRECTORY));
+  return ListFileNamesAt(std::move(fd), dir_path, others);
+}
+
+Result<std::vector<std::string>> ListFileNamesAt(UniqueFd dir_fd, const std::string& dir_path,
+                                                 std::vector<std::string>* others) {
+  DIR* dir = ::fdopendir(dir_fd.get());
   if (dir == nullptr) return Status::IOError(dir_path, errno);
+  dir_fd.Release();
   std::vector<std::string> names;
   errno = 0;
   while (struct dirent* ent = ::readdir(dir)) {
@@ -489,9 +516,14 @@ Result<std::vector<std::string>> ListFileNames(const std::string& dir_path, std:
 
 Result<std::vector<TreeEntry>> ListTree(const std::string& root,
                                         const std::vector<std::string>& skip) {
-  std::vector<TreeEntry> entries;
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd root_fd, OpenFile(root, O_RDONLY | O_DIRECTORY));
-  CAPSULE_RETURN_IF_ERROR(ListInto(root_fd.get(), root, "", skip, &entries));
+  return ListTreeAt(root_fd.get(), root, skip);
+}
+
+Result<std::vector<TreeEntry>> ListTreeAt(int root_fd, const std::string& root,
+                                          const std::vector<std::string>& skip) {
+  std::vector<TreeEntry> entries;
+  CAPSULE_RETURN_IF_ERROR(ListInto(root_fd, root, "", skip, &entries));
   // Depth-first listing is not byte order ("a/b" < "a.txt" differs); sort once at the end.
   std::sort(entries.begin(), entries.end(),
             [](const TreeEntry& x, const TreeEntry& y) { return x.path < y.path; });
@@ -586,8 +618,12 @@ std::string DescribeBytes(uint64_t bytes) {
 Result<std::string> ReadFileBounded(const std::string& path, uint64_t max, std::string_view what) {
   // O_NONBLOCK: a FIFO is refused below instead of waiting here for a writer.
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  return ReadFileBoundedFd(fd.get(), path, max, what);
+}
+
+Result<std::string> ReadFileBoundedFd(int fd, const std::string& path, uint64_t max, std::string_view what) {
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
+  if (::fstat(fd, &st) != 0) return Status::IOError(path, errno);
   if (!S_ISREG(st.st_mode)) {
     return Status::InvalidArgument(path, "not a regular file (" + FileKind(st.st_mode) + "): " + std::string(what) +
                                              " is read from a regular file");
@@ -595,7 +631,7 @@ Result<std::string> ReadFileBounded(const std::string& path, uint64_t max, std::
   if (static_cast<uint64_t>(st.st_size) > max) return TooLarge(path, max, what);
   std::string data;
   data.reserve(static_cast<size_t>(st.st_size) + 1);
-  CAPSULE_RETURN_IF_ERROR(ReadBoundedInto(fd.get(), path, max, what, &data));  // it may grow meanwhile
+  CAPSULE_RETURN_IF_ERROR(ReadBoundedInto(fd, path, max, what, &data));  // it may grow meanwhile
   return data;
 }
 

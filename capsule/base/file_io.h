@@ -71,6 +71,14 @@ Status WriteAll(int fd, std::span<const std::string_view> pieces, const std::str
 Result<size_t> ReadAt(int fd, char* buffer, size_t size, off_t offset, const std::string& name);
 
 Result<std::string> ReadFile(const std::string& path);
+// Everything the open file `fd` gives from its offset to its end; errors name `name`.
+Result<std::string> ReadFd(int fd, const std::string& name);
+// The folder `root` as given (a link there is followed, like any path a user names), then
+// `rel` beneath it without following any link (OpenBeneathFd, O_NOFOLLOW): for a file inside
+// a capsule folder read by a tool that holds no folder open. A missing `root` is named as the
+// missing `root`/`rel`, as a read by path would name it.
+Result<UniqueFd> OpenBeneathGiven(const std::string& root, const std::string& rel, int flags, mode_t mode = 0);
+Result<std::string> ReadFileBeneath(const std::string& root, const std::string& rel);
 
 // Reads up to `size` bytes at `offset` into `buffer`: how many were read, fewer only at the
 // end. For checks that read a large file a block at a time, and read it again whole only in
@@ -228,11 +236,17 @@ struct TreeEntry {
 // where ListTree's lstat of every entry is the cost. The names of other entries (folders,
 // links, ...) go to `others` when given, sorted.
 Result<std::vector<std::string>> ListFileNames(const std::string& dir, std::vector<std::string>* others = nullptr);
+// The same for the folder open as `dir_fd` (taken over and closed), named `dir` in errors.
+Result<std::vector<std::string>> ListFileNamesAt(UniqueFd dir_fd, const std::string& dir,
+                                                 std::vector<std::string>* others = nullptr);
 
 // Every entry under `root`, sorted by path (byte order), without following links. Folders
 // whose relative path is in `skip` are left out with everything under them.
 Result<std::vector<TreeEntry>> ListTree(const std::string& root,
                                         const std::vector<std::string>& skip = {});
+// The same for the folder held open as `root_fd` (named `root` in errors).
+Result<std::vector<TreeEntry>> ListTreeAt(int root_fd, const std::string& root,
+                                          const std::vector<std::string>& skip = {});
 
 // Removes `path` and everything under it; a missing path is fine.
 Status RemoveTree(const std::string& path);
@@ -255,6 +269,8 @@ std::string DescribeBytes(uint64_t bytes);
 // read from a regular file") and for more than `max` bytes, counted as read ("larger than
 // <what> may be: at most 64 KiB (65536 bytes)"). Opened without waiting for a FIFO's writer.
 Result<std::string> ReadFileBounded(const std::string& path, uint64_t max, std::string_view what);
+// The same for the file open as `fd` (its offset at the start), named `path` in errors.
+Result<std::string> ReadFileBoundedFd(int fd, const std::string& path, uint64_t max, std::string_view what);
 
 // Everything `fd` gives to its end (standard input, a pipe, a file), named `name` in errors
 // ("standard input"), refused with the same words as ReadFileBounded past `max` bytes.

@@ -67,7 +67,12 @@ Result<std::string> Sha256Fd(int fd, const std::string& name, uint64_t* size_out
 Result<std::string> Sha256FileWithPrefix(const std::string& path, uint64_t prefix_length,
                                          std::string* prefix_hex, uint64_t* size_out, Progress* progress) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));
-  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+  return Sha256FdWithPrefix(fd.get(), path, prefix_length, prefix_hex, size_out, progress);
+}
+
+Result<std::string> Sha256FdWithPrefix(int fd, const std::string& path, uint64_t prefix_length,
+                                       std::string* prefix_hex, uint64_t* size_out, Progress* progress) {
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   Sha256 hasher;
   // One buffer per thread, made once: hashing many small files (a stream of 20,000 of them)
   // must not pay for allocating and zeroing a megabyte each time.
@@ -84,7 +89,7 @@ Result<std::string> Sha256FileWithPrefix(const std::string& path, uint64_t prefi
   for (;;) {
     size_t want = buffer.size();
     if (total < prefix_length) want = static_cast<size_t>(std::min<uint64_t>(want, prefix_length - total));
-    ssize_t n = ::read(fd.get(), buffer.data(), want);
+    ssize_t n = ::read(fd, buffer.data(), want);
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::IOError(path, errno);

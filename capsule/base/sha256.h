@@ -42,6 +42,10 @@ Result<std::string> Sha256Fd(int fd, const std::string& name, uint64_t* size_out
 // `*prefix_hex` (left empty when the file is shorter).
 Result<std::string> Sha256FileWithPrefix(const std::string& path, uint64_t prefix_length,
                                          std::string* prefix_hex, uint64_t* size_out, Progress* progress = nullptr);
+// The same for the file open as `fd`, read on from its offset (a file just opened: from its
+// start); errors name `path`.
+Result<std::string> Sha256FdWithPrefix(int fd, const std::string& path, uint64_t prefix_length,
+                                       std::string* prefix_hex, uint64_t* size_out, Progress* progress = nullptr);
 
 std::string HexEncode(std::string_view bytes);
 inline std::string HexEncode(const Sha256Digest& digest) {

@@ -1,5 +1,7 @@
 #include "capsule/format/attachments.h"
 
+#include <fcntl.h>
+
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 
@@ -40,8 +42,13 @@ std::optional<std::string> AttachmentNameProblem(std::string_view path, std::str
 }
 
 Status CheckAttachmentFile(const std::string& file, const std::string& path) {
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(file, O_RDONLY));
+  return CheckAttachmentFile(fd.get(), file, path);
+}
+
+Status CheckAttachmentFile(int fd, const std::string& file, const std::string& path) {
   uint64_t size = 0;
-  CAPSULE_ASSIGN_OR_RETURN(std::string sha, Sha256File(file, &size));
+  CAPSULE_ASSIGN_OR_RETURN(std::string sha, Sha256Fd(fd, file, &size));
   if (std::optional<std::string> problem = AttachmentNameProblem(path, sha, size)) {
     return Status::InvalidArgument(path, *problem);
   }
@@ -68,7 +75,7 @@ Result<std::string> LoadAttachment(const std::string& capsule_dir, const std::st
   std::string rel = AttachmentPath(sha256_hex);
   std::string full = JoinPath(capsule_dir, rel);
   if (!PathExists(full)) return Status::NotFound(rel, "missing: an event names this attachment");
-  CAPSULE_ASSIGN_OR_RETURN(std::string bytes, ReadFile(full));
+  CAPSULE_ASSIGN_OR_RETURN(std::string bytes, ReadFileBeneath(capsule_dir, rel));
   if (Sha256Hex(bytes) != sha256_hex) return Status::Corruption(rel, "content does not match its name");
   return bytes;
 }

@@ -38,6 +38,8 @@ std::optional<std::string> AttachmentNameProblem(std::string_view path, std::str
 // The same for the bytes of `file` (read and hashed), to be placed at `path`: InvalidArgument
 // naming `path` and the problem.
 Status CheckAttachmentFile(const std::string& file, const std::string& path);
+// The same for the file open as `fd` (named `file` in errors), read from its start.
+Status CheckAttachmentFile(int fd, const std::string& file, const std::string& path);
 
 // The bytes of an attachment, checked against its digest; NotFound or Corruption naming it.
 Result<std::string> LoadAttachment(const std::string& capsule_dir, const std::string& sha256_hex);

@@ -14,8 +14,9 @@ namespace capsule {
 
 namespace {
 
-Status CopyFile(const std::string& from, const std::string& to) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string data, ReadFile(from));
+// The file `rel` of the capsule folder `from`, read beneath it (never through a link), to `to`.
+Status CopyFile(const std::string& from, const std::string& rel, const std::string& to) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string data, ReadFileBeneath(from, rel));
   return WriteFileAtomic(to, data);
 }
 
@@ -31,7 +32,7 @@ Status CopyCapsule(const std::string& from, const std::string& to, std::initiali
     } else if (entry.type == TreeEntry::Type::kFile) {
       CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(target)));
       if (IsBlobPath(entry.path) && ::link(source.c_str(), target.c_str()) == 0) continue;
-      CAPSULE_RETURN_IF_ERROR(CopyFile(source, target));
+      CAPSULE_RETURN_IF_ERROR(CopyFile(from, entry.path, target));
     }
   }
   CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(to, kLocalDir)));
@@ -43,7 +44,7 @@ Status CopyCapsule(const std::string& from, const std::string& to, std::initiali
       CAPSULE_RETURN_IF_ERROR(RebindHolderRecord(from, to));
       continue;
     }
-    CAPSULE_RETURN_IF_ERROR(CopyFile(source, JoinPath(to, local)));
+    CAPSULE_RETURN_IF_ERROR(CopyFile(from, local, JoinPath(to, local)));
   }
   return Status::Ok();
 }

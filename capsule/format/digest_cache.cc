@@ -14,9 +14,7 @@
 
 namespace capsule {
 
-Result<DigestCache::Identity> DigestCache::IdentityOf(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Status::IOError(path, errno);
+DigestCache::Identity DigestCache::IdentityOf(const struct stat& st) {
   Identity identity;
   identity.device = st.st_dev;
   identity.inode = st.st_ino;
@@ -37,15 +35,28 @@ DigestCache::Identity DigestCache::IdentityOf(const TreeEntry& listed) {
 }
 
 Result<std::string> DigestCache::Sha256File(const std::string& path, uint64_t* size_out) {
-  CAPSULE_ASSIGN_OR_RETURN(Identity before, IdentityOf(path));
-  return Sha256FileAs(path, before, size_out);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  return Sha256Opened(fd.get(), path, size_out);
 }
 
 Result<std::string> DigestCache::Sha256File(const std::string& path, const TreeEntry& listed, uint64_t* size_out) {
-  return Sha256FileAs(path, IdentityOf(listed), size_out);
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  return Sha256Opened(fd.get(), path, listed, size_out);
 }
 
-Result<std::string> DigestCache::Sha256FileAs(const std::string& path, const Identity& before, uint64_t* size_out) {
+Result<std::string> DigestCache::Sha256Opened(int fd, const std::string& path, uint64_t* size_out) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::IOError(path, errno);
+  return Sha256FileAs(fd, path, IdentityOf(st), size_out);
+}
+
+Result<std::string> DigestCache::Sha256Opened(int fd, const std::string& path, const TreeEntry& listed,
+                                              uint64_t* size_out) {
+  return Sha256FileAs(fd, path, IdentityOf(listed), size_out);
+}
+
+Result<std::string> DigestCache::Sha256FileAs(int fd, const std::string& path, const Identity& before,
+                                              uint64_t* size_out) {
   {
     std::lock_guard lock(mu_);
     auto found = entries_.find(path);
@@ -55,13 +66,14 @@ Result<std::string> DigestCache::Sha256FileAs(const std::string& path, const Ide
     }
   }
   uint64_t size = 0;
-  CAPSULE_ASSIGN_OR_RETURN(std::string sha256, capsule::Sha256File(path, &size));
+  CAPSULE_ASSIGN_OR_RETURN(std::string sha256, capsule::Sha256Fd(fd, path, &size));
   if (size_out != nullptr) *size_out = size;
   // Remembered only when nothing touched the file while it was read.
-  Result<Identity> after = IdentityOf(path);
+  struct stat st;
+  const bool same = ::fstat(fd, &st) == 0 && IdentityOf(st) == before;
   std::lock_guard lock(mu_);
   ++files_read_;
-  if (after.ok() && *after == before && size == before.size) {
+  if (same && size == before.size) {
     entries_[path] = Entry{before, sha256};
   } else {
     entries_.erase(path);
@@ -78,10 +90,15 @@ std::optional<DigestCache::Digest> DigestCache::Remembered(const std::string& pa
 
 Result<std::string> DigestCache::Sha256GrowingFile(const std::string& path, uint64_t prefix_length,
                                                    std::string* prefix_hex, uint64_t* size_out) {
-  constexpr uint64_t kTail = 4096;
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
+  return Sha256GrowingOpened(fd.get(), path, prefix_length, prefix_hex, size_out);
+}
+
+Result<std::string> DigestCache::Sha256GrowingOpened(int fd, const std::string& path, uint64_t prefix_length,
+                                                     std::string* prefix_hex, uint64_t* size_out) {
+  constexpr uint64_t kTail = 4096;
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return Status::IOError(path, errno);
+  if (::fstat(fd, &st) != 0) return Status::IOError(path, errno);
   std::optional<Grown> before;
   {
     std::lock_guard lock(mu_);
@@ -95,7 +112,7 @@ Result<std::string> DigestCache::Sha256GrowingFile(const std::string& path, uint
   if (before && before->device == st.st_dev && before->inode == st.st_ino &&
       before->size <= static_cast<uint64_t>(st.st_size) && (!wants_prefix || prefix_length >= before->size)) {
     std::string tail(before->tail.size(), '\0');
-    Result<size_t> got = ReadAt(fd.get(), tail.data(), tail.size(), static_cast<off_t>(before->size - tail.size()), path);
+    Result<size_t> got = ReadAt(fd, tail.data(), tail.size(), static_cast<off_t>(before->size - tail.size()), path);
     if (got.ok() && *got == tail.size() && tail == before->tail) {
       hasher = std::make_unique<Sha256>(*before->state);
       from = before->size;
@@ -111,7 +128,7 @@ Result<std::string> DigestCache::Sha256GrowingFile(const std::string& path, uint
   for (;;) {
     size_t want = buffer.size();
     if (total < prefix_length) want = static_cast<size_t>(std::min<uint64_t>(want, prefix_length - total));
-    ssize_t n = ::pread(fd.get(), buffer.data(), want, static_cast<off_t>(total));
+    ssize_t n = ::pread(fd, buffer.data(), want, static_cast<off_t>(total));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::IOError(path, errno);
     if (n == 0) break;
@@ -124,7 +141,7 @@ Result<std::string> DigestCache::Sha256GrowingFile(const std::string& path, uint
   now.inode = st.st_ino;
   now.size = total;
   now.tail.resize(std::min(kTail, total));
-  CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd.get(), now.tail.data(), now.tail.size(),
+  CAPSULE_ASSIGN_OR_RETURN(size_t got, ReadAt(fd, now.tail.data(), now.tail.size(),
                                                static_cast<off_t>(total - now.tail.size()), path));
   now.tail.resize(got);
   now.state = std::make_shared<const Sha256>(*hasher);

@@ -14,6 +14,8 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -37,6 +39,11 @@ class DigestCache {
   // a stat of its own.
   Result<std::string> Sha256File(const std::string& path, const TreeEntry& listed, uint64_t* size_out);
 
+  // The same for the file open as `fd`, remembered as `path` (its identity from fstat(2)): for
+  // a caller that opened it without following a link (DirFd::OpenFile).
+  Result<std::string> Sha256Opened(int fd, const std::string& path, uint64_t* size_out);
+  Result<std::string> Sha256Opened(int fd, const std::string& path, const TreeEntry& listed, uint64_t* size_out);
+
   // The digest and size remembered for `path` when it was last hashed, without a stat: the
   // caller vouches that nothing has written the file since. nullopt when not remembered.
   struct Digest {
@@ -54,6 +61,10 @@ class DigestCache {
   // or when the prefix asked for is shorter than that part, the file is read whole.
   Result<std::string> Sha256GrowingFile(const std::string& path, uint64_t prefix_length, std::string* prefix_hex,
                                         uint64_t* size_out);
+
+  // The same for the file open as `fd`, remembered as `path`.
+  Result<std::string> Sha256GrowingOpened(int fd, const std::string& path, uint64_t prefix_length,
+                                          std::string* prefix_hex, uint64_t* size_out);
 
   // How many files were read (not answered from memory) since the cache was made.
   uint64_t files_read() const;
@@ -74,9 +85,10 @@ class DigestCache {
     Identity identity;
     std::string sha256;
   };
-  static Result<Identity> IdentityOf(const std::string& path);
+  static Identity IdentityOf(const struct stat& st);
   static Identity IdentityOf(const TreeEntry& listed);
-  Result<std::string> Sha256FileAs(const std::string& path, const Identity& before, uint64_t* size_out);
+  // `fd` open on `path`, `before` its identity as listed or as fstat gave it.
+  Result<std::string> Sha256FileAs(int fd, const std::string& path, const Identity& before, uint64_t* size_out);
 
   struct Grown {  // a growing file as it was hashed up to `size`
     uint64_t device = 0, inode = 0, size = 0;

@@ -32,7 +32,8 @@ Status Refuse(const std::string& path, const std::string& why) {
 Status StreamFile(const std::string& dir, const std::string& path, const FileDigest& expected,
                   uint64_t size, TarWriter* tar, std::vector<char>* buffer, Progress* progress) {
   std::string full = JoinPath(dir, path);
-  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(full, O_RDONLY));
+  // Beneath the capsule folder: a link put where a listed file was is refused, never read.
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneathGiven(dir, path, O_RDONLY));
   ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   // An append-only file (the journal) may have grown past the part its digest covers.
   if (!IsAppendOnlyPath(path) || size < expected.size) size = expected.size;
@@ -66,7 +67,7 @@ Status StreamFile(const std::string& dir, const std::string& path, const FileDig
 }  // namespace
 
 Status WriteCapsuleTar(const std::string& dir, const ExportOptions& options, ByteSink* sink) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, ReadFile(JoinPath(dir, kManifestPath)));
+  CAPSULE_ASSIGN_OR_RETURN(std::string manifest_text, ReadFileBeneath(dir, kManifestPath));
   CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Parse(manifest_text));
   // A secret never leaves in an export: a spec carrying a secret value is refused, as verify refuses it.
   if (manifest.files.count(kEnvironmentSpecPath)) {

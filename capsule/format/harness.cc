@@ -105,7 +105,7 @@ Result<Skill> ParseSkill(const std::string& path, std::string_view text) {
 Result<std::string> LoadInstructions(const std::string& capsule_dir) {
   std::string path = JoinPath(capsule_dir, kInstructionsPath);
   if (!PathExists(path)) return std::string();
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBeneath(capsule_dir, kInstructionsPath));
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) text.pop_back();
   return text;
 }
@@ -121,7 +121,7 @@ Result<std::vector<Skill>> LoadSkills(const std::string& capsule_dir) {
       if (inside.ok() && inside->empty()) continue;  // a folder just made: not a skill yet
       return Status::InvalidArgument(rel, "missing: every skill folder holds a SKILL.md");
     }
-    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(full));
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBeneath(capsule_dir, rel));
     CAPSULE_ASSIGN_OR_RETURN(Skill skill, ParseSkill(rel, text));
     skills.push_back(std::move(skill));
   }
@@ -175,7 +175,7 @@ Result<std::optional<Thread>> LoadThread(const std::string& capsule_dir, const s
   std::string rel = std::string(kThreadsDir) + "/" + name + ".json";
   std::string full = JoinPath(capsule_dir, rel);
   if (!PathExists(full)) return std::optional<Thread>();
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(full));
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBeneath(capsule_dir, rel));
   if (text.empty()) return std::optional<Thread>();  // created, never written: absent
   CAPSULE_ASSIGN_OR_RETURN(Thread thread, ParseThread(rel, text));
   return std::optional<Thread>(std::move(thread));
@@ -186,7 +186,7 @@ Result<std::vector<Thread>> LoadThreads(const std::string& capsule_dir) {
   CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> files, Subfolders(JoinPath(capsule_dir, kThreadsDir), false));
   for (const std::string& file : files) {
     std::string rel = std::string(kThreadsDir) + "/" + file;
-    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JoinPath(capsule_dir, rel)));
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBeneath(capsule_dir, rel));
     if (text.empty()) continue;  // created, never written: absent
     CAPSULE_ASSIGN_OR_RETURN(Thread thread, ParseThread(rel, text));
     threads.push_back(std::move(thread));

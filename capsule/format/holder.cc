@@ -40,7 +40,7 @@ struct LoadedRecord {
 
 Result<LoadedRecord> LoadRecord(const std::string& capsule_dir) {
   std::string path = JoinPath(capsule_dir, local::kHolder);
-  Result<std::string> text = ReadFile(path);
+  Result<std::string> text = ReadFileBeneath(capsule_dir, local::kHolder);
   if (!text.ok()) {
     if (text.status().code() == Code::kNotFound) {
       return Status::NotFound(path, "no holder record: this machine does not hold the agent");
@@ -189,7 +189,7 @@ Result<HolderRecord> TransitionHolder(const std::string& capsule_dir, const Hold
 
 Result<std::string> LoadOrCreateMachineId(const std::string& capsule_dir) {
   std::string path = JoinPath(capsule_dir, local::kMachine);
-  Result<std::string> existing = ReadFile(path);
+  Result<std::string> existing = ReadFileBeneath(capsule_dir, local::kMachine);
   if (existing.ok()) {
     std::string id = *existing;
     while (!id.empty() && id.back() == '\n') id.pop_back();
@@ -277,7 +277,7 @@ Status RebindHolderRecord(const std::string& from, const std::string& to) {
   CAPSULE_ASSIGN_OR_RETURN(LoadedRecord loaded, LoadRecord(from));
   CAPSULE_ASSIGN_OR_RETURN(std::string identity, FolderIdentity(from));
   if (!loaded.folder.empty() && loaded.folder != identity) {
-    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JoinPath(from, local::kHolder)));
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBeneath(from, local::kHolder));
     return WriteFileAtomic(JoinPath(to, local::kHolder), text);
   }
   return loaded.record.Save(to);

@@ -26,8 +26,8 @@ HolderGate::Hold::~Hold() {
 }
 
 Status HolderGate::OpenLock() {
-  const std::string path = JoinPath(dir_, local::kHolderLock);
-  Result<UniqueFd> lock = OpenFile(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+  // Beneath the capsule folder: a link in the place of the lock or the record is refused.
+  Result<UniqueFd> lock = OpenBeneathGiven(dir_, local::kHolderLock, O_RDONLY | O_CREAT, 0644);
   if (!lock.ok()) {
     // No .capsule/ folder (not a capsule) or one this user cannot change: say why not held.
     CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(dir_));
@@ -41,10 +41,10 @@ Status HolderGate::CheckRecord() {
   record_.Reset();
   const std::string path = JoinPath(dir_, local::kHolder);
   // Opened before the check and compared after it: the file kept is the file checked.
-  Result<UniqueFd> record = OpenFile(path, O_RDONLY | O_CLOEXEC);
+  Result<UniqueFd> record = OpenBeneathGiven(dir_, local::kHolder, O_RDONLY);
   CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(dir_));
   struct stat opened, named;
-  if (record.ok() && ::fstat(record->get(), &opened) == 0 && ::stat(path.c_str(), &named) == 0 &&
+  if (record.ok() && ::fstat(record->get(), &opened) == 0 && ::lstat(path.c_str(), &named) == 0 &&
       SameFile(opened, named)) {
     record_ = std::move(record).value();
     checked_ = opened;
@@ -60,13 +60,13 @@ Result<HolderGate::Hold> HolderGate::HoldForWrite() {
     }
     Hold hold(lock_.get());
     struct stat now;
-    if (record_.valid() && ::stat(JoinPath(dir_, local::kHolder).c_str(), &now) == 0 && SameFile(now, checked_)) {
+    if (record_.valid() && ::lstat(JoinPath(dir_, local::kHolder).c_str(), &now) == 0 && SameFile(now, checked_)) {
       return hold;  // the record checked last time, unchanged
     }
     // The record changed (or was never read): the lock file may have been replaced with the
     // folder too (a folder swapped into place), so it must be the one at the path.
     struct stat held, named;
-    if (::fstat(lock_.get(), &held) == 0 && ::stat(JoinPath(dir_, local::kHolderLock).c_str(), &named) == 0 &&
+    if (::fstat(lock_.get(), &held) == 0 && ::lstat(JoinPath(dir_, local::kHolderLock).c_str(), &named) == 0 &&
         held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
       CAPSULE_RETURN_IF_ERROR(CheckRecord());
       return hold;

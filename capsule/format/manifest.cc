@@ -1,5 +1,8 @@
 #include "capsule/format/manifest.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <optional>
 
@@ -176,7 +179,7 @@ Result<Manifest> Manifest::ParseThroughJson(std::string_view text) {
 namespace {
 
 Result<std::string> ReadManifestText(const std::string& capsule_dir) {
-  Result<std::string> text = ReadFile(JoinPath(capsule_dir, kManifestPath));
+  Result<std::string> text = ReadFileBeneath(capsule_dir, kManifestPath);
   if (!text.ok() && text.status().code() == Code::kNotFound) {
     return Status::NotFound(JoinPath(capsule_dir, kManifestPath), "missing: not a capsule");
   }
@@ -188,6 +191,15 @@ Result<std::string> ReadManifestText(const std::string& capsule_dir) {
 Result<Manifest> Manifest::Load(const std::string& capsule_dir) {
   CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadManifestText(capsule_dir));
   return Parse(text);
+}
+
+Result<Manifest> Manifest::Load(const DirFd& folder) {
+  Result<std::string> text = folder.ReadFile(kManifestPath);
+  if (!text.ok() && text.status().code() == Code::kNotFound) {
+    return Status::NotFound(folder.PathOf(kManifestPath), "missing: not a capsule");
+  }
+  if (!text.ok()) return text.status();
+  return Parse(*text);
 }
 
 Result<Manifest> Manifest::ParseHeader(std::string_view text) {
@@ -211,17 +223,33 @@ Status Manifest::Save(const std::string& capsule_dir) const {
 
 Status RefreshManifestEntries(const std::string& capsule_dir, const std::vector<std::string>& paths,
                               Manifest* manifest, DigestCache* growing) {
+  CAPSULE_ASSIGN_OR_RETURN(DirFd folder, DirFd::OpenGiven(capsule_dir));
+  return RefreshManifestEntries(folder, paths, manifest, growing);
+}
+
+Result<std::optional<FileDigest>> DigestBeneath(const DirFd& folder, const std::string& path, DigestCache* growing) {
+  Result<struct stat> st = folder.Stat(path);
+  if (!st.ok() && st.status().code() == Code::kNotFound) return std::optional<FileDigest>();
+  if (!st.ok()) return st.status();
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, folder.OpenFile(path, O_RDONLY));
+  FileDigest digest;
+  const std::string full = folder.PathOf(path);
+  CAPSULE_ASSIGN_OR_RETURN(digest.sha256, growing != nullptr && path == kJournalPath
+                                              ? growing->Sha256GrowingOpened(fd.get(), full, UINT64_MAX, nullptr,
+                                                                             &digest.size)
+                                              : Sha256Fd(fd.get(), full, &digest.size));
+  return std::optional<FileDigest>(std::move(digest));
+}
+
+Status RefreshManifestEntries(const DirFd& folder, const std::vector<std::string>& paths, Manifest* manifest,
+                              DigestCache* growing) {
   for (const std::string& path : paths) {
-    std::string full = JoinPath(capsule_dir, path);
-    if (!PathExists(full)) {
+    CAPSULE_ASSIGN_OR_RETURN(std::optional<FileDigest> found, DigestBeneath(folder, path, growing));
+    if (found) {
+      manifest->files[path] = std::move(*found);
+    } else {
       manifest->files.erase(path);
-      continue;
     }
-    uint64_t size = 0;
-    CAPSULE_ASSIGN_OR_RETURN(std::string sha, growing != nullptr && path == kJournalPath
-                                                  ? growing->Sha256GrowingFile(full, UINT64_MAX, nullptr, &size)
-                                                  : Sha256File(full, &size));
-    manifest->files[path] = FileDigest{sha, size};
   }
   return Status::Ok();
 }

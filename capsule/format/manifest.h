@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/status.h"
 #include "capsule/format/digest_cache.h"
 
@@ -47,6 +48,8 @@ struct Manifest {
   // ToCanonicalText writes (tests compare the two).
   static Result<Manifest> ParseThroughJson(std::string_view text);
   static Result<Manifest> Load(const std::string& capsule_dir);
+  // The same from the capsule folder held open (manifest.json reached without a link).
+  static Result<Manifest> Load(const DirFd& folder);
   // Parse without keeping the files: the agent and holder of a manifest read and checked
   // whole as Parse reads it, of its entries only the journal's stored (a mover's stream needs
   // those: the journal's to know it unchanged from what a copy sent without reading it).
@@ -62,5 +65,13 @@ struct Manifest {
 // DigestCache::Sha256GrowingFile: only what was appended since it last hashed it is read.
 Status RefreshManifestEntries(const std::string& capsule_dir, const std::vector<std::string>& paths,
                               Manifest* manifest, DigestCache* growing = nullptr);
+// The same beneath the folder held open: a link where a file belongs is refused naming it
+// (InvalidArgument, "reached through a link"), never followed.
+Status RefreshManifestEntries(const DirFd& folder, const std::vector<std::string>& paths, Manifest* manifest,
+                              DigestCache* growing = nullptr);
+// The digest of the file `path` beneath `folder`, nullopt when there is none; the journal
+// through `growing` when given, as RefreshManifestEntries hashes it.
+Result<std::optional<FileDigest>> DigestBeneath(const DirFd& folder, const std::string& path,
+                                                DigestCache* growing = nullptr);
 
 }  // namespace capsule

@@ -63,7 +63,7 @@ bool FuseMountedAt(const std::string& mountpoint) {
 
 // The mountpoint the driver holding `dir` recorded; empty when it recorded none.
 std::string RecordedMountpoint(const std::string& dir) {
-  Result<std::string> text = ReadFile(JoinPath(dir, local::kMountLock));
+  Result<std::string> text = ReadFileBeneath(dir, local::kMountLock);
   return text.ok() ? *text : "";
 }
 

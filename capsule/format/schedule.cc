@@ -113,7 +113,7 @@ Result<ScheduleSummary> LoadScheduleSummary(const std::string& capsule_dir) {
     if (rel == kScheduleDayPath) {
       summary.has_day = true;
     } else if (rel == kScheduleStatePath) {
-      CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JoinPath(capsule_dir, rel)));
+      CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBeneath(capsule_dir, rel));
       CAPSULE_RETURN_IF_ERROR(CheckScheduleFile(rel, text));
       summary.paused = ParseJson(text, rel)->value("paused", false);
     } else {

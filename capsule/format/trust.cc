@@ -7,6 +7,7 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
+#include "capsule/format/layout.h"
 #include "capsule/format/local_files.h"
 #include "capsule/format/mount_lock.h"
 #include "capsule/format/verify.h"
@@ -26,9 +27,9 @@ Status Untrusted(const std::string& dir, const std::vector<std::string>& problem
 
 // The last write recorded for each path: its digest, or nullopt when removed. A torn last
 // line (a crash mid-append) is ignored; so is anything after it.
-std::map<std::string, std::optional<FileDigest>> LoadMountWrites(const std::string& dir) {
+std::map<std::string, std::optional<FileDigest>> LoadMountWrites(const DirFd& folder) {
   std::map<std::string, std::optional<FileDigest>> writes;
-  Result<std::string> text = ReadFile(JoinPath(dir, local::kMountWrites));
+  Result<std::string> text = folder.ReadFile(local::kMountWrites);
   if (!text.ok()) return writes;
   size_t at = 0;
   while (at < text->size()) {
@@ -64,9 +65,15 @@ Status CheckTrusted(const std::string& dir) {
 }
 
 Status CheckTrustedForMount(const std::string& dir, const Manifest& manifest) {
-  CAPSULE_ASSIGN_OR_RETURN(NonBlobReport report, VerifyNonBlobFiles(dir, manifest));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd folder, DirFd::OpenGiven(dir));
+  return CheckTrustedForMount(folder, manifest);
+}
+
+Status CheckTrustedForMount(const DirFd& folder, const Manifest& manifest) {
+  const std::string& dir = folder.path();
+  CAPSULE_ASSIGN_OR_RETURN(NonBlobReport report, VerifyNonBlobFiles(folder, manifest));
   if (report.problems.empty()) return Status::Ok();
-  const std::map<std::string, std::optional<FileDigest>> writes = LoadMountWrites(dir);
+  const std::map<std::string, std::optional<FileDigest>> writes = LoadMountWrites(folder);
   std::vector<std::string> left;
   for (const std::string& problem : report.problems) {
     std::string path = problem.substr(0, problem.find(": "));
@@ -91,6 +98,39 @@ Status RecordMountWrite(const DirFd& folder, const std::string& path, const std:
   CAPSULE_RETURN_IF_ERROR(WriteAll(fd.get(), text, log));  // one write: lines never interleave
   if (::fdatasync(fd.get()) != 0) return Status::IOError(log, errno);
   return Status::Ok();
+}
+
+Result<std::vector<std::string>> RefreshMountWrites(const DirFd& folder, const std::vector<std::string>& paths,
+                                                    Manifest* manifest, DigestCache* growing) {
+  const std::map<std::string, std::optional<FileDigest>> writes = LoadMountWrites(folder);
+  std::vector<std::string> edited;
+  for (const std::string& path : paths) {
+    Result<std::optional<FileDigest>> hashed = DigestBeneath(folder, path, growing);
+    if (!hashed.ok() && hashed.status().code() == Code::kInvalidArgument) {
+      // A link (or a folder) where a file belongs: never read, never sealed.
+      edited.push_back(path + ": " + hashed.status().message());
+      continue;
+    }
+    if (!hashed.ok()) return hashed.status();
+    std::optional<FileDigest> found = std::move(hashed).value();
+    auto listed_at = manifest->files.find(path);
+    const std::optional<FileDigest> listed =
+        listed_at == manifest->files.end() ? std::nullopt : std::optional<FileDigest>(listed_at->second);
+    auto written = writes.find(path);
+    const bool as_listed = found == listed;
+    const bool as_written = written != writes.end() && written->second == found;
+    if (path != kJournalPath && !as_listed && !as_written) {
+      std::string why = !found ? "removed" : !listed ? "added" : "edited";
+      edited.push_back(path + ": " + why + " beside the mount, not written by it");
+      continue;  // the manifest keeps what it had
+    }
+    if (found) {
+      manifest->files[path] = std::move(*found);
+    } else {
+      manifest->files.erase(path);
+    }
+  }
+  return edited;
 }
 
 Status ClearMountWrites(const DirFd& folder) {

@@ -36,12 +36,28 @@ namespace capsule {
 // found there, the file as it wrote it or gone as it removed it. Otherwise Corruption naming
 // `dir`, each file and what differs, and how to take the edits on purpose (capsule accept).
 Status CheckTrustedForMount(const std::string& dir, const Manifest& manifest);
+// The same in the folder held open (a mount's): nothing beneath it is read through a link.
+Status CheckTrustedForMount(const DirFd& folder, const Manifest& manifest);
 // The same, reading the manifest of `dir`: for a capsule at rest (no mount running).
 Status CheckTrusted(const std::string& dir);
 
 // Records, durably, that a mount is about to leave the file at `path` (relative to `dir`) with
 // `written` as its digest, or removed (nullopt). Called before the write.
 Status RecordMountWrite(const DirFd& folder, const std::string& path, const std::optional<FileDigest>& written);
+
+// A mount's checkpoint: each of `paths` beneath `folder` is hashed into `manifest` (as
+// RefreshManifestEntries), but only when found as `manifest` already lists it or as the
+// mount's own last recorded write (RecordMountWrite) left it, so that a file edited beside the
+// mount by someone with write access to the folder is never sealed as the mount's own. Such a
+// file keeps its old entry (or stays unlisted, or listed when removed), and is named in the
+// result with what differs ("notes/plan.md: edited beside the mount, not written by it"), for
+// the mount to log; `capsule verify` then names it, until `capsule accept` takes it. A link
+// where a file belongs is never read: named the same way (with the path and "reached through
+// a link"), its entry kept. The
+// journal is sealed as found: others append to it beside a mount under its lock (journal.h),
+// and verify checks its chain.
+Result<std::vector<std::string>> RefreshMountWrites(const DirFd& folder, const std::vector<std::string>& paths,
+                                                    Manifest* manifest, DigestCache* growing = nullptr);
 
 // Forgets the mount's writes: called once a checkpoint's manifest lists them.
 Status ClearMountWrites(const DirFd& folder);

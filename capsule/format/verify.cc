@@ -285,9 +285,17 @@ struct Observed {
 // prefix of the journal `manifest` covers. `trust_blobs`: VerifyOptions::trust_remembered_blobs
 // holds, and the blobs in `entries` were listed by name only. `read_snapshot`: the snapshot's
 // text joins the documents.
-Status ObserveFiles(const std::string& dir, const std::vector<TreeEntry>& entries, const Manifest& manifest,
+Status ObserveFiles(const DirFd& root, const std::vector<TreeEntry>& entries, const Manifest& manifest,
                     bool trust_blobs, bool read_snapshot, const VerifyOptions& options, Observed* out,
                     std::vector<std::string>* problems) {
+  // Every file is read beneath the folder held open, never through a link: one put where a
+  // file was listed is refused, naming it, instead of read.
+  const std::string& dir = root.path();
+  auto open = [&](const std::string& path) { return root.OpenFile(path, O_RDONLY); };
+  auto read = [&](const std::string& path) -> Result<std::string> {
+    CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, open(path));
+    return ReadFd(fd.get(), JoinPath(dir, path));
+  };
   std::vector<const TreeEntry*> to_hash;
   for (const TreeEntry& entry : entries) {
     if (entry.path == kManifestPath || IsTempDebris(entry.path)) continue;
@@ -296,7 +304,7 @@ Status ObserveFiles(const std::string& dir, const std::vector<TreeEntry>& entrie
       // manifest: checked as in the tar, not a file of the capsule (unless a manifest
       // written since lists it, as any other file).
       if (options.public_key_hex) {
-        CAPSULE_ASSIGN_OR_RETURN(out->signature_text, ReadFile(JoinPath(dir, entry.path)));
+        CAPSULE_ASSIGN_OR_RETURN(out->signature_text, read(entry.path));
       }
       continue;
     }
@@ -337,20 +345,25 @@ Status ObserveFiles(const std::string& dir, const std::vector<TreeEntry>& entrie
   ParallelFor(to_read.size(), options.threads, [&](size_t k) {
     const size_t i = to_read[k];
     const std::string& path = to_hash[i]->path;
+    const std::string full = JoinPath(dir, path);
+    Result<UniqueFd> fd = open(path);
+    if (!fd.ok()) {
+      digests[i] = fd.status();
+      return;
+    }
     auto listed = IsAppendOnlyPath(path) ? manifest.files.find(path) : manifest.files.end();
     if (listed != manifest.files.end() && trust_blobs) {
-      digests[i] = options.blob_digests->Sha256GrowingFile(JoinPath(dir, path), listed->second.size, &prefixes[i],
-                                                           &sizes[i]);
+      digests[i] = options.blob_digests->Sha256GrowingOpened(fd->get(), full, listed->second.size, &prefixes[i],
+                                                             &sizes[i]);
     } else if (listed != manifest.files.end()) {
-      digests[i] = Sha256FileWithPrefix(JoinPath(dir, path), listed->second.size, &prefixes[i], &sizes[i],
-                                        options.progress);
+      digests[i] = Sha256FdWithPrefix(fd->get(), full, listed->second.size, &prefixes[i], &sizes[i], options.progress);
     } else if (options.blob_digests != nullptr && IsBlobPath(path)) {
       digests[i] = trust_blobs  // listed by name only: its identity comes from a stat
-                       ? options.blob_digests->Sha256File(JoinPath(dir, path), &sizes[i])
-                       : options.blob_digests->Sha256File(JoinPath(dir, path), *to_hash[i], &sizes[i]);
+                       ? options.blob_digests->Sha256Opened(fd->get(), full, &sizes[i])
+                       : options.blob_digests->Sha256Opened(fd->get(), full, *to_hash[i], &sizes[i]);
       if (options.progress != nullptr) options.progress->Add(sizes[i], 0);
     } else {
-      digests[i] = Sha256File(JoinPath(dir, path), &sizes[i], options.progress);
+      digests[i] = Sha256FdWithPrefix(fd->get(), full, UINT64_MAX, nullptr, &sizes[i], options.progress);
     }
     if (options.progress != nullptr) options.progress->Add(0, 1);
   });
@@ -366,12 +379,12 @@ Status ObserveFiles(const std::string& dir, const std::vector<TreeEntry>& entrie
     if (!ReadToCheck(path, sizes[i], options, problems)) continue;
     if (path == kSnapshotPath) out->snapshot_checked = true;
     if (read_snapshot || path != kSnapshotPath) {
-      CAPSULE_ASSIGN_OR_RETURN(out->documents[path], ReadFile(JoinPath(dir, path)));
+      CAPSULE_ASSIGN_OR_RETURN(out->documents[path], read(path));
     }
   }
   if (out->files.count(kJournalPath) && options.check_journal) {
     std::string path = JoinPath(dir, kJournalPath);
-    Result<UniqueFd> opened = OpenFile(path, O_RDONLY | O_CLOEXEC);
+    Result<UniqueFd> opened = open(kJournalPath);
     if (!opened.ok()) {
       problems->push_back(std::string(kJournalPath) + ": unreadable: " + opened.status().message());
     } else {
@@ -392,7 +405,7 @@ bool BlobsFolderIsReal(const std::string& dir) {
 
 Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& options) {
   VerifyReport report;
-  Result<std::string> manifest_text = ReadFile(JoinPath(dir, kManifestPath));
+  Result<std::string> manifest_text = ReadFileBeneath(dir, kManifestPath);
   if (!manifest_text.ok()) {
     if (manifest_text.status().code() == Code::kNotFound) {
       report.problems.push_back(std::string(kManifestPath) + ": missing");
@@ -405,13 +418,14 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
     report.problems.push_back(manifest.status().message());
     return report;
   }
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
   // A blobs "folder" that is not a real one is listed as ListTree lists it, untrusted.
   const bool trust_blobs = options.blob_digests != nullptr && options.trust_remembered_blobs && BlobsFolderIsReal(dir);
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries,
-                           trust_blobs ? ListTree(dir, {kLocalDir, kBlobsDir}) : ListTree(dir, {kLocalDir}));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, trust_blobs ? root.ListTree("", {kLocalDir, kBlobsDir})
+                                                                       : root.ListTree("", {kLocalDir}));
   if (trust_blobs) CAPSULE_RETURN_IF_ERROR(AddBlobsByName(dir, &entries));
   Observed observed;
-  CAPSULE_RETURN_IF_ERROR(ObserveFiles(dir, entries, *manifest, trust_blobs, /*read_snapshot=*/true, options,
+  CAPSULE_RETURN_IF_ERROR(ObserveFiles(root, entries, *manifest, trust_blobs, /*read_snapshot=*/true, options,
                                        &observed, &report.problems));
   CheckAgainstManifest(*manifest, observed.files, observed.documents, observed.journal, options, &report.problems);
   CheckSignature(*manifest_text, observed.signature_text, options,
@@ -423,11 +437,16 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
 }
 
 Result<NonBlobReport> VerifyNonBlobFiles(const std::string& dir, const Manifest& manifest) {
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
+  return VerifyNonBlobFiles(root, manifest);
+}
+
+Result<NonBlobReport> VerifyNonBlobFiles(const DirFd& root, const Manifest& manifest) {
   NonBlobReport report;
   // The blobs are listed by name only (never read): a listed blob that is gone is named.
   std::vector<std::string> blob_others;
-  Result<std::vector<std::string>> blob_names = ListFileNames(JoinPath(dir, kBlobsDir), &blob_others);
-  if (!blob_names.ok() && PathExists(JoinPath(dir, kBlobsDir))) return blob_names.status();
+  Result<std::vector<std::string>> blob_names = root.ListFileNames(kBlobsDir, &blob_others);
+  if (!blob_names.ok() && blob_names.status().code() != Code::kNotFound) return blob_names.status();
   std::set<std::string_view> blobs_here;
   if (blob_names.ok()) blobs_here.insert(blob_names->begin(), blob_names->end());
   std::map<std::string, FileDigest> non_blobs;
@@ -440,13 +459,13 @@ Result<NonBlobReport> VerifyNonBlobFiles(const std::string& dir, const Manifest&
       found.emplace_back(path, "missing");
     }
   }
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir, kBlobsDir}));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, root.ListTree("", {kLocalDir, kBlobsDir}));
   VerifyOptions options;
   options.max_document_size = UINT64_MAX;  // compared by digest only: no document is too large
   Observed observed;
   observed.read_documents = false;
   std::vector<std::string> unreadable;  // "<path>: <why>", as ObserveFiles words them
-  CAPSULE_RETURN_IF_ERROR(ObserveFiles(dir, entries, manifest, /*trust_blobs=*/false, /*read_snapshot=*/false,
+  CAPSULE_RETURN_IF_ERROR(ObserveFiles(root, entries, manifest, /*trust_blobs=*/false, /*read_snapshot=*/false,
                                        options, &observed, &unreadable));
   for (const std::string& problem : unreadable) {
     const size_t colon = problem.find(": ");
@@ -522,13 +541,14 @@ void CheckSavedAgainstManifest(const Manifest& compared, const SavedCapsule& sav
 Result<VerifyReport> VerifySavedFolderReadingBlobs(const std::string& dir, const SavedCapsule& saved,
                                                    const VerifyOptions& options,
                                                    std::future<Result<std::string>> manifest_sha256) {
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir}));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, root.ListTree("", {kLocalDir}));
   Result<std::string> manifest_digest = manifest_sha256.get();
   if (!manifest_digest.ok() || *manifest_digest != saved.manifest_sha256) return VerifyFolder(dir, options);
   const Manifest& manifest = *saved.manifest;
   VerifyReport report;
   Observed observed;
-  CAPSULE_RETURN_IF_ERROR(ObserveFiles(dir, entries, manifest, /*trust_blobs=*/false, /*read_snapshot=*/false,
+  CAPSULE_RETURN_IF_ERROR(ObserveFiles(root, entries, manifest, /*trust_blobs=*/false, /*read_snapshot=*/false,
                                        options, &observed, &report.problems));
   auto snapshot_found = observed.files.find(kSnapshotPath);
   if (snapshot_found == observed.files.end() || snapshot_found->second.sha256 != saved.snapshot_sha256) {
@@ -554,7 +574,10 @@ Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsul
   }
   // The manifest is hashed while the folders are listed.
   std::future<Result<std::string>> manifest_sha256 =
-      std::async(std::launch::async, [&dir] { return Sha256File(JoinPath(dir, kManifestPath), nullptr); });
+      std::async(std::launch::async, [&dir]() -> Result<std::string> {
+        CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneathGiven(dir, kManifestPath, O_RDONLY));
+        return Sha256Fd(fd.get(), JoinPath(dir, kManifestPath));
+      });
   if (options.blob_digests == nullptr || !options.trust_remembered_blobs) {
     return VerifySavedFolderReadingBlobs(dir, saved, options, std::move(manifest_sha256));
   }
@@ -564,7 +587,8 @@ Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsul
   }
   const ListedBlobs& blobs = saved.blobs ? *saved.blobs : listed_now;
   const std::vector<std::string>& names = blobs.names;
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, ListTree(dir, {kLocalDir, kBlobsDir}));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, root.ListTree("", {kLocalDir, kBlobsDir}));
   Result<std::string> manifest_digest = manifest_sha256.get();
   if (!manifest_digest.ok() || *manifest_digest != saved.manifest_sha256 || !blobs.others.empty() ||
       blobs.remembered.size() != names.size()) {
@@ -617,7 +641,7 @@ Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsul
 
   VerifyReport report;
   Observed observed;
-  CAPSULE_RETURN_IF_ERROR(ObserveFiles(dir, all, manifest, /*trust_blobs=*/true, /*read_snapshot=*/false, options,
+  CAPSULE_RETURN_IF_ERROR(ObserveFiles(root, all, manifest, /*trust_blobs=*/true, /*read_snapshot=*/false, options,
                                        &observed, &report.problems));
   auto snapshot_found = observed.files.find(kSnapshotPath);
   if (snapshot_found == observed.files.end() || snapshot_found->second.sha256 != saved.snapshot_sha256) {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/progress.h"
 #include "capsule/base/status.h"
@@ -131,6 +132,8 @@ struct NonBlobReport {
   std::map<std::string, ObservedFile> files;    // the non-blob files found, as hashed
 };
 Result<NonBlobReport> VerifyNonBlobFiles(const std::string& dir, const Manifest& manifest);
+// The same in the folder held open (nothing beneath it read through a link).
+Result<NonBlobReport> VerifyNonBlobFiles(const DirFd& root, const Manifest& manifest);
 
 // A blob found in a capsule: its digest (hex; a view of the caller's string) and size.
 struct FoundBlob {

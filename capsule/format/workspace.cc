@@ -219,7 +219,12 @@ Result<Snapshot> Snapshot::ParseThroughJson(std::string_view text) {
 }
 
 Result<Snapshot> Snapshot::Load(const std::string& capsule_dir) {
-  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(JoinPath(capsule_dir, kSnapshotPath)));
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBeneath(capsule_dir, kSnapshotPath));
+  return Parse(text);
+}
+
+Result<Snapshot> Snapshot::Load(const DirFd& folder) {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, folder.ReadFile(kSnapshotPath));
   return Parse(text);
 }
 
@@ -383,7 +388,7 @@ Result<std::string> ReadWorkspaceFile(const std::string& capsule_dir, const std:
   if (entry == nullptr) return Status::NotFound("files/" + path, "not in the workspace");
   if (entry->type != SnapshotEntry::Type::kFile) return Status::InvalidArgument("files/" + path, "not a regular file");
   std::string blob = BlobPath(entry->sha256);
-  CAPSULE_ASSIGN_OR_RETURN(std::string data, ReadFile(JoinPath(capsule_dir, blob)));
+  CAPSULE_ASSIGN_OR_RETURN(std::string data, ReadFileBeneath(capsule_dir, blob));
   if (Sha256Hex(data) != entry->sha256) return Status::Corruption(blob, "digest does not match its name");
   return data;
 }
@@ -411,7 +416,8 @@ std::vector<std::string_view> SortedNamedDigests(const Snapshot& snapshot) {
 
 Result<std::vector<std::string>> UnreferencedBlobs(const std::string& capsule_dir, const Snapshot& snapshot) {
   const std::vector<std::string_view> named = SortedNamedDigests(snapshot);
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> blobs, ListFileNames(JoinPath(capsule_dir, kBlobsDir)));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(capsule_dir));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> blobs, root.ListFileNames(kBlobsDir));
   std::vector<std::string> unreferenced;
   for (const std::string& name : blobs) {
     std::string path = std::string(kBlobsDir) + "/" + name;

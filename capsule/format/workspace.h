@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/status.h"
 #include "capsule/format/manifest.h"
 
@@ -57,6 +58,8 @@ class Snapshot {
   static std::optional<Snapshot> ParseCanonical(std::string_view text);
   static Result<Snapshot> ParseThroughJson(std::string_view text);
   static Result<Snapshot> Load(const std::string& capsule_dir);
+  // The same from the capsule folder held open (the snapshot reached without a link).
+  static Result<Snapshot> Load(const DirFd& folder);
   Result<std::string> ToCanonicalText() const;
   // The same text, built as a Json document first: the general path ToCanonicalText falls
   // back to for a string that needs escaping (tests compare the two).

@@ -26,13 +26,22 @@ void ParseWorkspaceTimes(const Json& json, WorkspaceTimes* times) {
   }
 }
 
-WorkspaceTimes LoadWorkspaceTimes(const std::string& path) {
+namespace {
+
+WorkspaceTimes ParseTimesText(const Result<std::string>& text, const std::string& path) {
   WorkspaceTimes times;
-  Result<std::string> text = ReadFile(path);
   if (!text.ok()) return times;
   Result<Json> json = ParseJson(*text, path, Code::kCorruption);
   if (json.ok()) ParseWorkspaceTimes(*json, &times);
   return times;
+}
+
+}  // namespace
+
+WorkspaceTimes LoadWorkspaceTimes(const std::string& path) { return ParseTimesText(ReadFile(path), path); }
+
+WorkspaceTimes LoadWorkspaceTimes(const DirFd& folder, const std::string& rel) {
+  return ParseTimesText(folder.ReadFile(rel), folder.PathOf(rel));
 }
 
 Result<std::string> WorkspaceTimesText(const WorkspaceTimes& times) {

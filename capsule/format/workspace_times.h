@@ -14,6 +14,7 @@
 #include <string>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/status.h"
 
 namespace capsule {
@@ -21,6 +22,8 @@ namespace capsule {
 using WorkspaceTimes = std::map<std::string, struct timespec>;
 
 WorkspaceTimes LoadWorkspaceTimes(const std::string& path);
+// The same for `rel` beneath the folder held open (a link there is not followed: no times).
+WorkspaceTimes LoadWorkspaceTimes(const DirFd& folder, const std::string& rel);
 Status SaveWorkspaceTimes(const std::string& path, const WorkspaceTimes& times);
 
 // The JSON form, for files and for the change log's "times" member.
