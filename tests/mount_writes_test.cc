@@ -189,11 +189,6 @@ TEST_F(MountWritesTest, AJournalLineWithoutItsNewlineWaitsForTheNextWrite) {
 }
 
 TEST_F(MountWritesTest, AJournalLineOverTheLimitIsRefusedAtItsWrite) {
-#if defined(__SANITIZE_ADDRESS__)
-  // Each 128 KiB write request of the pending 16 MiB line checks its prefix again (up to its
-  // first MiB): fast in an optimised build (about 2 s), past the test's timeout under ASan.
-  GTEST_SKIP() << "the pending line's prefix check is re-run per write request: too slow under AddressSanitizer";
-#endif
   const std::string journal = mnt_ + "/memory/timeline_events.jsonl";
   Mount mount(dir_, mnt_);
   ASSERT_TRUE(mount.up());
