@@ -24,6 +24,7 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 #include "journal/event.h"
 #include "tests/cli_runner.h"
 
@@ -90,6 +91,11 @@ void MakeSparse(const std::string& path, off_t size) {
   ASSERT_EQ(::ftruncate(fd.get(), size), 0);
 }
 
+std::string Trimmed(std::string text) {
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
 std::string Deep(int levels) { return std::string(levels, '[') + std::string(levels, ']'); }
 
 class HostileInputTest : public ::testing::Test {
@@ -107,6 +113,13 @@ class HostileInputTest : public ::testing::Test {
     ASSERT_EQ(::mkfifo((root_ + "/fifo").c_str(), 0600), 0);
     MakeSparse(root_ + "/big_key", (64 << 10) + 1);
     MakeSparse(root_ + "/big_attachment", (64 << 20) + 1);
+    auto seal_key = RunCapsule({"keygen", "--type", "x25519", "-o", root_ + "/seal.key"});
+    ASSERT_EQ(seal_key.exit_code, 0) << seal_key.err;
+  }
+  // `capsule serve` with these TLS credentials (the rest of what it needs is sound).
+  static std::vector<std::string> Serve(const std::string& cert, const std::string& key, const std::string& ca) {
+    return {"serve", "--root", "{ROOT}/srv", "--listen", "127.0.0.1:0", "--seal-key", "{ROOT}/seal.key",
+            "--cert", cert, "--key", key, "--ca", ca};
   }
   std::string Expand(const std::string& arg) const {
     std::string out = arg;
@@ -179,6 +192,20 @@ TEST_F(HostileInputTest, EveryHostileInputGetsAClearErrorAndChangesNothing) {
        "attach: /dev/zero: not a regular file (a character device): an attachment is read from a regular file"},
       {"an attachment past 64 MiB", {"attach", "{CAP}", "{ROOT}/big_attachment"}, "", 1,
        "/big_attachment: larger than an attachment may be: at most 64 MiB (67108864 bytes)"},
+      {"/dev/zero as a sidecar's certificate", Serve("/dev/zero", "{ROOT}/garbage", "{ROOT}/garbage"), "", 1,
+       "certificate: /dev/zero: not a regular file (a character device): a certificate is read from a regular file"},
+      {"a FIFO as a sidecar's key (not waited on)", Serve("{ROOT}/garbage", "{ROOT}/fifo", "{ROOT}/garbage"), "", 1,
+       "private key: " + root_ + "/fifo: not a regular file (a FIFO): a private key is read from a regular file"},
+      {"/dev/zero as a sidecar's CA file", Serve("{ROOT}/garbage", "{ROOT}/garbage", "/dev/zero"), "", 1,
+       "CA file: /dev/zero: not a regular file (a character device): a CA file is read from a regular file"},
+      {"a sidecar's key past 64 KiB", Serve("{ROOT}/garbage", "{ROOT}/big_key", "{ROOT}/garbage"), "", 1,
+       "private key: " + root_ + "/big_key: larger than a private key may be: at most 64 KiB (65536 bytes)"},
+      {"a certificate past 1 MiB", Serve("{ROOT}/big_attachment", "{ROOT}/garbage", "{ROOT}/garbage"), "", 1,
+       "certificate: " + root_ + "/big_attachment: larger than a certificate may be: at most 1 MiB (1048576 bytes)"},
+      {"a FIFO as a mover's CA file",
+       {"move", "{CAP}", "--to", "127.0.0.1:1", "--cert", "{ROOT}/garbage", "--key", "{ROOT}/garbage", "--ca",
+        "{ROOT}/fifo"},
+       "", 1, "CA file: " + root_ + "/fifo: not a regular file (a FIFO): a CA file is read from a regular file"},
       {"a query from /dev/zero", {"sql", "{CAP}", "-"}, "", 1,
        "standard input: larger than a SQL query may be: at most 1 MiB (1048576 bytes)", "/dev/zero"},
       {"event data from /dev/zero", {"log", "append", "{CAP}", "--type", "user_message"}, "", 1,
@@ -211,11 +238,43 @@ TEST_F(HostileInputTest, EveryHostileInputGetsAClearErrorAndChangesNothing) {
     EXPECT_EQ(run.err.rfind("capsule: ", 0), 0u) << row.name << ": " << run.err;
   }
   EXPECT_EQ(*ReadFile(cap_ + "/memory/timeline_events.jsonl"), journal_before);
-  for (const char* made : {"imported", "unpacked", "new", "new2", "s", "signed.tar"}) {
+  for (const char* made : {"imported", "unpacked", "new", "new2", "s", "signed.tar", "srv"}) {
     EXPECT_FALSE(PathExists(root_ + "/" + made)) << made << " was left behind";
   }
   auto verify = RunCapsule({"verify", cap_});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+// An attachment the journal names is read back bounded, like the file `capsule attach` took:
+// a FIFO in its place is refused, not waited on, and one past 64 MiB is refused as it is read.
+TEST_F(HostileInputTest, AnAttachmentIsReadBackBounded) {
+  ASSERT_TRUE(WriteFileAtomic(root_ + "/note.txt", "a note\n").ok());
+  auto attach = RunCapsule({"attach", cap_, root_ + "/note.txt"});
+  ASSERT_EQ(attach.exit_code, 0) << attach.err;
+  auto named = RunCapsule({"log", "append", cap_, "--type", "user_message", "--data",
+                           R"({"text":"see","attachments":[)" + Trimmed(attach.out) + "]}"});
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  auto rendered = RunCapsule({"render", cap_, "--provider", "anthropic", "--model", "m"});
+  ASSERT_EQ(rendered.exit_code, 0) << rendered.err;
+  ASSERT_NE(rendered.out.find("a note"), std::string::npos) << rendered.out;
+  const std::string stored = cap_ + "/memory/attachments/" + Sha256Hex("a note\n");
+  ASSERT_TRUE(PathExists(stored));
+
+  ASSERT_EQ(::unlink(stored.c_str()), 0);
+  ASSERT_EQ(::mkfifo(stored.c_str(), 0600), 0);
+  auto fifo = RunCapsule({"render", cap_, "--provider", "anthropic", "--model", "m"});
+  EXPECT_EQ(fifo.exit_code, 1) << fifo.err;
+  EXPECT_NE(fifo.err.find(stored + ": not a regular file (a FIFO): an attachment is read from a regular file"),
+            std::string::npos)
+      << fifo.err;
+
+  ASSERT_EQ(::unlink(stored.c_str()), 0);
+  MakeSparse(stored, (64 << 20) + 1);
+  auto huge = RunCapsule({"render", cap_, "--provider", "anthropic", "--model", "m"});
+  EXPECT_EQ(huge.exit_code, 1) << huge.err;
+  EXPECT_NE(huge.err.find(stored + ": larger than an attachment may be: at most 64 MiB (67108864 bytes)"),
+            std::string::npos)
+      << huge.err;
 }
 
 // Text that is not UTF-8 (a SQLite text cast from a blob, a path named by an error) comes
