@@ -118,6 +118,29 @@ TEST_F(MountWritesTest, AShellWriteThatCanNeverBeValidFailsAtItsWrite) {
   ExpectVerifies();
 }
 
+// A thread file's name is checked when the file is created, as a schedule file's is: a name
+// no content could make valid fails the create with EINVAL, and nothing is left behind.
+TEST_F(MountWritesTest, AThreadFileWithABadNameIsRefusedAtItsCreate) {
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  const std::string threads = mnt_ + "/harness/threads";
+  ASSERT_EQ(Shell("mkdir -p " + threads), 0);
+  for (const char* bad : {"bad name.json", ".hidden.json", "notes.txt", ".json"}) {
+    const std::string path = threads + "/" + bad;
+    EXPECT_EQ(::open(path.c_str(), O_WRONLY | O_CREAT, 0644), -1) << bad;
+    EXPECT_EQ(errno, EINVAL) << bad;
+    EXPECT_FALSE(PathExists(path)) << bad;
+    EXPECT_FALSE(PathExists(dir_ + "/harness/threads/" + bad)) << bad;
+  }
+  EXPECT_NE(Shell("sh -c \"echo '{}' > '" + threads + "/bad name.json'\" 2>/dev/null"), 0);
+  EXPECT_FALSE(PathExists(threads + "/bad name.json"));
+  ASSERT_EQ(Put(threads + "/research.json", "{}"), 0);
+  EXPECT_EQ(Slurp(threads + "/research.json"), "{}");
+  EXPECT_EQ(mount.Unmount(), 0);
+  EXPECT_EQ(Slurp(dir_ + "/harness/threads/research.json"), "{}");
+  ExpectVerifies();
+}
+
 TEST_F(MountWritesTest, ADocumentOnlyJudgedWholeIsRefusedAtCloseAndItsBytesAreKeptAside) {
   Mount mount(dir_, mnt_);
   ASSERT_TRUE(mount.up());
