@@ -10,9 +10,6 @@ namespace capsule::fs {
 namespace {
 
 constexpr char kJournal[] = "memory/timeline_events.jsonl";
-// How much of an unfinished line is parsed to see that it can still begin a JSON object (each
-// write parses it again: beyond this only its length is checked).
-constexpr size_t kCheckedUnfinishedBytes = 1 << 20;
 
 Status TooLong(uint64_t bytes) {
   return FsError(EFBIG, std::string(kJournal) + ": a line of " + std::to_string(bytes) + " bytes or more; an event is at most " +
@@ -33,15 +30,16 @@ Status LineAssembler::Write(uint64_t offset, std::string_view data) {
       uint64_t bytes = unfinished.size() + data.size();
       unfinished.clear();
       unfinished.shrink_to_fit();
+      unfinished_->prefix_ = JsonPrefix(/*object=*/true);
       return TooLong(bytes);
     }
-    size_t before = unfinished.size();
-    unfinished.append(data);
-    if (!CouldBecomeJsonObject(unfinished, kCheckedUnfinishedBytes)) {
-      unfinished.resize(before);
+    JsonPrefix prefix = unfinished_->prefix_;  // the bytes before this write, already read
+    if (!prefix.Add(data)) {
       return FsError(EINVAL, std::string(kJournal) + ": a line must be a JSON object, and no later write could make this "
                                                      "one so; this write was not kept");
     }
+    unfinished.append(data);
+    unfinished_->prefix_ = prefix;
     end_ += data.size();
     return Status::Ok();
   }
@@ -52,7 +50,10 @@ Status LineAssembler::Write(uint64_t offset, std::string_view data) {
   for (size_t at; (at = rest.find('\n')) != std::string_view::npos;) {
     uint64_t length = (first ? unfinished.size() : 0) + at;
     if (length > journal::kMaxEventLineBytes) {
-      if (first) unfinished.clear();  // that line is over the limit whatever comes: dropped
+      if (first) {  // that line is over the limit whatever comes: dropped
+        unfinished.clear();
+        unfinished_->prefix_ = JsonPrefix(/*object=*/true);
+      }
       return TooLong(length);
     }
     std::string line = first ? unfinished : std::string();
@@ -62,13 +63,15 @@ Status LineAssembler::Write(uint64_t offset, std::string_view data) {
     rest.remove_prefix(at + 1);
   }
   if (rest.size() > journal::kMaxEventLineBytes) return TooLong(rest.size());
-  if (!CouldBecomeJsonObject(rest, kCheckedUnfinishedBytes)) {
+  JsonPrefix prefix(/*object=*/true);
+  if (!prefix.Add(rest)) {
     return FsError(EINVAL, std::string(kJournal) + ": the unfinished line after the last newline could not become a "
                                                    "JSON object; this write was not kept");
   }
   Status taken = sink_(lines);
   if (!taken.ok()) return taken;  // nothing of this write kept: as if it never came
   unfinished.assign(rest);
+  unfinished_->prefix_ = prefix;
   end_ += data.size();
   return Status::Ok();
 }

@@ -11,7 +11,8 @@
 // every open of the journal, as a regular file's last line is: the next write continues it,
 // through the same handle or another (`printf '{...' >> journal; echo '...}' >> journal`). A
 // write is refused at once (EINVAL) when the unfinished line it leaves could not begin a JSON
-// object, and (EFBIG) when it leaves a line longer than journal::kMaxEventLineBytes, finished
+// object (checked from where the last write left off: only a write's new bytes are read),
+// and (EFBIG) when it leaves a line longer than journal::kMaxEventLineBytes, finished
 // or not: that line is dropped whole, since no later write could make it an event.
 //
 // Thread-safety: LineAssembler is guarded by its owner (one per open journal handle); the
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "capsule/base/status.h"
+#include "fs/document_writes.h"
 
 namespace capsule::fs {
 
@@ -47,13 +49,15 @@ class UnfinishedLine {
     std::lock_guard lock(mu_);
     std::string taken;
     taken.swap(bytes_);
+    prefix_ = JsonPrefix(/*object=*/true);
     return taken;
   }
 
  private:
   friend class LineAssembler;
   mutable std::mutex mu_;
-  std::string bytes_;  // guarded by mu_
+  std::string bytes_;                      // guarded by mu_
+  JsonPrefix prefix_{/*object=*/true};     // guarded by mu_: bytes_ read so far
 };
 
 class LineAssembler {

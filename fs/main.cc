@@ -25,6 +25,7 @@
 #include "fs/control_client.h"
 #include "fs/fuse_table.h"
 #include "fs/journal_append.h"
+#include "journal/accept_edits.h"
 
 namespace {
 
@@ -36,7 +37,10 @@ constexpr char kUsage[] =
     "  -o allow_foreign_owner\n"
     "              mount a capsule folder that another user owns or may write (refused\n"
     "              otherwise: see capsulefs(8), THE CAPSULE FOLDER)\n"
-    "  -o OPTION   passed to FUSE (e.g. allow_other); mount(8)'s own (defaults, nofail,\n"
+    "  -o accept_edits\n"
+    "              take files edited behind the manifest on purpose first, as capsule accept\n"
+    "              does (journal: edits_accepted), instead of refusing the capsule\n"
+    "    "  -o OPTION   passed to FUSE (e.g. allow_other); mount(8)'s own (defaults, nofail,\n"
     "              _netdev, x-*, relatime...) are ignored, and suid, dev too: the mount is\n"
     "              always nosuid,nodev\n"
     "  --help      this text;  --version  the version\n"
@@ -62,6 +66,7 @@ bool IgnoredMountOption(const std::string& option) {
 struct Args {
   capsule::fs::MountOptions mount;
   bool foreground = false;
+  bool accept_edits = false;
   std::vector<std::string> fuse_options;
 };
 
@@ -89,6 +94,10 @@ int Parse(int argc, char** argv, Args* args) {
         if (IgnoredMountOption(option)) continue;
         if (option == "allow_foreign_owner") {  // the driver's, not FUSE's
           args->mount.allow_foreign_owner = true;
+          continue;
+        }
+        if (option == "accept_edits") {  // the driver's too
+          args->accept_edits = true;
           continue;
         }
         args->fuse_options.push_back(option);
@@ -135,6 +144,21 @@ int Run(const Args& args) {
   if (capsule::Status checked = CheckMountpoint(args.mount.mountpoint); !checked.ok()) {
     std::cerr << "capsulefs: " << checked.message() << "\n";
     return 1;
+  }
+  if (args.accept_edits) {
+    // Taken before the mount's lock, which capsule accept's re-seal needs for itself.
+    auto taken = capsule::journal::AcceptEditsIfAny(args.mount.dir);
+    if (!taken.ok()) {
+      std::cerr << "capsulefs: -o accept_edits: " << taken.status().message() << "\n";
+      return 1;
+    }
+    for (const capsule::AcceptedEdit& edit : *taken) {
+      std::cerr << "capsulefs: -o accept_edits: " << edit.path << ": " << edit.why << "\n";
+    }
+    if (!taken->empty()) {
+      std::cerr << "capsulefs: -o accept_edits: accepted " << taken->size()
+                << (taken->size() == 1 ? " edit" : " edits") << " (journal: edits_accepted)\n";
+    }
   }
   // Held until the last checkpoint is on disk, also in the daemon (fork keeps the lock).
   auto mount_lock = capsule::LockForMount(args.mount.dir);

@@ -14,6 +14,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/format/documents.h"
 #include "capsule/format/environment_spec.h"
+#include "capsule/format/harness.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/trust.h"
 #include "capsule/format/schedule.h"
@@ -119,6 +120,7 @@ Result<std::pair<fuse_entry_param, Handle*>> CapsuleFs::CreateReal(Node* parent,
   if (parent->kind != NodeKind::kRealDir || !CreatableRealPath(rel)) return FsError(EPERM, rel + ": no new files here");
   // A name no content could make valid is refused now, not at the close (EINVAL).
   if (IsSchedulePath(rel)) CAPSULE_RETURN_IF_ERROR(CheckScheduleName(rel));
+  if (rel.rfind(std::string(kThreadsDir) + "/", 0) == 0) CAPSULE_RETURN_IF_ERROR(CheckThreadPath(rel));
   // One ticket from the new entry to its open handle: a freeze cannot come between them.
   CAPSULE_ASSIGN_OR_RETURN(WriteTicket ticket, gate_.EnterWrite(WriteKind::kFolderChange));
   std::shared_ptr<Node> node;

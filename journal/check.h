@@ -76,7 +76,8 @@ struct JournalTail {
 
 // Where a check a block at a time starts: the offset of the first line to read (after a
 // newline), its line number, and what the lines before it established (nothing for a whole
-// journal): each machine's last event and the last line's event.
+// journal): each machine's last event and the last line's event (its data may be left null:
+// the check of the next line does not look at it).
 struct JournalPosition {
   uint64_t offset = 0;
   uint64_t next_line = 1;
@@ -95,7 +96,7 @@ struct CheckedJournal {
   std::string sha256;         // of those bytes
   uint64_t lines = 0;
   JournalTail tail;           // each machine's last event, the largest clock
-  std::optional<Event> last;  // the last line's event: the next must come after it
+  std::optional<Event> last;  // the last line's event, without its data: the next must come after it
   // The SHA-256 of those bytes as it stood after them, so that the digest of the journal grown
   // by appends is found from the new bytes alone (never changed once made: continue a copy).
   std::shared_ptr<const Sha256> hasher;

@@ -73,10 +73,15 @@ EventLine FieldsOf(const Event& event, std::string_view line) {
 }
 
 Result<Event> ToEvent(const EventLine& fields, const std::string& where) {
-  Event event;
-  event.clock = fields.clock;
+  Event event = HeaderOf(fields);
   event.data = Json::parse(fields.data.begin(), fields.data.end(), nullptr, /*allow_exceptions=*/false);
   if (event.data.is_discarded()) return ParseEventLine(fields.line, where);  // never for a line read above
+  return event;
+}
+
+Event HeaderOf(const EventLine& fields) {
+  Event event;
+  event.clock = fields.clock;
   event.id.assign(fields.id);
   event.machine.assign(fields.machine);
   if (!fields.prev.empty()) event.prev.emplace(fields.prev);

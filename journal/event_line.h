@@ -47,6 +47,10 @@ EventLine FieldsOf(const Event& event, std::string_view line);
 // The whole event: data parsed into a document. `fields` came from ReadEventLine or FieldsOf.
 Result<Event> ToEvent(const EventLine& fields, const std::string& where);
 
+// The event without its data (left null): what orders and chains the line after it, kept
+// without parsing data, which may be megabytes.
+Event HeaderOf(const EventLine& fields);
+
 // "event <id> (machine m1, seq 7)", as DescribeEvent says it.
 std::string DescribeLine(const EventLine& event);
 

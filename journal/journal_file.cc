@@ -14,6 +14,7 @@
 #include "capsule/base/sha256.h"
 #include "capsule/format/layout.h"
 #include "journal/check.h"
+#include "journal/event_line.h"
 
 namespace capsule::journal {
 
@@ -191,7 +192,8 @@ Result<JournalTail> LoadJournalTail(const std::string& capsule_dir, int fd, uint
       // The journal grew since the cache was written (it is rewritten every few appends and
       // when a writer closes): only the lines after it are read and checked.
       last.pop_back();
-      Result<Event> event = ParseEventLine(last, "journal");
+      EventLine fields;
+      Result<Event> event = ReadEventLine(last, &fields) ? HeaderOf(fields) : ParseEventLine(last, "journal");
       if (event.ok()) from = JournalPosition{cache->size, 1, cache->tail, std::move(event).value()};
     }
   }

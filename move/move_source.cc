@@ -325,7 +325,7 @@ bool IsSimulatedCrash(const Status& status) { return status.message().rfind(kCra
 
 Result<std::optional<OutgoingMove>> LoadOutgoingMove(const std::string& capsule_dir) {
   std::string path = JoinPath(capsule_dir, local::kOutgoingMove);
-  Result<std::string> text = ReadFile(path);
+  Result<std::string> text = ReadFileBounded(path, 1 << 20, "an outgoing move's record");
   if (!text.ok()) {
     if (text.status().code() == Code::kNotFound) return std::optional<OutgoingMove>();
     return text.status();

@@ -34,7 +34,7 @@ namespace {
 
 
 std::string MoveOf(const std::string& dir) {
-  Result<std::string> text = ReadFile(JoinPath(dir, local::kMoveRecord));
+  Result<std::string> text = ReadFileBounded(JoinPath(dir, local::kMoveRecord), 1 << 20, "a move's record");
   if (!text.ok()) return "";
   Result<Json> json = ParseJson(*text, local::kMoveRecord, Code::kCorruption);
   return json.ok() && json->is_object() ? json->value("move", "") : "";
@@ -72,7 +72,8 @@ Status PrepareStaged(const std::string& staging, const journal::render::ModelCho
     Result<journal::render::RenderTarget> target = choices.Resolve(request);
     if (!target.ok()) return target.status().WithContext("rendering the staged journal");
   }
-  CAPSULE_ASSIGN_OR_RETURN(std::string spec, ReadFile(JoinPath(staging, kEnvironmentSpecPath)));
+  CAPSULE_ASSIGN_OR_RETURN(std::string spec,
+                           ReadFileBounded(JoinPath(staging, kEnvironmentSpecPath), 16 << 20, "an environment spec"));
   return CheckEnvironmentSpec(spec).WithContext("staged environment spec");
 }
 

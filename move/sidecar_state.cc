@@ -212,7 +212,7 @@ Result<SidecarStatus> ReadSidecarStatus(const std::string& root) {
   Json state = Json::object();
   std::string state_path = JoinPath(root, kSidecarState);
   if (PathExists(state_path)) {
-    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(state_path));
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBounded(state_path, 1 << 20, "a sidecar's state"));
     CAPSULE_ASSIGN_OR_RETURN(state, ParseJson(text, kSidecarState, Code::kCorruption));
     if (!state.is_object()) return Status::Corruption(state_path, "not a JSON object");
   } else if (!PathExists(JoinPath(root, kSidecarLock))) {
@@ -222,7 +222,7 @@ Result<SidecarStatus> ReadSidecarStatus(const std::string& root) {
   status.listen = state.value("listen", "");
   status.started = state.value("started", "");
   // The pid the state file names is alive and holds the root's lock (named in the lock file).
-  Result<std::string> lock_text = ReadFile(JoinPath(root, kSidecarLock));
+  Result<std::string> lock_text = ReadFileBounded(JoinPath(root, kSidecarLock), 64 << 10, "a sidecar's lock");
   std::string lock_pid = lock_text.ok() ? *lock_text : "";
   while (!lock_pid.empty() && (lock_pid.back() == '\n' || lock_pid.back() == ' ')) lock_pid.pop_back();
   status.running = status.pid > 0 && lock_pid == std::to_string(status.pid) &&

@@ -24,6 +24,7 @@
 
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/file_io.h"
+#include "capsule/base/sha256.h"
 #include "journal/event.h"
 #include "tests/cli_runner.h"
 
@@ -90,6 +91,11 @@ void MakeSparse(const std::string& path, off_t size) {
   ASSERT_EQ(::ftruncate(fd.get(), size), 0);
 }
 
+std::string Trimmed(std::string text) {
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
 std::string Deep(int levels) { return std::string(levels, '[') + std::string(levels, ']'); }
 
 class HostileInputTest : public ::testing::Test {
@@ -107,6 +113,13 @@ class HostileInputTest : public ::testing::Test {
     ASSERT_EQ(::mkfifo((root_ + "/fifo").c_str(), 0600), 0);
     MakeSparse(root_ + "/big_key", (64 << 10) + 1);
     MakeSparse(root_ + "/big_attachment", (64 << 20) + 1);
+    auto seal_key = RunCapsule({"keygen", "--type", "x25519", "-o", root_ + "/seal.key"});
+    ASSERT_EQ(seal_key.exit_code, 0) << seal_key.err;
+  }
+  // `capsule serve` with these TLS credentials (the rest of what it needs is sound).
+  static std::vector<std::string> Serve(const std::string& cert, const std::string& key, const std::string& ca) {
+    return {"serve", "--root", "{ROOT}/srv", "--listen", "127.0.0.1:0", "--seal-key", "{ROOT}/seal.key",
+            "--cert", cert, "--key", key, "--ca", ca};
   }
   std::string Expand(const std::string& arg) const {
     std::string out = arg;
@@ -179,6 +192,20 @@ TEST_F(HostileInputTest, EveryHostileInputGetsAClearErrorAndChangesNothing) {
        "attach: /dev/zero: not a regular file (a character device): an attachment is read from a regular file"},
       {"an attachment past 64 MiB", {"attach", "{CAP}", "{ROOT}/big_attachment"}, "", 1,
        "/big_attachment: larger than an attachment may be: at most 64 MiB (67108864 bytes)"},
+      {"/dev/zero as a sidecar's certificate", Serve("/dev/zero", "{ROOT}/garbage", "{ROOT}/garbage"), "", 1,
+       "certificate: /dev/zero: not a regular file (a character device): a certificate is read from a regular file"},
+      {"a FIFO as a sidecar's key (not waited on)", Serve("{ROOT}/garbage", "{ROOT}/fifo", "{ROOT}/garbage"), "", 1,
+       "private key: " + root_ + "/fifo: not a regular file (a FIFO): a private key is read from a regular file"},
+      {"/dev/zero as a sidecar's CA file", Serve("{ROOT}/garbage", "{ROOT}/garbage", "/dev/zero"), "", 1,
+       "CA file: /dev/zero: not a regular file (a character device): a CA file is read from a regular file"},
+      {"a sidecar's key past 64 KiB", Serve("{ROOT}/garbage", "{ROOT}/big_key", "{ROOT}/garbage"), "", 1,
+       "private key: " + root_ + "/big_key: larger than a private key may be: at most 64 KiB (65536 bytes)"},
+      {"a certificate past 1 MiB", Serve("{ROOT}/big_attachment", "{ROOT}/garbage", "{ROOT}/garbage"), "", 1,
+       "certificate: " + root_ + "/big_attachment: larger than a certificate may be: at most 1 MiB (1048576 bytes)"},
+      {"a FIFO as a mover's CA file",
+       {"move", "{CAP}", "--to", "127.0.0.1:1", "--cert", "{ROOT}/garbage", "--key", "{ROOT}/garbage", "--ca",
+        "{ROOT}/fifo"},
+       "", 1, "CA file: " + root_ + "/fifo: not a regular file (a FIFO): a CA file is read from a regular file"},
       {"a query from /dev/zero", {"sql", "{CAP}", "-"}, "", 1,
        "standard input: larger than a SQL query may be: at most 1 MiB (1048576 bytes)", "/dev/zero"},
       {"event data from /dev/zero", {"log", "append", "{CAP}", "--type", "user_message"}, "", 1,
@@ -211,11 +238,43 @@ TEST_F(HostileInputTest, EveryHostileInputGetsAClearErrorAndChangesNothing) {
     EXPECT_EQ(run.err.rfind("capsule: ", 0), 0u) << row.name << ": " << run.err;
   }
   EXPECT_EQ(*ReadFile(cap_ + "/memory/timeline_events.jsonl"), journal_before);
-  for (const char* made : {"imported", "unpacked", "new", "new2", "s", "signed.tar"}) {
+  for (const char* made : {"imported", "unpacked", "new", "new2", "s", "signed.tar", "srv"}) {
     EXPECT_FALSE(PathExists(root_ + "/" + made)) << made << " was left behind";
   }
   auto verify = RunCapsule({"verify", cap_});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+// An attachment the journal names is read back bounded, like the file `capsule attach` took:
+// a FIFO in its place is refused, not waited on, and one past 64 MiB is refused as it is read.
+TEST_F(HostileInputTest, AnAttachmentIsReadBackBounded) {
+  ASSERT_TRUE(WriteFileAtomic(root_ + "/note.txt", "a note\n").ok());
+  auto attach = RunCapsule({"attach", cap_, root_ + "/note.txt"});
+  ASSERT_EQ(attach.exit_code, 0) << attach.err;
+  auto named = RunCapsule({"log", "append", cap_, "--type", "user_message", "--data",
+                           R"({"text":"see","attachments":[)" + Trimmed(attach.out) + "]}"});
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  auto rendered = RunCapsule({"render", cap_, "--provider", "anthropic", "--model", "m"});
+  ASSERT_EQ(rendered.exit_code, 0) << rendered.err;
+  ASSERT_NE(rendered.out.find("a note"), std::string::npos) << rendered.out;
+  const std::string stored = cap_ + "/memory/attachments/" + Sha256Hex("a note\n");
+  ASSERT_TRUE(PathExists(stored));
+
+  ASSERT_EQ(::unlink(stored.c_str()), 0);
+  ASSERT_EQ(::mkfifo(stored.c_str(), 0600), 0);
+  auto fifo = RunCapsule({"render", cap_, "--provider", "anthropic", "--model", "m"});
+  EXPECT_EQ(fifo.exit_code, 1) << fifo.err;
+  EXPECT_NE(fifo.err.find(stored + ": not a regular file (a FIFO): an attachment is read from a regular file"),
+            std::string::npos)
+      << fifo.err;
+
+  ASSERT_EQ(::unlink(stored.c_str()), 0);
+  MakeSparse(stored, (64 << 20) + 1);
+  auto huge = RunCapsule({"render", cap_, "--provider", "anthropic", "--model", "m"});
+  EXPECT_EQ(huge.exit_code, 1) << huge.err;
+  EXPECT_NE(huge.err.find(stored + ": larger than an attachment may be: at most 64 MiB (67108864 bytes)"),
+            std::string::npos)
+      << huge.err;
 }
 
 // Text that is not UTF-8 (a SQLite text cast from a blob, a path named by an error) comes
@@ -238,10 +297,12 @@ TEST_F(HostileInputTest, BytesThatAreNotUtf8ComeOutAsValidJson) {
 }
 
 // An event of 64 MiB that an older journal holds (its chain sound) is checked once, then the
-// next append finds the journal's last line in bounded reads: a hang detector on the CPU time
-// the command takes, whatever the machine's load (the last line read a block at a time, copied
-// again for each, took 4.5 s for 16 MiB and over 200 s for 32 MiB), not a speed test. The
-// reads themselves are counted in journal/last_line_test.
+// next append finds the journal's last line in bounded reads, and leaves projecting the event
+// into the owned state to the next query. The append's CPU time is compared with that of
+// `capsule verify` on the same journal, measured in the same run (it checks the same line the
+// same way), whatever the machine's load: the append checks the new line and writes its own;
+// parsing the event's data into a document or projecting it (2.7 s of CPU against verify's
+// 0.4 s) fails the bound. The last line's reads are counted in journal/last_line_test.
 TEST_F(HostileInputTest, AnAppendAfterA64MiBEventIsNotHeldUp) {
   journal::Event big;
   big.clock = 2;  // after SetUp's event
@@ -256,7 +317,12 @@ TEST_F(HostileInputTest, AnAppendAfterA64MiBEventIsNotHeldUp) {
   {
     UniqueFd fd = *OpenFile(cap_ + "/memory/timeline_events.jsonl", O_WRONLY | O_APPEND | O_CLOEXEC);
     ASSERT_TRUE(WriteAll(fd.get(), line, "journal").ok());
+    ASSERT_EQ(::fdatasync(fd.get()), 0);  // the append's own fdatasync then flushes its line only
   }
+  double verify_cpu = 0;
+  auto verified = RunCapsuleTimed({"verify", cap_}, &verify_cpu);
+  ASSERT_EQ(verified.exit_code, 0) << verified.out << verified.err;
+  ASSERT_GE(verify_cpu, 0) << verified.out;
   auto started = std::chrono::steady_clock::now();
   double cpu = 0;
   auto append =
@@ -264,10 +330,11 @@ TEST_F(HostileInputTest, AnAppendAfterA64MiBEventIsNotHeldUp) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ASSERT_EQ(append.exit_code, 0) << append.err;
   ASSERT_GE(cpu, 0) << append.out;
-  // It checks the 64 MiB line once and projects it into the owned state: about 3 s of CPU
-  // time, several times that under AddressSanitizer.
-  EXPECT_LT(cpu, 45.0) << "the append after a 64 MiB line took " << cpu << " s of CPU time";
-  std::cerr << "append after a 64 MiB event: " << cpu << " s of CPU time, " << seconds << " s in all\n";
+  // About as much as verify (0.4 s each here, optimised).
+  EXPECT_LT(cpu, 2 * verify_cpu + 0.3) << "the append after a 64 MiB line took " << cpu
+                                       << " s of CPU time; verify took " << verify_cpu << " s";
+  std::cerr << "append after a 64 MiB event: " << cpu << " s of CPU time, " << seconds << " s in all; verify: "
+            << verify_cpu << " s of CPU time\n";
   // Chained after it: the largest clock was the big event's.
   auto log = RunCapsule({"log", cap_, "--json"});
   ASSERT_EQ(log.exit_code, 0) << log.err;

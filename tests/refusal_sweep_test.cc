@@ -358,6 +358,43 @@ TEST_F(RefusalSweepTest, DashIsStandardOutputForKeygen) {
   EXPECT_FALSE(Contains(terminal.out, "PRIVATE KEY")) << terminal.out;
 }
 
+// init and import make the parents of their folder; refused after that (a workspace that is
+// no folder, a tar that is no export), they take them away again.
+TEST_F(RefusalSweepTest, InitAndImportRefusedLateLeaveNoFolder) {
+  const std::string before = Snapshot(root_);
+  RunResult init = RunCapsule({"init", root_ + "/made/by/init/cap", "--id", "a3", "--name", "N", "--workspace",
+                               vars_["{FILE}"]});
+  EXPECT_EQ(init.exit_code, 1) << init.out;
+  EXPECT_TRUE(Contains(init.err, vars_["{FILE}"] + ": workspace source is not a folder")) << init.err;
+  EXPECT_FALSE(PathExists(root_ + "/made")) << Snapshot(root_);
+
+  RunResult import = RunCapsule({"import", vars_["{FILE}"], root_ + "/made/by/import/cap"});
+  EXPECT_EQ(import.exit_code, 1) << import.out;
+  EXPECT_TRUE(Contains(import.err, vars_["{FILE}"] + ": tar: ")) << import.err;
+  EXPECT_FALSE(PathExists(root_ + "/made")) << Snapshot(root_);
+
+  // An export that does not verify (its journal edited behind its manifest) is refused once
+  // it is unpacked: nothing of it, nor the folders made for it, stays.
+  const std::string tampered = root_ + "/tampered.tar";
+  std::string tar = *ReadFile(vars_["{TAR}"]);
+  const size_t hi = tar.find(R"("text":"hi")");
+  ASSERT_NE(hi, std::string::npos);
+  tar.replace(hi, 11, R"("text":"ho")");
+  ASSERT_TRUE(WriteFileAtomic(tampered, tar).ok());
+  RunResult unverified = RunCapsule({"import", tampered, root_ + "/made/by/import/cap"});
+  EXPECT_EQ(unverified.exit_code, 1) << unverified.out;
+  EXPECT_TRUE(Contains(unverified.err, "does not verify")) << unverified.err;
+  EXPECT_FALSE(PathExists(root_ + "/made")) << Snapshot(root_);
+  ASSERT_EQ(::unlink(tampered.c_str()), 0);
+  EXPECT_EQ(Snapshot(root_), before);
+
+  // Where the parents were there already, they stay.
+  ASSERT_TRUE(MakeDirectories(root_ + "/kept").ok());
+  EXPECT_EQ(RunCapsule({"import", vars_["{FILE}"], root_ + "/kept/cap"}).exit_code, 1);
+  EXPECT_TRUE(PathExists(root_ + "/kept"));
+  EXPECT_FALSE(PathExists(root_ + "/kept/cap"));
+}
+
 TEST_F(RefusalSweepTest, ServeAndSandboxMakeNoFolderWhenRefused) {
   const std::string cache = root_ + "/no-cache";
   RunResult ls = RunCapsule({"sandbox", "ls", "--cache", cache, "--json"});

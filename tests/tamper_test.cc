@@ -207,6 +207,64 @@ INSTANTIATE_TEST_SUITE_P(Edits, TamperedFileTest,
                            return "Unknown";
                          });
 
+// --accept-edits (capsulefs -o accept_edits) takes the edits first, as capsule accept does:
+// each command then goes on, names the file on standard error, and the journal holds one
+// edits_accepted event per accept; a capsule trusted as it is records none.
+TEST_F(TamperTest, AcceptEditsTakesTheEditsFirstAndRecordsThem) {
+  auto accepted_events = [&](const std::string& dir) {
+    RunResult log = RunCapsule({"log", dir, "--json"});
+    EXPECT_EQ(log.exit_code, 0) << log.err;
+    return Count(log.out, R"("type":"edits_accepted")");
+  };
+  std::string path = Tamper(Edit::kNotes);
+  RunResult mounted = RunProgram("./capsulefs", {"-o", "accept_edits", dir_, mnt_});
+  ASSERT_EQ(mounted.exit_code, 0) << mounted.err;
+  ASSERT_TRUE(IsMounted(mnt_));
+  testing::UnmountPath(mnt_);
+  ASSERT_TRUE(WaitForDriverToExit(dir_).ok());
+  EXPECT_TRUE(Contains(mounted.err, "capsulefs: -o accept_edits: " + path + ": ")) << mounted.err;
+  EXPECT_TRUE(Contains(mounted.err, "accepted 1 edit (journal: edits_accepted)")) << mounted.err;
+  EXPECT_EQ(accepted_events(dir_), 1u);
+  ExpectVerifies();
+  // Trusted as it is: mounted as without the option, nothing recorded.
+  RunResult again = RunProgram("./capsulefs", {"-o", "accept_edits", dir_, mnt_});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  if (IsMounted(mnt_)) {
+    testing::UnmountPath(mnt_);
+    ASSERT_TRUE(WaitForDriverToExit(dir_).ok());
+  }
+  EXPECT_FALSE(Contains(again.err, "accept")) << again.err;
+  EXPECT_EQ(accepted_events(dir_), 1u);
+
+  path = Tamper(Edit::kSpec);
+  const std::string stream = root_ + "/out.stream";
+  RunResult packed = RunCapsule({"stream", "pack", dir_, "--phase", "copy", "--accept-edits", "-o", stream});
+  ASSERT_EQ(packed.exit_code, 0) << packed.err;
+  EXPECT_TRUE(Contains(packed.err, "capsule: --accept-edits: " + path + ": ")) << packed.err;
+  EXPECT_TRUE(PathExists(stream));
+  EXPECT_EQ(accepted_events(dir_), 2u);
+
+  path = Tamper(Edit::kAdded);
+  RunResult ran = RunCapsule({"exec", "--no-sandbox", "--accept-edits", dir_, "--", "true"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_TRUE(Contains(ran.err, "capsule: --accept-edits: " + path + ": ")) << ran.err;
+  EXPECT_EQ(accepted_events(dir_), 3u);
+  ExpectVerifies();
+
+  path = Tamper(Edit::kNotes);
+  const std::string pki = root_ + "/pki", seal = root_ + "/seal.key", target_root = root_ + "/b";
+  ASSERT_TRUE(testing::MakeMoveKeys(pki, seal));
+  Sidecar target(target_root, pki, seal);
+  RunResult moved = RunCapsule({"move", dir_, "--to", target.address(), "--cert", pki + "/client.pem", "--key",
+                                pki + "/client.key", "--ca", pki + "/ca.pem", "--accept-edits"});
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  EXPECT_TRUE(Contains(moved.err, "capsule: --accept-edits: " + path + ": ")) << moved.err;
+  // The history travelled with the agent: four accepts, each once.
+  EXPECT_EQ(accepted_events(target_root + "/agent-1"), 4u);
+  RunResult verify = RunCapsule({"verify", target_root + "/agent-1"});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
 // A sidecar does not start serving a root that holds an agent edited behind its manifest; it
 // names the agent and the file. Once accepted, it starts.
 TEST_F(TamperTest, ServeRefusesToStartOverATamperedAgentItHolds) {

@@ -8,17 +8,12 @@
 
 #include "capsule/cli/cli.h"
 #include "capsule/format/trust.h"
-#include "journal/journal.h"
+#include "journal/accept_edits.h"
 #include "journal/owned/owned_state.h"
 
 namespace capsule::cli {
 
 namespace {
-
-Json DigestJson(const std::optional<FileDigest>& digest) {
-  if (!digest) return nullptr;
-  return {{"sha256", digest->sha256}, {"size", digest->size}};
-}
 
 std::string DigestText(const std::optional<FileDigest>& digest) {
   if (!digest) return "(none)";
@@ -33,10 +28,7 @@ int RunAccept(const std::string& given) {
   const std::string& path = *resolved;
   Result<std::vector<AcceptedEdit>> edits = FindEdits(path);
   if (!edits.ok()) return Fail(edits.status().WithContext("accept"));
-  Json listed = Json::array();
-  for (const AcceptedEdit& edit : *edits) {
-    listed.push_back({{"path", edit.path}, {"before", DigestJson(edit.before)}, {"after", DigestJson(edit.after)}});
-  }
+  const Json listed = journal::EditsJson(*edits);
   if (edits->empty()) {
     if (JsonOutput()) return PrintJson({{"accepted", listed}});
     std::cout << "nothing to accept: the files are as the manifest lists them\n";
@@ -48,10 +40,7 @@ int RunAccept(const std::string& given) {
                 << "\n";
     }
   }
-  Status accepted = AcceptEdits(path, *edits, [&]() -> Status {
-    CAPSULE_ASSIGN_OR_RETURN(journal::Journal journal, journal::Journal::OpenForWrite(path));
-    return journal.Append("edits_accepted", {{"edits", listed}}).status();
-  });
+  Status accepted = journal::AcceptEditsRecorded(path, *edits);
   if (!accepted.ok()) return Fail(accepted.WithContext("accept"));
   Status followed = owned::FollowJournal(path);
   if (!followed.ok()) std::cerr << "capsule: warning: owned state not updated: " << followed.message() << "\n";
@@ -62,6 +51,22 @@ int RunAccept(const std::string& given) {
 }
 
 }  // namespace
+
+Status AcceptEditsFirst(const std::string& dir) {
+  Result<std::vector<AcceptedEdit>> taken = journal::AcceptEditsIfAny(dir);
+  if (!taken.ok()) return taken.status().WithContext("--accept-edits");
+  for (const AcceptedEdit& edit : *taken) {
+    std::cerr << "capsule: --accept-edits: " << edit.path << ": " << edit.why << ": " << DigestText(edit.before)
+              << " -> " << DigestText(edit.after) << "\n";
+  }
+  if (!taken->empty()) {
+    std::cerr << "capsule: --accept-edits: accepted " << taken->size() << (taken->size() == 1 ? " edit" : " edits")
+              << " (journal: edits_accepted)\n";
+    Status followed = owned::FollowJournal(dir);
+    if (!followed.ok()) std::cerr << "capsule: warning: owned state not updated: " << followed.message() << "\n";
+  }
+  return Status::Ok();
+}
 
 void RegisterAcceptCommands(CLI::App& app, int* exit_code) {
   auto dir = std::make_shared<std::string>();

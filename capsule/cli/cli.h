@@ -115,5 +115,9 @@ void RegisterSecretCommands(CLI::App& app, int* exit_code);
 void RegisterMoveCommands(CLI::App& app, int* exit_code);
 // capsule accept: takes files edited behind the manifest on purpose (accept_commands.cc).
 void RegisterAcceptCommands(CLI::App& app, int* exit_code);
+// --accept-edits of exec, stream pack and move: the same accept, first, for the capsule folder
+// `dir` when it is at rest and edited behind its manifest; what it takes is listed on
+// standard error.
+Status AcceptEditsFirst(const std::string& dir);
 
 }  // namespace capsule::cli

@@ -34,6 +34,7 @@ struct ExecArgs {
   std::string path;
   std::string cache;
   bool no_sandbox = false;
+  bool accept_edits = false;
   std::vector<std::string> command;
 };
 
@@ -148,6 +149,9 @@ int RunExec(ExecArgs args) {
   }
   Result<std::string> dir = ResolveCapsule(args.path);
   if (!dir.ok()) return Fail(dir.status());
+  if (args.accept_edits) {
+    if (Status accepted = AcceptEditsFirst(*dir); !accepted.ok()) return Fail(accepted);
+  }
   Result<Manifest> manifest = Manifest::Load(*dir);
   if (!manifest.ok()) return Fail(manifest.status());
   const std::string agent = manifest->agent.id;
@@ -247,6 +251,8 @@ void RegisterExecCommands(CLI::App& app, int* exit_code) {
   exec->add_option("DIR", args->path, "Capsule folder or its mountpoint (a folder not mounted is mounted for the run)")
       ->required();
   exec->add_flag("--no-sandbox", args->no_sandbox, "Run on the host, in the mounted workspace, with the host's environment too");
+  exec->add_flag("--accept-edits", args->accept_edits,
+                 "Take files edited behind the manifest on purpose first, as capsule accept does (journal: edits_accepted)");
   args->cache = sandbox::SandboxCache::DefaultRoot();
   exec->add_option("--sandbox-cache", args->cache,
                    "Folder of built sandboxes (default $CAPSULE_SANDBOX_CACHE or /var/cache/capsule/sandboxes)");

@@ -158,9 +158,6 @@ int RunNarrow(const NarrowArgs& args) {
   return kExitOk;
 }
 
-// The largest file `capsule attach` stores: a provider takes far less inline.
-constexpr uint64_t kMaxAttachmentBytes = 64 << 20;
-
 struct AttachArgs {
   std::string dir, file, name, media_type;
 };

@@ -27,6 +27,17 @@ void FollowOwnedState(const std::string& dir) {
   if (!followed.ok()) std::cerr << "capsule: warning: owned state not updated: " << followed.message() << "\n";
 }
 
+// After an append the owned state follows only when that is quick: when it reads at most
+// 1 MiB of the journal. More (a large event, lines other writers added, a large journal to
+// rebuild from) is left to the next query, which catches up before it answers.
+void FollowOwnedStateAfterAppend(const std::string& dir) {
+  constexpr uint64_t kAppendFollowBytes = 1 << 20;
+  Result<owned::ProjectionStats> followed = owned::FollowJournalWithin(dir, kAppendFollowBytes);
+  if (!followed.ok()) {
+    std::cerr << "capsule: warning: owned state not updated: " << followed.status().message() << "\n";
+  }
+}
+
 struct LogArgs {
   std::string dir;
 };
@@ -102,7 +113,7 @@ int RunAppend(const AppendArgs& args) {
   } else {
     std::cout << event->id << "\n";
   }
-  FollowOwnedState(*dir);
+  FollowOwnedStateAfterAppend(*dir);
   return kExitOk;
 }
 

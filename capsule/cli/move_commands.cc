@@ -44,6 +44,7 @@ struct MoveArgs {
   bool recover = false;
   int query_tries = 20;
   int query_timeout = 10;  // seconds
+  bool accept_edits = false;
 };
 
 std::string Mib(uint64_t bytes) {
@@ -54,6 +55,11 @@ std::string Mib(uint64_t bytes) {
 
 int RunMoveCommand(const MoveArgs& args) {
   ::signal(SIGPIPE, SIG_IGN);
+  if (args.accept_edits && !args.recover) {
+    Result<std::string> dir = ResolveCapsule(args.source);
+    if (!dir.ok()) return Fail(dir.status());
+    if (Status accepted = AcceptEditsFirst(*dir); !accepted.ok()) return Fail(accepted);
+  }
   move::TlsCredentials credentials{args.cert, args.key, args.ca};
   move::RemoteTarget target(args.to, TlsDialer(args.to, credentials));
   target.set_query_timeout(std::chrono::seconds(args.query_timeout));
@@ -217,6 +223,8 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   move->add_option("--cert", move_args->cert, "This machine's certificate (PEM)")->required();
   move->add_option("--key", move_args->key, "This machine's private key (PEM)")->required();
   move->add_option("--ca", move_args->ca, "CA certificate(s) the target's certificate must chain to (PEM)")->required();
+  move->add_flag("--accept-edits", move_args->accept_edits,
+                 "Take files edited behind the manifest on purpose first, as capsule accept does (journal: edits_accepted)");
   move->add_flag("--recover", move_args->recover,
                  "Only resolve the move SOURCE records as unfinished (ask the target; retire or thaw)");
   move->add_option("--query-tries", move_args->query_tries,

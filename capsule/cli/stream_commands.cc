@@ -32,6 +32,7 @@ constexpr uint64_t kMaxHaveBytes = uint64_t{1} << 30;
 
 struct PackArgs {
   std::string dir, phase, have, move, seal_to, out;
+  bool accept_edits = false;
 };
 
 Status Pack(const PackArgs& args, move::PackStats* stats, Progress* progress) {
@@ -68,7 +69,9 @@ int RunPack(const PackArgs& args) {
   // Nothing is made before DIR is known to be a capsule and -o to lie outside every capsule.
   Status checked = args.move.empty() ? Status::Ok() : move::CheckMoveId(args.move).WithContext("--move");
   if (checked.ok()) checked = CheckOutsideCapsules("-o", args.out);
-  if (checked.ok()) checked = ResolveCapsule(args.dir).status();
+  Result<std::string> dir = ResolveCapsule(args.dir);
+  if (checked.ok()) checked = dir.status();
+  if (checked.ok() && args.accept_edits) checked = AcceptEditsFirst(*dir);
   if (!checked.ok()) return Fail(checked);
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
   Status status = Pack(args, &stats, progress.get());
@@ -190,6 +193,8 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code) {
   pack->add_option("--have", pack_args->have, "The receiver's have (JSON {path: sha256}): files it holds the same are skipped");
   pack->add_option("--move", pack_args->move, "Move id (32 lowercase hex digits); a switch must give its copy's");
   pack->add_option("--seal-to", pack_args->seal_to, "Seal the stream to this X25519 public key (required for a switch)");
+  pack->add_flag("--accept-edits", pack_args->accept_edits,
+                 "Take files edited behind the manifest on purpose first, as capsule accept does (journal: edits_accepted)");
   pack->add_option("-o,--output", pack_args->out,
                    "Stream file to write (replaced whole; not inside a capsule), a FIFO or device (written in place), or - "
                    "for standard output")

@@ -75,7 +75,8 @@ Result<std::string> LoadAttachment(const std::string& capsule_dir, const std::st
   std::string rel = AttachmentPath(sha256_hex);
   std::string full = JoinPath(capsule_dir, rel);
   if (!PathExists(full)) return Status::NotFound(rel, "missing: an event names this attachment");
-  CAPSULE_ASSIGN_OR_RETURN(std::string bytes, ReadFileBeneath(capsule_dir, rel));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneathGiven(capsule_dir, rel, O_RDONLY | O_NONBLOCK));
+  CAPSULE_ASSIGN_OR_RETURN(std::string bytes, ReadFileBoundedFd(fd.get(), full, kMaxAttachmentBytes, "an attachment"));
   if (Sha256Hex(bytes) != sha256_hex) return Status::Corruption(rel, "content does not match its name");
   return bytes;
 }

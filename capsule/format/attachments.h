@@ -7,6 +7,7 @@
 // Thread-safety: pure functions and reads; safe from any thread.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,7 +42,13 @@ Status CheckAttachmentFile(const std::string& file, const std::string& path);
 // The same for the file open as `fd` (named `file` in errors), read from its start.
 Status CheckAttachmentFile(int fd, const std::string& file, const std::string& path);
 
+// The largest attachment: what `capsule attach` stores and what is read back (a provider
+// takes far less inline).
+inline constexpr uint64_t kMaxAttachmentBytes = 64 << 20;
+
 // The bytes of an attachment, checked against its digest; NotFound or Corruption naming it.
+// Read bounded (ReadFileBounded): anything but a regular file, or more than
+// kMaxAttachmentBytes, is InvalidArgument naming it.
 Result<std::string> LoadAttachment(const std::string& capsule_dir, const std::string& sha256_hex);
 
 // Standard base64 (RFC 4648, with padding), as every provider's inline data takes it.

@@ -173,11 +173,31 @@ Result<Manifest> BuildManifest(const std::string& capsule_dir, const AgentInfo& 
   return manifest;
 }
 
-Result<std::string> MakeStagingDir(const std::string& dir) {
+void RemoveMadeParents(const std::vector<std::string>& made_parents) {
+  for (auto it = made_parents.rbegin(); it != made_parents.rend(); ++it) ::rmdir(it->c_str());
+}
+
+Result<std::string> MakeStagingDir(const std::string& dir, std::vector<std::string>* made_parents) {
   std::string parent = DirName(dir);
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(parent));
+  // The folders missing above `dir`, outermost first: made here, and taken away again by a
+  // command refused after this.
+  std::vector<std::string> made;
+  for (std::string at = parent; !at.empty() && at != "/" && at != "."; at = DirName(at)) {
+    struct stat st;
+    if (::lstat(at.c_str(), &st) == 0 || DirName(at) == at) break;
+    made.insert(made.begin(), at);
+  }
+  if (Status parents = MakeDirectories(parent); !parents.ok()) {
+    RemoveMadeParents(made);
+    return parents;
+  }
   std::string pattern = JoinPath(parent, std::string(kTempPrefix) + BaseName(dir) + ".XXXXXX");
-  if (::mkdtemp(pattern.data()) == nullptr) return Status::IOError(parent, errno);
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    Status failed = Status::IOError(parent, errno);
+    RemoveMadeParents(made);
+    return failed;
+  }
+  if (made_parents != nullptr) made_parents->insert(made_parents->end(), made.begin(), made.end());
   // 0700: only its owner enters a capsule folder; the mount shows the workspace with its own
   // modes and owners, and nothing inside is reached around it (capsule(5), ON-DISK MODES).
   ::chmod(pattern.c_str(), kCapsuleFolderMode);
@@ -197,7 +217,8 @@ Status CreateCapsule(const std::string& dir, const CreateOptions& options) {
   CAPSULE_RETURN_IF_ERROR(CheckAgentId(options.agent.id));
   if (options.agent.name.empty()) return Status::InvalidArgument("agent name", "must not be empty");
   CAPSULE_RETURN_IF_ERROR(CheckAbsentOrEmpty(dir));
-  CAPSULE_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(dir));
+  std::vector<std::string> made_parents;
+  CAPSULE_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(dir, &made_parents));
   Status status = [&]() -> Status {
     StagingSync sync(staging);
     CAPSULE_RETURN_IF_ERROR(WriteLayout(staging, options, dir));
@@ -209,7 +230,10 @@ Status CreateCapsule(const std::string& dir, const CreateOptions& options) {
     CAPSULE_RETURN_IF_ERROR(sync.Finish());
     return PlaceStagingDir(staging, dir);
   }();
-  if (!status.ok()) (void)RemoveTree(staging);
+  if (!status.ok()) {
+    (void)RemoveTree(staging);
+    RemoveMadeParents(made_parents);  // a refused init leaves no folder
+  }
   return status;
 }
 

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "capsule/base/progress.h"
 #include "capsule/base/status.h"
@@ -28,8 +29,12 @@ Result<Manifest> BuildManifest(const std::string& capsule_dir, const AgentInfo& 
                                const std::string& holder_machine, uint64_t holder_epoch);
 
 // A fresh staging folder beside `dir` (same file system, so a rename can place it), named as
-// temporary debris so that a crash leaves nothing that looks like content.
-Result<std::string> MakeStagingDir(const std::string& dir);
+// temporary debris so that a crash leaves nothing that looks like content. The parents of
+// `dir` it had to make are added to `made_parents` (when given, outermost first), for a
+// refused command to take away with RemoveMadeParents: it leaves no folder behind.
+Result<std::string> MakeStagingDir(const std::string& dir, std::vector<std::string>* made_parents = nullptr);
+// Removes the folders MakeStagingDir made, innermost first, each only while empty.
+void RemoveMadeParents(const std::vector<std::string>& made_parents);
 
 // Places the finished folder `staging` at `dir` (absent or empty) in one rename.
 Status PlaceStagingDir(const std::string& staging, const std::string& dir);

@@ -142,15 +142,19 @@ Status CheckThreadName(const std::string& name) {
   return Status::Ok();
 }
 
-Result<Thread> ParseThread(const std::string& path, std::string_view text) {
+Status CheckThreadPath(const std::string& path) {
   const std::string prefix = std::string(kThreadsDir) + "/";
   std::string file = StartsWith(path, prefix) ? path.substr(prefix.size()) : std::string();
   if (file.size() <= 5 || file.find('/') != std::string::npos || file.substr(file.size() - 5) != ".json") {
     return Status::InvalidArgument(path, "a thread file is harness/threads/<thread>.json");
   }
+  return CheckThreadName(file.substr(0, file.size() - 5)).WithContext(path);
+}
+
+Result<Thread> ParseThread(const std::string& path, std::string_view text) {
+  CAPSULE_RETURN_IF_ERROR(CheckThreadPath(path));
   Thread thread;
-  thread.name = file.substr(0, file.size() - 5);
-  CAPSULE_RETURN_IF_ERROR(CheckThreadName(thread.name).WithContext(path));
+  thread.name = path.substr(std::string_view(kThreadsDir).size() + 1, path.size() - std::string_view(kThreadsDir).size() - 6);
   CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, path));
   if (!json.is_object()) return Status::InvalidArgument(path, "must be a JSON object");
   auto tools = json.find("tools");

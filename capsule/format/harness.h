@@ -62,7 +62,10 @@ struct Thread {
 
 // Thread names (the file's stem) are 1 to 128 of [A-Za-z0-9._-], not starting with '.'.
 Status CheckThreadName(const std::string& name);
-// The check of a thread file's path (harness/threads/<thread>.json) and text.
+// The check of a thread file's path alone: harness/threads/<thread>.json with a name
+// CheckThreadName takes (what the mount asks when such a file is created).
+Status CheckThreadPath(const std::string& path);
+// The check of a thread file's path (CheckThreadPath) and text.
 Result<Thread> ParseThread(const std::string& path, std::string_view text);
 // The thread file of `name`, or nullopt when it has none.
 Result<std::optional<Thread>> LoadThread(const std::string& capsule_dir, const std::string& name);

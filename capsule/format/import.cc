@@ -97,7 +97,8 @@ Status ImportCapsule(const std::string& tar_path, const std::string& dir, const 
     CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> existing, ListTree(dir));
     if (!existing.empty()) return Status::AlreadyExists(dir, "is not empty");
   }
-  CAPSULE_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(dir));
+  std::vector<std::string> made_parents;
+  CAPSULE_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(dir, &made_parents));
   Status status = [&]() -> Status {
     StagingSync sync(staging);
     CAPSULE_RETURN_IF_ERROR(ExtractInto(tar_path, staging, options.verify.progress).WithContext(tar_path));
@@ -121,7 +122,10 @@ Status ImportCapsule(const std::string& tar_path, const std::string& dir, const 
     CAPSULE_RETURN_IF_ERROR(sync.Finish());
     return PlaceStagingDir(staging, dir);
   }();
-  if (!status.ok()) (void)RemoveTree(staging);
+  if (!status.ok()) {
+    (void)RemoveTree(staging);
+    RemoveMadeParents(made_parents);  // a refused import leaves no folder
+  }
   return status;
 }
 

@@ -159,11 +159,11 @@ Status SetFollowPragmas(Database& db) {
       "PRAGMA wal_autocheckpoint = 8192");
 }
 
-enum class Followed { kDone, kNeedRebuild };
+enum class Followed { kDone, kNeedRebuild, kPastLimit };
 
 // Projects the journal's lines after projection_state's offset, when the line that ends there
 // is still the one projected last.
-Result<Followed> FollowLocked(Database& db, const std::string& dir, const Settings& settings,
+Result<Followed> FollowLocked(Database& db, const std::string& dir, const Settings& settings, uint64_t max_bytes,
                               std::unique_ptr<Projector>& projector, ProjectionStats* stats) {
   std::string path = JournalFile(dir);
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY | O_CLOEXEC));
@@ -188,6 +188,7 @@ Result<Followed> FollowLocked(Database& db, const std::string& dir, const Settin
   }
   if (state.settings != settings.ToCanonicalJson()) return Followed::kNeedRebuild;
   if (state.journal_offset > size) return Followed::kNeedRebuild;
+  if (size - state.journal_offset > max_bytes) return Followed::kPastLimit;
   if (state.journal_offset > 0) {
     // The line that ends at the offset must still be the last one projected.
     if (state.last_line_length == 0 || state.last_line_length > state.journal_offset || !state.last_event_id) {
@@ -198,7 +199,11 @@ Result<Followed> FollowLocked(Database& db, const std::string& dir, const Settin
                                                  static_cast<off_t>(state.journal_offset - line.size()), path));
     if (got != line.size() || line.back() != '\n') return Followed::kNeedRebuild;
     line.pop_back();
-    Result<journal::Event> last = journal::ParseEventLine(line, "journal");
+    // The fast reader first (it checks the id against the content without building the
+    // data's document, which may be megabytes); the general one decides any line it leaves.
+    journal::EventLine fields;
+    Result<journal::Event> last = journal::ReadEventLine(line, &fields) ? journal::HeaderOf(fields)
+                                                                         : journal::ParseEventLine(line, "journal");
     if (!last.ok() || last->id != *state.last_event_id) return Followed::kNeedRebuild;
   }
   stats->journal_bytes = size;
@@ -335,6 +340,16 @@ Result<ProjectionStats> OwnedState::CatchUp() {
   CAPSULE_ASSIGN_OR_RETURN(OwnedLock lock, OwnedLock::Acquire(dir_));
   CAPSULE_ASSIGN_OR_RETURN(Settings settings, Settings::Load(dir_));
   const std::string path = OwnedDbPath(dir_);
+  // kDefer rebuilds only a journal within its limit (a rebuild reads the whole journal).
+  bool defer = false;
+  if (policy_ == RebuildPolicy::kDefer) {
+    struct stat journal {};
+    const std::string journal_path = JournalFile(dir_);
+    if (::stat(journal_path.c_str(), &journal) != 0) return Status::IOError(journal_path, errno);
+    defer = static_cast<uint64_t>(journal.st_size) > max_follow_bytes_;
+  }
+  ProjectionStats deferred;
+  deferred.deferred = true;
   bool rebuilt = false;
   auto rebuild = [&]() -> Status {
     if (policy_ == RebuildPolicy::kNever) {
@@ -350,6 +365,7 @@ Result<ProjectionStats> OwnedState::CatchUp() {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     if (errno != ENOENT) return Status::IOError(path, errno);
+    if (defer) return deferred;
     CAPSULE_RETURN_IF_ERROR(rebuild());
   } else if (db_ == nullptr || st.st_ino != inode_) {
     // Ours to open, or replaced by another process's rebuild since we opened it.
@@ -358,16 +374,20 @@ Result<ProjectionStats> OwnedState::CatchUp() {
       if (opened.code() != Code::kCorruption && opened.code() != Code::kIOError && opened.code() != Code::kNotFound) {
         return opened;
       }
+      if (defer) return deferred;
       CAPSULE_RETURN_IF_ERROR(rebuild());
     }
   }
   Result<SchemaState> schema = CheckSchema(*db_);
   if (!schema.ok()) return schema.status();
-  if (*schema == SchemaState::kRebuild && !rebuilt) CAPSULE_RETURN_IF_ERROR(rebuild());
+  if (*schema == SchemaState::kRebuild && !rebuilt) {
+    if (defer) return deferred;
+    CAPSULE_RETURN_IF_ERROR(rebuild());
+  }
 
   ProjectionStats stats;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Result<Followed> followed = FollowLocked(*db_, dir_, settings, projector_, &stats);
+    Result<Followed> followed = FollowLocked(*db_, dir_, settings, max_follow_bytes_, projector_, &stats);
     if (!followed.ok() || *followed != Followed::kDone) projector_.reset();
     if (!followed.ok()) {
       // A database SQLite finds corrupt is a cache: rebuild it once.
@@ -375,8 +395,11 @@ Result<ProjectionStats> OwnedState::CatchUp() {
     } else if (*followed == Followed::kDone) {
       stats.rebuilt = rebuilt;
       return stats;
+    } else if (*followed == Followed::kPastLimit) {
+      return deferred;
     }
     if (attempt > 0) break;
+    if (defer) return deferred;
     CAPSULE_RETURN_IF_ERROR(rebuild());
   }
   return Status::Corruption(path, "the database does not follow the journal even after a rebuild");
@@ -396,6 +419,11 @@ Result<ProjectionStats> OwnedState::Reindex(const std::string& capsule_dir, Prog
 }
 
 Status FollowJournal(const std::string& capsule_dir) { return OwnedState::Open(capsule_dir).status(); }
+
+Result<ProjectionStats> FollowJournalWithin(const std::string& capsule_dir, uint64_t max_bytes) {
+  OwnedState state(capsule_dir, RebuildPolicy::kDefer, max_bytes);
+  return state.CatchUp();
+}
 
 Status JournalFollower::Follow() {
   if (!state_) {

@@ -49,11 +49,14 @@ struct ProjectionStats {
   uint64_t events = 0;
   uint64_t journal_bytes = 0;
   bool rebuilt = false;  // this call rebuilt the database from the journal's first line
+  bool deferred = false;  // this call left the catch-up to the next one (FollowJournalWithin)
 };
 
 // Whether a catch-up may rebuild the whole database. A writer on a latency-sensitive path
 // (the mount's appends) follows only incrementally and leaves a rebuild to the next reader.
-enum class RebuildPolicy { kAllowed, kNever };
+// kDefer: nothing that reads more of the journal than a limit (a catch-up past it, a rebuild
+// of a larger journal); it is left to the next call.
+enum class RebuildPolicy { kAllowed, kNever, kDefer };
 
 class OwnedState {
  public:
@@ -79,11 +82,14 @@ class OwnedState {
   ~OwnedState();
 
  private:
-  OwnedState(std::string dir, RebuildPolicy policy) : dir_(std::move(dir)), policy_(policy) {}
+  OwnedState(std::string dir, RebuildPolicy policy, uint64_t max_follow_bytes = UINT64_MAX)
+      : dir_(std::move(dir)), policy_(policy), max_follow_bytes_(max_follow_bytes) {}
   Status Reopen();
+  friend Result<ProjectionStats> FollowJournalWithin(const std::string& capsule_dir, uint64_t max_bytes);
 
   std::string dir_;
   RebuildPolicy policy_;
+  uint64_t max_follow_bytes_;  // with kDefer: the most journal bytes one catch-up projects
   std::unique_ptr<Database> db_;
   // Kept between catch-ups (its prepared statements and cached rows) while projection_state
   // shows that no other process projected since; dropped on any failure. Declared after db_:
@@ -96,6 +102,13 @@ class OwnedState {
 // append or merge, where a projection failure must never fail the append. Returns the status
 // for the caller to report or ignore.
 Status FollowJournal(const std::string& capsule_dir);
+
+// FollowJournal for a command whose own work is done (an append): catches up only when that
+// reads at most `max_bytes` of the journal (the bytes not yet projected, or the whole journal
+// for a database to rebuild); otherwise it leaves the database as it is
+// (ProjectionStats::deferred) and the catch-up to the next query. An append then never pays for projecting a large event (up to
+// the journal's limit of 16 MiB, or larger in an older journal) or a whole journal.
+Result<ProjectionStats> FollowJournalWithin(const std::string& capsule_dir, uint64_t max_bytes);
 
 // FollowJournal for a long-lived writer (the mount): the database stays open between appends,
 // and a catch-up never rebuilds it (RebuildPolicy::kNever: a rebuild is left to the next

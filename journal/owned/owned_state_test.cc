@@ -390,6 +390,50 @@ TEST_F(OwnedStateTest, AJournalReplacedUnderneathIsDetectedAndRebuilt) {
   EXPECT_EQ((*loaded)[0].content, "something else entirely");
 }
 
+// An append's follow (FollowJournalWithin) projects only a little journal and never
+// rebuilds: more is left, untouched, to the next catch-up, which projects it all.
+TEST_F(OwnedStateTest, AnAppendsFollowLeavesALargeCatchUpToTheNextQuery) {
+  Say("user", "one");
+  ports_.reset();
+  const std::string path = OwnedDbPath(dir_);
+  auto messages = [&] {
+    Result<Database> db = Database::Open(path, Database::Mode::kReadOnly);
+    if (!db.ok()) return int64_t{-1};
+    Result<Statement> count = db->Prepare("SELECT count(*) FROM messages");
+    if (!count.ok()) return int64_t{-1};
+    Result<bool> row = count->Step();
+    if (!row.ok() || !*row) return int64_t{-1};
+    return count->ColumnInt(0);
+  };
+  ASSERT_EQ(messages(), 1);
+  {
+    Result<journal::Journal> journal = journal::Journal::OpenForWrite(dir_, SteppingClock(clock_, 60));
+    ASSERT_TRUE(journal.ok()) << journal.status().message();
+    ASSERT_TRUE(journal->Append("user_message", {{"text", std::string(100000, 'x')}}).ok());
+  }
+  Result<ProjectionStats> within = FollowJournalWithin(dir_, 50000);
+  ASSERT_TRUE(within.ok()) << within.status().message();
+  EXPECT_TRUE(within->deferred);
+  EXPECT_EQ(messages(), 1);
+  within = FollowJournalWithin(dir_, 200000);
+  ASSERT_TRUE(within.ok()) << within.status().message();
+  EXPECT_FALSE(within->deferred);
+  EXPECT_EQ(messages(), 2);
+
+  // A database to rebuild from a journal past the limit is left to the next query too; one
+  // within it is rebuilt.
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
+  within = FollowJournalWithin(dir_, 50000);
+  ASSERT_TRUE(within.ok()) << within.status().message();
+  EXPECT_TRUE(within->deferred);
+  EXPECT_FALSE(PathExists(path));
+  within = FollowJournalWithin(dir_, 200000);
+  ASSERT_TRUE(within.ok()) << within.status().message();
+  EXPECT_FALSE(within->deferred);
+  EXPECT_TRUE(within->rebuilt);
+  EXPECT_EQ(messages(), 2);
+}
+
 TEST_F(OwnedStateTest, ACorruptJournalIsReportedNotProjected) {
   Say("user", "one");
   std::string path = JoinPath(dir_, kJournalPath);

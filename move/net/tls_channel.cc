@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -15,6 +16,8 @@
 #include <climits>
 #include <cstring>
 
+#include "capsule/base/file_io.h"
+#include "capsule/base/openssl_handles.h"
 #include "move/net/tls_socket.h"
 
 namespace capsule::move {
@@ -35,25 +38,100 @@ using tls_socket::WaitSocket;
 // ---------------------------------------------------------------------------------------------
 // Credentials and contexts.
 
-// The reason a file cannot serve as `role`, or ok.
-Status CheckReadable(const std::string& path, const std::string& role) {
+using X509Ptr = std::unique_ptr<X509, OpenSslDeleter<X509, X509_free>>;
+
+// The most each credential file may hold: a certificate is a few KiB, a CA file may bundle
+// many, a private key is a few hundred bytes.
+constexpr uint64_t kMaxCertificateFileBytes = 1 << 20;
+constexpr uint64_t kMaxCaFileBytes = 4 << 20;
+constexpr uint64_t kMaxPrivateKeyFileBytes = 64 << 10;
+
+// The bytes of the file at `path` that serves as `role` ("certificate"), read bounded from a
+// regular file only: a FIFO or a character device is refused, never waited on or read
+// forever. OpenSSL parses them from memory and never opens the file itself.
+Status ReadCredential(const std::string& path, const std::string& role, uint64_t max, std::string_view what,
+                      std::string* bytes) {
   if (path.empty()) return Status::InvalidArgument(role, "no file given");
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return Status::NotFound(role + " " + path, "no such file");
-    return Status::IOError(role + " " + path, errno);
-  }
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(role + " " + path, "not a file");
-  if (access(path.c_str(), R_OK) != 0) return Status::IOError(role + " " + path, errno);
+  Result<std::string> read = ReadFileBounded(path, max, what);
+  if (!read.ok()) return read.status().WithContext(role);
+  *bytes = std::move(read).value();
   return Status::Ok();
 }
+
+Result<BioPtr> MemoryBio(const std::string& bytes) {
+  BioPtr bio(BIO_new_mem_buf(bytes.data(), static_cast<int>(bytes.size())));
+  if (bio == nullptr) return OpenSslError("BIO_new_mem_buf", Code::kIOError);
+  return bio;
+}
+
+// Whether the error OpenSSL left is only "no more PEM blocks" (the end of a file of several);
+// it is then cleared.
+bool OnlyEndOfPem() {
+  const unsigned long last = ERR_peek_last_error();
+  if (ERR_GET_LIB(last) != ERR_LIB_PEM || ERR_GET_REASON(last) != PEM_R_NO_START_LINE) return false;
+  ERR_clear_error();
+  return true;
+}
+
+// As SSL_CTX_use_certificate_chain_file: the first certificate is this end's, those after it
+// its chain.
+Status UseCertificateChain(SSL_CTX* ctx, const std::string& bytes, const std::string& path) {
+  CAPSULE_ASSIGN_OR_RETURN(BioPtr bio, MemoryBio(bytes));
+  X509Ptr leaf(PEM_read_bio_X509_AUX(bio.get(), nullptr, nullptr, nullptr));
+  if (leaf == nullptr || SSL_CTX_use_certificate(ctx, leaf.get()) != 1 || SSL_CTX_clear_chain_certs(ctx) != 1) {
+    return OpenSslError("certificate " + path);
+  }
+  for (;;) {
+    X509Ptr next(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+    if (next == nullptr) break;
+    if (SSL_CTX_add0_chain_cert(ctx, next.get()) != 1) return OpenSslError("certificate " + path);
+    next.release();  // the context owns it now
+  }
+  if (!OnlyEndOfPem()) return OpenSslError("certificate " + path);
+  return Status::Ok();
+}
+
+// The CA file's certificates (and revocation lists), as SSL_CTX_load_verify_locations takes
+// them: at least one certificate.
+Status UseCaFile(SSL_CTX* ctx, const std::string& bytes, const std::string& path) {
+  CAPSULE_ASSIGN_OR_RETURN(BioPtr bio, MemoryBio(bytes));
+  STACK_OF(X509_INFO)* infos = PEM_X509_INFO_read_bio(bio.get(), nullptr, nullptr, nullptr);
+  if (infos == nullptr) return OpenSslError("CA file " + path);
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  int certificates = 0;
+  bool added = true;
+  for (int i = 0; i < sk_X509_INFO_num(infos) && added; ++i) {
+    X509_INFO* info = sk_X509_INFO_value(infos, i);
+    if (info->x509 != nullptr) {
+      added = X509_STORE_add_cert(store, info->x509) == 1;
+      ++certificates;
+    }
+    if (added && info->crl != nullptr) added = X509_STORE_add_crl(store, info->crl) == 1;
+  }
+  sk_X509_INFO_pop_free(infos, X509_INFO_free);
+  if (!added) return OpenSslError("CA file " + path);
+  if (certificates == 0) return Status::InvalidArgument("CA file " + path, "holds no PEM certificate");
+  return Status::Ok();
+}
+
+// A private key's bytes, wiped when they go.
+struct SecretBytes {
+  std::string bytes;
+  ~SecretBytes() { OPENSSL_cleanse(bytes.data(), bytes.size()); }
+};
 
 // A context with this end's certificate and key, the CA as the only trust anchor, TLS 1.3
 // and nothing else, and peer verification on.
 Result<SslCtxPtr> MakeContext(const TlsCredentials& credentials, bool server) {
-  CAPSULE_RETURN_IF_ERROR(CheckReadable(credentials.cert_file, "certificate"));
-  CAPSULE_RETURN_IF_ERROR(CheckReadable(credentials.key_file, "private key"));
-  CAPSULE_RETURN_IF_ERROR(CheckReadable(credentials.ca_file, "CA file"));
+  // The three files are read before any is parsed: one that is no regular file, or too
+  // large, is refused first.
+  std::string cert, ca;
+  SecretBytes key;
+  CAPSULE_RETURN_IF_ERROR(
+      ReadCredential(credentials.cert_file, "certificate", kMaxCertificateFileBytes, "a certificate", &cert));
+  CAPSULE_RETURN_IF_ERROR(
+      ReadCredential(credentials.key_file, "private key", kMaxPrivateKeyFileBytes, "a private key", &key.bytes));
+  CAPSULE_RETURN_IF_ERROR(ReadCredential(credentials.ca_file, "CA file", kMaxCaFileBytes, "a CA file", &ca));
 
   ERR_clear_error();
   SslCtxPtr ctx(SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()));
@@ -62,10 +140,10 @@ Result<SslCtxPtr> MakeContext(const TlsCredentials& credentials, bool server) {
       SSL_CTX_set_max_proto_version(ctx.get(), TLS1_3_VERSION) != 1) {
     return OpenSslError("TLS 1.3 not available");
   }
-  if (SSL_CTX_use_certificate_chain_file(ctx.get(), credentials.cert_file.c_str()) != 1) {
-    return OpenSslError("certificate " + credentials.cert_file);
-  }
-  if (SSL_CTX_use_PrivateKey_file(ctx.get(), credentials.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+  CAPSULE_RETURN_IF_ERROR(UseCertificateChain(ctx.get(), cert, credentials.cert_file));
+  CAPSULE_ASSIGN_OR_RETURN(BioPtr key_bio, MemoryBio(key.bytes));
+  EvpPkeyPtr private_key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  if (private_key == nullptr || SSL_CTX_use_PrivateKey(ctx.get(), private_key.get()) != 1 ||
       SSL_CTX_check_private_key(ctx.get()) != 1) {
     // OpenSSL compares the key with the certificate as it loads it: name both files then.
     const unsigned long first = ERR_peek_error();
@@ -77,9 +155,7 @@ Result<SslCtxPtr> MakeContext(const TlsCredentials& credentials, bool server) {
   }
   // The CA file and nothing else: SSL_CTX_set_default_verify_paths is never called, so the
   // system's trust store plays no part.
-  if (SSL_CTX_load_verify_locations(ctx.get(), credentials.ca_file.c_str(), nullptr) != 1) {
-    return OpenSslError("CA file " + credentials.ca_file);
-  }
+  CAPSULE_RETURN_IF_ERROR(UseCaFile(ctx.get(), ca, credentials.ca_file));
   if (server) {
     SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
     // The server's session ticket is the client's signal that its certificate passed (see

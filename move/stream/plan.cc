@@ -114,7 +114,7 @@ Status VisitFile(const std::string& dir, const std::string& capsule_path, const 
       capsule_path.rfind(std::string(kThreadsDir) + "/", 0) == 0) {
     // Jobs, day.json and thread files travel in canonical form; an empty one (created, never
     // written) counts as absent.
-    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFile(source));
+    CAPSULE_ASSIGN_OR_RETURN(std::string text, ReadFileBounded(source, 16 << 20, "a schedule or thread document"));
     if (text.empty()) return Status::Ok();
     CAPSULE_ASSIGN_OR_RETURN(Json json, ParseJson(text, capsule_path));
     Planned::Extra& extra = file.mutable_extras();

@@ -41,7 +41,7 @@ bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfin
 
 Status CheckMoveId(const std::string& staging, const StreamManifest& manifest) {
   if (manifest.phase != Phase::kSwitch) return Status::Ok();
-  Result<std::string> text = ReadFile(JoinPath(staging, local::kMoveRecord));
+  Result<std::string> text = ReadFileBounded(JoinPath(staging, local::kMoveRecord), 1 << 20, "a move's record");
   std::string copy_move;
   if (text.ok()) {
     Result<Json> json = ParseJson(*text, local::kMoveRecord, Code::kCorruption);
