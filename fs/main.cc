@@ -40,7 +40,7 @@ constexpr char kUsage[] =
     "  -o accept_edits\n"
     "              take files edited behind the manifest on purpose first, as capsule accept\n"
     "              does (journal: edits_accepted), instead of refusing the capsule\n"
-    "    "  -o OPTION   passed to FUSE (e.g. allow_other); mount(8)'s own (defaults, nofail,\n"
+    "  -o OPTION   passed to FUSE (e.g. allow_other); mount(8)'s own (defaults, nofail,\n"
     "              _netdev, x-*, relatime...) are ignored, and suid, dev too: the mount is\n"
     "              always nosuid,nodev\n"
     "  --help      this text;  --version  the version\n"
