@@ -272,7 +272,7 @@ Status CapsuleFs::CommitRealFile(Node* node) {
   // Into the capsule folder held open, no link followed on the way (the working copy is
   // reached the same way: a .capsule swapped for a link fails the commit).
   CAPSULE_RETURN_IF_ERROR(folder_.Rename(std::string(local::kWorkDir) + "/" + BaseName(wc.path), rel));
-  ForgetRejected(options_.dir, rel);
+  ForgetRejected(folder_, rel);
   node->wc.reset();
   ++node->commits;
   CAPSULE_RETURN_IF_ERROR(folder_.SyncDir(DirName(rel) == "." ? "" : DirName(rel)));
@@ -412,7 +412,7 @@ Status CapsuleFs::Shutdown() {
   MountState state = gate_.state();
   if (state == MountState::kReadOnly) return Status::Ok();
   // A journal line still without its newline is kept for whoever wrote it (capsulefs(8)).
-  if (std::string line = journal_unfinished_->Take(); !line.empty()) (void)KeepRejected(options_.dir, kJournalPath, line);
+  if (std::string line = journal_unfinished_->Take(); !line.empty()) (void)KeepRejected(folder_, kJournalPath, line);
   Status committed = state == MountState::kRetired ? Status::Ok() : CommitAll();
   Status checkpointed = Checkpoint();
   return committed.ok() ? checkpointed : committed;

@@ -273,15 +273,21 @@ bool JsonPrefix::NumberByte(unsigned char c) {
   return false;
 }
 
-Result<std::string> KeepRejected(const std::string& dir, const std::string& rel, std::string_view content) {
+Result<std::string> KeepRejected(const DirFd& folder, const std::string& rel, std::string_view content) {
   const std::string kept = std::string(local::kRejectedDir) + "/" + rel;
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(JoinPath(dir, kept))));
-  CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kept), content));
+  // Each folder on the way made beneath the capsule folder held open: a link anywhere on the
+  // way refuses the keeping, never sends the bytes where it points.
+  const std::string parent = DirName(kept);
+  for (size_t end = 0; end != std::string::npos;) {
+    end = parent.find('/', end + 1);
+    CAPSULE_RETURN_IF_ERROR(folder.MakeDir(parent.substr(0, end), 0700));
+  }
+  CAPSULE_RETURN_IF_ERROR(folder.WriteFileAtomic(kept, content, 0600));
   return kept;
 }
 
-void ForgetRejected(const std::string& dir, const std::string& rel) {
-  ::unlink(JoinPath(dir, std::string(local::kRejectedDir) + "/" + rel).c_str());
+void ForgetRejected(const DirFd& folder, const std::string& rel) {
+  (void)folder.Unlink(std::string(local::kRejectedDir) + "/" + rel);  // none kept: nothing to do
 }
 
 }  // namespace capsule::fs

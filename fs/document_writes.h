@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/status.h"
 
 namespace capsule::fs {
@@ -65,11 +66,11 @@ class JsonPrefix {
 };
 
 // Keeps `content`, the bytes of the capsule file `rel` that a commit refused, in
-// DIR/.capsule/rejected/<rel> (durably, replacing an earlier refused copy). Returns where,
-// relative to `dir`.
-Result<std::string> KeepRejected(const std::string& dir, const std::string& rel, std::string_view content);
+// .capsule/rejected/<rel> beneath the capsule folder `folder` (durably, 0600, replacing an
+// earlier refused copy; no link followed on the way). Returns where, relative to the folder.
+Result<std::string> KeepRejected(const DirFd& folder, const std::string& rel, std::string_view content);
 
 // A commit of `rel` succeeded: the refused copy, if any, is stale and goes.
-void ForgetRejected(const std::string& dir, const std::string& rel);
+void ForgetRejected(const DirFd& folder, const std::string& rel);
 
 }  // namespace capsule::fs

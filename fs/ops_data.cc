@@ -317,7 +317,7 @@ Status CapsuleFs::CheckSpecAsWritten(Node* node, const WorkingCopy& wc, std::str
 Status CapsuleFs::RefuseCommit(const std::string& rel, const std::string& wc_path, const Status& why) {
   Result<std::string> content = work_.ReadFile(BaseName(wc_path));
   if (!content.ok() || content->empty()) return FsError(EINVAL, why.message());  // nothing written to keep
-  Result<std::string> kept = KeepRejected(options_.dir, rel, *content);
+  Result<std::string> kept = KeepRejected(folder_, rel, *content);
   if (!kept.ok()) return FsError(EINVAL, why.message() + "; the bytes written could not be kept aside: " + kept.status().message());
   return FsError(EINVAL, why.message() + "; the old content stays, and the bytes written are kept in " +
                              JoinPath(options_.dir, *kept));

@@ -7,6 +7,7 @@
 //
 // The attacks that need another user run as nobody (setpriv --reuid=65534), in a folder
 // under /tmp that nobody can reach (the test's own temporary folder may not be).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -174,6 +175,46 @@ TEST_F(ConfinementTest, TheControlSocketIsRemovedFromItsOwnFolderNotThroughALink
   EXPECT_TRUE(PathExists(outside_ + "/control.sock"));
   EXPECT_FALSE(PathExists(dir_ + "/.capsule.moved/control.sock")) << "removed from the folder it was bound in";
   PutBack(".capsule");
+}
+
+// The bytes of a refused document are kept aside in .capsule/rejected/: with that folder (or
+// one beneath it) a link to a folder only root may write, the keeping fails and says so; the
+// bytes never land where the link points.
+TEST_F(ConfinementTest, RefusedBytesAreNeverKeptThroughALink) {
+  const std::string rejected = dir_ + "/.capsule/rejected";
+  for (const std::string& link : std::vector<std::string>{rejected, rejected + "/environment"}) {
+    SCOPED_TRACE(link);
+    (void)RemoveTree(rejected);
+    if (link != rejected) {
+      ASSERT_EQ(::mkdir(rejected.c_str(), 0700), 0);
+    }
+    ASSERT_EQ(::symlink(outside_.c_str(), link.c_str()), 0);
+    const std::string before = Fingerprint(outside_);
+    Mount mount(dir_, mnt_, "allow_other");
+    ASSERT_TRUE(mount.up());
+    const std::string spec = mnt_ + "/environment/spec.json";
+    const std::string old_spec = *ReadFile(spec);
+    int fd = ::open(spec.c_str(), O_WRONLY | O_TRUNC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "{\"env\":", 7), 7);
+    EXPECT_EQ(::close(fd), -1) << "a document never finished is refused at its close";
+    EXPECT_EQ(*ReadFile(spec), old_spec);
+    EXPECT_EQ(mount.Unmount(), 0);
+    EXPECT_EQ(Fingerprint(outside_), before) << "nothing is written through the link";
+    EXPECT_FALSE(PathExists(outside_ + "/spec.json"));
+    EXPECT_FALSE(PathExists(outside_ + "/environment/spec.json"));
+  }
+  // Without the link, the same refusal keeps the bytes, beneath the capsule folder.
+  (void)RemoveTree(rejected);
+  Mount mount(dir_, mnt_);
+  ASSERT_TRUE(mount.up());
+  int fd = ::open((mnt_ + "/environment/spec.json").c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "{\"env\":", 7), 7);
+  EXPECT_EQ(::close(fd), -1);
+  Result<std::string> kept = ReadFile(rejected + "/environment/spec.json");
+  ASSERT_TRUE(kept.ok()) << kept.status().message();
+  EXPECT_EQ(*kept, "{\"env\":");
 }
 
 TEST_F(ConfinementTest, AFolderAnotherUserOwnsIsRefusedUnlessAllowed) {
