@@ -19,6 +19,7 @@
 #include "capsule/base/tar.h"
 #include "capsule/format/holder.h"
 #include "tests/cli_runner.h"
+#include "tests/poll.h"
 #include "tests/fake_target_runner.h"
 #include "tests/sidecar_runner.h"
 
@@ -30,19 +31,10 @@ using testing::MakeTempDir;
 using testing::RunCapsule;
 using testing::RunResult;
 using testing::Sidecar;
+using testing::WaitUntil;
 
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
-}
-
-// Polls `done` every 20 ms until it holds or `seconds` pass; whether it held.
-bool WaitUntil(const std::function<bool()>& done, double seconds) {
-  const Clock::time_point start = Clock::now();
-  while (!done()) {
-    if (std::chrono::duration<double>(Clock::now() - start).count() > seconds) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
 }
 
 size_t CountOf(const std::string& text, const std::string& what) {

@@ -32,6 +32,7 @@
 #include "capsule/base/openssl_handles.h"
 #include "capsule/format/holder.h"
 #include "tests/cli_runner.h"
+#include "tests/poll.h"
 #include "tests/mount_runner.h"
 #include "tests/sidecar_runner.h"
 
@@ -42,6 +43,7 @@ using Clock = std::chrono::steady_clock;
 using testing::MakeTempDir;
 using testing::RunCapsule;
 using testing::Sidecar;
+using testing::WaitUntil;
 
 std::string StateOf(const std::string& dir) {
   Result<HolderRecord> record = HolderRecord::Load(dir);
@@ -51,16 +53,6 @@ std::string StateOf(const std::string& dir) {
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Polls `done` every 20 ms until it holds or `seconds` pass; whether it held.
-bool WaitUntil(const std::function<bool()>& done, double seconds) {
-  const Clock::time_point start = Clock::now();
-  while (!done()) {
-    if (SecondsSince(start) > seconds) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
 }
 
 // The lines of `log` that contain `text`.

@@ -15,6 +15,7 @@
 #include "capsule/base/file_io.h"
 #include "capsule/format/holder.h"
 #include "tests/cli_runner.h"
+#include "tests/poll.h"
 #include "tests/sidecar_runner.h"
 
 namespace capsule {
@@ -25,6 +26,7 @@ using testing::MakeTempDir;
 using testing::RunCapsule;
 using testing::RunResult;
 using testing::Sidecar;
+using testing::WaitUntil;
 
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -34,16 +36,6 @@ size_t CountOf(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
-}
-
-// Polls `done` every 50 ms until it holds or `seconds` pass; whether it held.
-bool WaitUntil(const std::function<bool()>& done, double seconds) {
-  const Clock::time_point start = Clock::now();
-  while (!done()) {
-    if (std::chrono::duration<double>(Clock::now() - start).count() > seconds) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
 }
 
 // Each message sent on a connection of its own by tests/hostile_peer.py; its reply lines.
