@@ -380,6 +380,15 @@ Status MoveTarget::Activate(const std::string& agent, const std::string& move, u
     return Status::FailedPrecondition("activate of move " + move, "offered at epoch " + std::to_string(pending->epoch) +
                                                                      ", not " + std::to_string(epoch));
   }
+  std::function<void()> unclaim = [] {};
+  if (claim_holder_) {
+    Result<std::function<void()>> claimed = claim_holder_(agent, move, epoch);
+    if (!claimed.ok()) {
+      Drop(agent);
+      return claimed.status().WithContext("activate of move " + move);
+    }
+    unclaim = std::move(*claimed);
+  }
   std::string staging = StagingDir(agent);
   const bool replaced = PathExists(dir);
   Status done = [&]() -> Status {
@@ -398,6 +407,7 @@ Status MoveTarget::Activate(const std::string& agent, const std::string& move, u
     return Status::Ok();
   }();
   if (!done.ok()) {
+    unclaim();
     Drop(agent);
     return done.WithContext("activate of move " + move);
   }
@@ -415,6 +425,7 @@ Status MoveTarget::Activate(const std::string& agent, const std::string& move, u
                                    ") and the activation could not be undone (" + put_back.message() +
                                    "): this machine holds it at epoch " + std::to_string(epoch) + ", not started");
       }
+      unclaim();
       Drop(agent);
       return Status::FailedPrecondition("activate of move " + move,
                                         "the agent could not be started here (" + started.message() +

@@ -81,6 +81,13 @@ class MoveTarget : public TargetApi {
     release_retired_ = std::move(hook);
   }
 
+  // Called at activate, before the step that makes this machine the holder, with the agent,
+  // the move and the new epoch: makes this machine the holder of record elsewhere (the fleet's
+  // registry, move/fleet/registry.h). Refused: activate is refused and the move rolled back.
+  // Ok: a function that undoes the claim, called when the activation is undone after it.
+  using ClaimHolder = std::function<Result<std::function<void()>>(const std::string&, const std::string&, uint64_t)>;
+  void set_claim_holder(ClaimHolder hook) { claim_holder_ = std::move(hook); }
+
   // Builds (or finds in the cache at `cache`) each arriving agent's sandbox before the move
   // can activate: at the copy, while the agent still runs on the source, and again at the
   // switch only when the switch changed what the sandbox is made of. A sandbox that cannot
@@ -160,6 +167,7 @@ class MoveTarget : public TargetApi {
   std::string seal_key_hex_;
   std::function<Status(const std::string&, const std::string&)> start_agent_;
   std::function<Status(const std::string&, const std::string&)> release_retired_;
+  ClaimHolder claim_holder_;
   std::string sandbox_cache_;
   StagingLimits limits_;
   std::mutex mu_;  // guards locks_ and pending_; never held while an agent's lock is taken

@@ -288,6 +288,12 @@ Status RunSidecar(const SidecarOptions& args) {
   for (const std::string& agent : left_staged) {
     log->Note("recovered", "move-in agent=" + agent + ": the staging area an earlier run left mid-way is emptied");
   }
+  std::unique_ptr<fleet::FleetMember> member;  // lives as long as the process, with its thread
+  if (!args.fleet.url.empty()) {
+    Result<std::unique_ptr<fleet::FleetMember>> joined = JoinFleet(args.fleet, args.root, address, target->get(), log.get());
+    if (!joined.ok()) return joined.status();
+    member = std::move(*joined);
+  }
   std::cout << "listening on " << address << "\n"
             << "seal key " << *seal_hex << "\n"
             << std::flush;
@@ -343,6 +349,7 @@ Status RunSidecar(const SidecarOptions& args) {
   (void)door.release();
   (void)listener->release();
   (void)target->release();  // and the thread that drops silent moves
+  (void)member.release();   // and the thread that keeps the lease
   return Status::Ok();
 }
 

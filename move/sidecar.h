@@ -13,6 +13,7 @@
 #include "capsule/base/status.h"
 #include "move/door.h"
 #include "move/move_target.h"
+#include "move/sidecar_fleet.h"
 
 namespace capsule::move {
 
@@ -30,6 +31,8 @@ struct SidecarOptions {
   // How long a move in flight may go without a word from its source before it is rolled
   // back, and how many one source may have in flight (move/move_target.h).
   StagingLimits staging;
+  // With a url: a member of the fleet on etcd (move/sidecar_fleet.h).
+  FleetArgs fleet;
 };
 
 // Listens, prints "listening on HOST:PORT" and "seal key HEX" on standard output (and tells

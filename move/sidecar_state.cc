@@ -119,10 +119,20 @@ Status SidecarState::Save() {
   return SaveLocked();
 }
 
+void SidecarState::SetFleet(const std::string& url, const std::string& name, int64_t lease, int64_t ttl) {
+  std::lock_guard<std::mutex> lock(mu_);
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(lease));
+  fleet_ = {{"url", url}, {"name", name}, {"lease", hex}, {"ttl", ttl}};
+  Status saved = SaveLocked();
+  if (!saved.ok()) std::fprintf(log_, "capsule: serve: %s\n", saved.message().c_str());
+}
+
 Status SidecarState::SaveLocked() {
   Json moves = Json::array();
   for (const auto& [agent, m] : moves_) moves.push_back(MoveToJson(m));
   Json state = {{"pid", static_cast<int64_t>(::getpid())}, {"listen", listen_}, {"started", started_}, {"moves", moves}};
+  if (!fleet_.is_null()) state["fleet"] = fleet_;
   return WriteFileAtomic(JoinPath(root_, kSidecarState), JsonText(state) + "\n");
 }
 
@@ -221,6 +231,13 @@ Result<SidecarStatus> ReadSidecarStatus(const std::string& root) {
   status.pid = state.value("pid", int64_t{0});
   status.listen = state.value("listen", "");
   status.started = state.value("started", "");
+  if (state.contains("fleet") && state["fleet"].is_object()) {
+    const Json& fleet = state["fleet"];
+    status.fleet_url = fleet.value("url", "");
+    status.fleet_name = fleet.value("name", "");
+    status.fleet_lease = fleet.value("lease", "");
+    status.fleet_ttl = fleet.value("ttl", int64_t{0});
+  }
   // The pid the state file names is alive and holds the root's lock (named in the lock file).
   Result<std::string> lock_text = ReadFileBounded(JoinPath(root, kSidecarLock), 64 << 10, "a sidecar's lock");
   std::string lock_pid = lock_text.ok() ? *lock_text : "";
@@ -262,8 +279,13 @@ Json SidecarStatusToJson(const SidecarStatus& status) {
     agents.push_back({{"agent", a.agent}, {"epoch", a.epoch}, {"state", a.state}});
   }
   for (const MoveInFlight& m : status.moves) moves.push_back(MoveToJson(m));
-  return {{"root", status.root}, {"running", status.running}, {"pid", status.pid}, {"listen", status.listen},
-          {"started", status.started}, {"agents", agents}, {"moves", moves}};
+  Json json = {{"root", status.root}, {"running", status.running}, {"pid", status.pid}, {"listen", status.listen},
+               {"started", status.started}, {"agents", agents}, {"moves", moves}};
+  if (!status.fleet_url.empty()) {
+    json["fleet"] = {{"url", status.fleet_url}, {"name", status.fleet_name}, {"lease", status.fleet_lease},
+                     {"ttl", status.fleet_ttl}};
+  }
+  return json;
 }
 
 }  // namespace capsule::move

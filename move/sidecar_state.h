@@ -68,6 +68,9 @@ class SidecarState {
   uint64_t EpochOf(const std::string& agent, const std::string& move);
   // Writes the state file as it is now (at start, and after every change).
   Status Save();
+  // The fleet this sidecar is a member of (--fleet), its name there and its lease, for the
+  // state file (capsule sidecar status); called again when the lease changes.
+  void SetFleet(const std::string& url, const std::string& name, int64_t lease, int64_t ttl);
 
  private:
   Status SaveLocked();  // REQUIRES: mu_ held
@@ -76,6 +79,7 @@ class SidecarState {
   FILE* const log_;
   std::mutex mu_;
   std::map<std::string, MoveInFlight> moves_;  // by agent; guarded by mu_
+  Json fleet_;  // {"url","name","lease","ttl"} when a member of a fleet; guarded by mu_
 };
 
 // The calls of one connection, answered by `target` and logged (and tracked) in `state`.
@@ -103,6 +107,10 @@ class LoggedTarget : public TargetApi {
 // What `capsule sidecar status --root ROOT` reports.
 struct SidecarStatus {
   std::string root, listen, started;
+  // With --fleet: the fleet's URL, this sidecar's name there, its lease (hex, as etcdctl
+  // shows it) and the lease's TTL in seconds; empty url without.
+  std::string fleet_url, fleet_name, fleet_lease;
+  int64_t fleet_ttl = 0;
   bool running = false;  // a sidecar holds ROOT/.sidecar.lock (its pid is alive)
   int64_t pid = 0;
   struct Agent {

@@ -27,6 +27,7 @@ namespace {
 
 struct InitArgs {
   std::string dir, id, name, owner, workspace;
+  FleetFlags fleet;
 };
 
 int RunInit(const InitArgs& args) {
@@ -41,6 +42,8 @@ int RunInit(const InitArgs& args) {
   if (!args.workspace.empty()) options.workspace_source = args.workspace;
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
   options.progress = progress.get();
+  uint64_t fleet_epoch = 0;
+  if (Status claimed = ClaimInFleet(args.fleet, args.id, false, &fleet_epoch); !claimed.ok()) return Fail(claimed);
   Status status = CreateCapsule(args.dir, options);
   if (!status.ok()) return progress.reset(), Fail(status);
   if (progress) progress->Finish();
@@ -166,6 +169,7 @@ int RunGc(const GcArgs& args) {
 
 struct AdoptArgs {
   std::string dir;
+  FleetFlags fleet;
 };
 
 int RunAdopt(const AdoptArgs& args) {
@@ -175,7 +179,10 @@ int RunAdopt(const AdoptArgs& args) {
     if (lock.status().code() != Code::kAlreadyExists) return Fail(lock.status());
     return Fail(Status::FailedPrecondition(args.dir, "is mounted; unmount it first"));
   }
+  uint64_t fleet_epoch = 0;
+  if (Status claimed = ClaimInFleet(args.fleet, *dir, true, &fleet_epoch); !claimed.ok()) return Fail(claimed);
   Result<HolderRecord> adopted = AdoptCopy(*dir);
+  if (adopted.ok() && fleet_epoch > adopted->epoch) adopted = HoldAtEpoch(*dir, fleet_epoch);
   if (!adopted.ok()) return Fail(adopted.status());
   if (JsonOutput()) {
     return PrintJson({{"adopted", args.dir},
@@ -257,6 +264,7 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   init->add_option("--name", init_args->name, "Agent name")->required();
   init->add_option("--owner", init_args->owner, "Agent owner");
   init->add_option("--workspace", init_args->workspace, "Folder whose files become the workspace");
+  AddFleetOptions(init, &init_args->fleet, true);
   AddJsonFlag(init);
   AddProgressFlag(init);
   init->callback([init_args, exit_code] { *exit_code = RunInit(*init_args); });
@@ -292,6 +300,7 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   CLI::App* adopt = app.add_subcommand(
       "adopt", "Make a copied capsule folder (cp -a, rsync, a restore) a holder of its own, with a new machine id");
   adopt->add_option("DIR", adopt_args->dir, "The copied capsule folder, not mounted")->required();
+  AddFleetOptions(adopt, &adopt_args->fleet, true);
   AddJsonFlag(adopt);
   adopt->callback([adopt_args, exit_code] { *exit_code = RunAdopt(*adopt_args); });
 

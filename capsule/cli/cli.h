@@ -21,6 +21,14 @@
 #include "capsule/base/progress.h"
 #include "capsule/base/status.h"
 
+namespace capsule {
+struct HolderRecord;
+}  // namespace capsule
+
+namespace capsule::fleet {
+class EtcdClient;
+}  // namespace capsule::fleet
+
 namespace capsule::cli {
 
 inline constexpr int kExitOk = 0;
@@ -119,5 +127,24 @@ void RegisterAcceptCommands(CLI::App& app, int* exit_code);
 // `dir` when it is at rest and edited behind its manifest; what it takes is listed on
 // standard error.
 Status AcceptEditsFirst(const std::string& dir);
+
+// --fleet and its TLS options (fleet_commands.cc); with_sidecar adds --sidecar NAME (init,
+// adopt: who will serve the capsule).
+struct FleetFlags {
+  std::string url, cacert, cert, key, sidecar;
+};
+void AddFleetOptions(CLI::App* command, FleetFlags* flags, bool with_sidecar);
+// init and adopt with --fleet: claims the holder of record for `flags.sidecar`, refused while
+// the record names another live holder (init: while the fleet knows the agent at all).
+// `dir_or_agent`: the agent id for init, the copy's folder for adopt. `epoch`: the epoch held.
+Status ClaimInFleet(const FleetFlags& flags, const std::string& dir_or_agent, bool adopt, uint64_t* epoch);
+// capsule move --fleet: the address of the live sidecar `name`, and the client it was read
+// with (for the move's second witness, move/fleet_target.h).
+Result<std::string> ResolveSidecar(const FleetFlags& flags, const std::string& name,
+                                   std::shared_ptr<fleet::EtcdClient>* etcd);
+// adopt with --fleet: the copy just adopted at `dir` (not mounted, used by no one yet), its
+// holder record and manifest rewritten at the epoch the registry gave it.
+Result<HolderRecord> HoldAtEpoch(const std::string& dir, uint64_t epoch);
+void RegisterFleetCommands(CLI::App& app, int* exit_code);
 
 }  // namespace capsule::cli

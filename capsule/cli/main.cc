@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   capsule::cli::RegisterMountCommands(app, &exit_code);
   capsule::cli::RegisterHarnessCommands(app, &exit_code);
   capsule::cli::RegisterMoveCommands(app, &exit_code);
+  capsule::cli::RegisterFleetCommands(app, &exit_code);
   capsule::cli::RegisterExecCommands(app, &exit_code);
   capsule::cli::RegisterSandboxCommands(app, &exit_code);
   capsule::cli::RegisterSecretCommands(app, &exit_code);

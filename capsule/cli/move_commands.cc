@@ -2,7 +2,7 @@
 //               [--mount-to DIR] [--sandbox-cache DIR] [--handshake-timeout S]
 //               [--max-connections N] [--max-connections-per-peer N] [--max-handshakes N]
 //               [--max-handshakes-per-peer N] [--staging-timeout S] [--max-moves-per-source N]
-// capsule move SOURCE --to HOST:PORT --cert FILE --key FILE --ca FILE [--recover] [--json]
+// capsule move SOURCE --to HOST:PORT|NAME --cert FILE --key FILE --ca FILE [--fleet URL] [--recover] [--json]
 //              [--progress] [--query-tries N] [--query-timeout S]
 #include "capsule/cli/cli.h"
 
@@ -26,6 +26,7 @@
 #include "capsule/format/layout.h"
 #include "capsule/format/mount_lock.h"
 #include "fs/control_client.h"
+#include "move/fleet_target.h"
 #include "move/move_source.h"
 #include "move/net/tls_channel.h"
 #include "move/remote_target.h"
@@ -45,6 +46,7 @@ struct MoveArgs {
   int query_tries = 20;
   int query_timeout = 10;  // seconds
   bool accept_edits = false;
+  FleetFlags fleet;  // with a url, --to names a sidecar in the fleet's registry
 };
 
 std::string Mib(uint64_t bytes) {
@@ -61,10 +63,19 @@ int RunMoveCommand(const MoveArgs& args) {
     if (Status accepted = AcceptEditsFirst(*dir); !accepted.ok()) return Fail(accepted);
   }
   move::TlsCredentials credentials{args.cert, args.key, args.ca};
-  move::RemoteTarget target(args.to, TlsDialer(args.to, credentials));
-  target.set_query_timeout(std::chrono::seconds(args.query_timeout));
+  std::string to = args.to;
+  std::shared_ptr<fleet::EtcdClient> etcd;
+  if (!args.fleet.url.empty()) {
+    Result<std::string> address = ResolveSidecar(args.fleet, args.to, &etcd);
+    if (!address.ok()) return Fail(address.status());
+    to = *address;
+  }
+  move::RemoteTarget remote(to, TlsDialer(to, credentials));
+  remote.set_query_timeout(std::chrono::seconds(args.query_timeout));
+  move::FleetTarget in_fleet(&remote, etcd, args.to);
+  move::TargetApi& target = etcd ? static_cast<move::TargetApi&>(in_fleet) : remote;
   move::MoveOptions options;
-  options.to = args.to;
+  options.to = to;
   options.query_attempts = args.query_tries;
   // While it waits for the target to say whether it took over, the operator sees why the agent
   // is frozen, a line per query.
@@ -72,6 +83,8 @@ int RunMoveCommand(const MoveArgs& args) {
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
   options.progress = progress.get();
   if (args.recover) {
+    Result<std::optional<move::OutgoingMove>> left = move::LoadOutgoingMove(args.source);
+    if (left.ok() && left->has_value()) in_fleet.set_epoch((*left)->epoch);
     Status resolved = move::RecoverMove(args.source, &target, options);
     if (!resolved.ok()) return progress.reset(), Fail(resolved);
     if (progress) progress->Finish();
@@ -86,7 +99,7 @@ int RunMoveCommand(const MoveArgs& args) {
     Json json = {{"agent", report->agent},
                  {"move", report->move},
                  {"epoch", report->epoch},
-                 {"to", args.to},
+                 {"to", to},
                  {"copy_bytes", report->copy_bytes},
                  {"copy_files", report->copy_files},
                  {"copy_skipped", report->copy_skipped},
@@ -100,7 +113,7 @@ int RunMoveCommand(const MoveArgs& args) {
                  {"frozen_seconds", report->frozen_seconds}};
     std::cout << JsonText(json) << "\n";
   } else {
-    std::cout << "moved agent " << report->agent << " to " << args.to << " at epoch " << report->epoch << ": copy "
+    std::cout << "moved agent " << report->agent << " to " << (etcd ? args.to + " (" + to + ")" : to) << " at epoch " << report->epoch << ": copy "
               << Mib(report->copy_bytes) << " (" << report->copy_files << " files sent, " << report->copy_skipped
               << " held the same), switch " << Mib(report->switch_bytes) << " (" << report->switch_files
               << " files), frozen " << static_cast<long>(report->frozen_seconds * 1000) << " ms\n";
@@ -120,6 +133,10 @@ int RunSidecarStatus(const std::string& root) {
               << PeerWords(status->started) << ", root " << root << "\n";
   } else {
     std::cout << "sidecar not running, root " << root << "\n";
+  }
+  if (!status->fleet_url.empty()) {
+    std::cout << "fleet " << PeerWords(status->fleet_url) << " as " << PeerWords(status->fleet_name) << ", lease "
+              << PeerWords(status->fleet_lease) << " (ttl " << status->fleet_ttl << " s)\n";
   }
   std::cout << "agents: " << status->agents.size() << "\n";
   for (const move::SidecarStatus::Agent& a : status->agents) {
@@ -181,7 +198,19 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
                     "Moves in flight at once from one source (its certificate's name); past it an offer is refused "
                     "(default " + std::to_string(serve_args->staging.max_moves_per_source) + ")")
       ->check(PositiveWholeNumber());
-  serve->footer("The protocol, its failure rules and recovery, the door's limits: man capsule-protocol.7");
+  move::FleetArgs& fleet = serve_args->fleet;
+  serve->add_option("--fleet", fleet.url,
+                    "Join the fleet's registry at etcd://HOST:PORT[,HOST:PORT...]: activate claims the holder of "
+                    "record, a lease keeps this sidecar live (needs --fleet-name)");
+  serve->add_option("--fleet-name", fleet.name, "This sidecar's name in the fleet (letters, digits, '.', '_', '-')");
+  serve->add_option("--fleet-ttl", fleet.ttl_seconds,
+                    "Seconds of the sidecar's lease: lost, its agents turn read-only within 2/3 of it (default " +
+                        std::to_string(fleet.ttl_seconds) + ")")
+      ->check(PositiveWholeNumber());
+  serve->add_option("--fleet-cacert", fleet.cacert, "CA certificate etcd's must chain to: HTTPS to etcd (PEM)");
+  serve->add_option("--fleet-cert", fleet.cert, "Client certificate for etcd (PEM; with --fleet-cacert)");
+  serve->add_option("--fleet-key", fleet.key, "Client certificate's private key for etcd (PEM)");
+  serve->footer("The protocol, its failure rules and recovery, the door's limits, the fleet: man capsule-protocol.7");
   serve->callback([serve_args, staging_timeout, exit_code] {
     serve_args->staging.silence = std::chrono::seconds(*staging_timeout);
     // The folders it makes lie outside every capsule (a mount's files/ excepted).
@@ -219,7 +248,8 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   auto move_args = std::make_shared<MoveArgs>();
   CLI::App* move = app.add_subcommand("move", "Move the agent at SOURCE to the sidecar at --to");
   move->add_option("SOURCE", move_args->source, "Capsule folder, or the mountpoint of one")->required();
-  move->add_option("--to", move_args->to, "The target sidecar's HOST:PORT")->required();
+  move->add_option("--to", move_args->to, "The target sidecar's HOST:PORT (with --fleet: its name in the fleet)")
+      ->required();
   move->add_option("--cert", move_args->cert, "This machine's certificate (PEM)")->required();
   move->add_option("--key", move_args->key, "This machine's private key (PEM)")->required();
   move->add_option("--ca", move_args->ca, "CA certificate(s) the target's certificate must chain to (PEM)")->required();
@@ -234,6 +264,7 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   move->add_option("--query-timeout", move_args->query_timeout,
                    "Seconds each such query may take to connect, and then to be answered (default 10)")
       ->check(PositiveWholeNumber());
+  AddFleetOptions(move, &move_args->fleet, false);
   AddJsonFlag(move, "Print the move's figures as JSON (an error as JSON)");
   AddProgressFlag(move);
   move->footer("Exit 0 only when the target holds the new epoch and SOURCE is retired. man capsule-protocol.7");
