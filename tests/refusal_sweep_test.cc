@@ -156,6 +156,7 @@ const std::map<std::string, Entry>& Commands() {
       {"fleet where", {{}, "", {}, "reads the fleet's registry on etcd, no capsule (fleet_move_test)"}},
       {"fleet sidecars", {{}, "", {}, "reads the fleet's registry on etcd, no capsule (fleet_move_test)"}},
       {"fleet retire", {{}, "", {}, "writes the fleet's registry on etcd, no capsule (fleet_move_test)"}},
+      {"fleet drain", {{}, "", {}, "moves the agents the fleet's registry names, from --from (fleet_move_test)"}},
       {"sidecar status", {{}, "", {}, "reads a sidecar's root, no capsule (ServeAndSandboxMakeNoFolderWhenRefused)"}},
       {"move", {{"move", "{PLAIN}", "--to", "127.0.0.1:1", "--cert", "{FILE}", "--key", "{FILE}", "--ca", "{FILE}"},
                 "neither a capsule folder nor a capsulefs mount",

@@ -1,7 +1,10 @@
 // capsule fleet ls|where AGENT|sidecars|retire AGENT --fleet URL [--fleet-cacert FILE
 //               --fleet-cert FILE --fleet-key FILE] [--json]
+// capsule fleet drain SIDECAR --from DIR --cert FILE --key FILE --ca FILE --fleet URL [--json]
 // and the --fleet options of init, adopt and move (cli.h: AddFleetOptions). The registry's
 // keys and transactions: man capsule-protocol.7, FLEET.
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -13,7 +16,12 @@
 #include "capsule/format/holder.h"
 #include "capsule/format/layout.h"
 #include "capsule/format/manifest.h"
+#include "capsule/base/file_io.h"
 #include "move/fleet/registry.h"
+#include "move/fleet_target.h"
+#include "move/move_source.h"
+#include "move/remote_target.h"
+#include "move/tls_dialer.h"
 #include "move/sidecar_fleet.h"
 #include "move/net/wire.h"
 #include "move/sidecar_state.h"
@@ -128,6 +136,74 @@ int RunFleetRetire(const FleetFlags& flags, const std::string& agent) {
   return kExitOk;
 }
 
+struct DrainArgs {
+  std::string sidecar, from, cert, key, ca;
+};
+
+// Placement: each agent goes to the live sidecar holding the fewest agents (counting those
+// this drain sent it), ties to the first name; one move at a time.
+int RunFleetDrain(const FleetFlags& flags, const DrainArgs& args) {
+  ::signal(SIGPIPE, SIG_IGN);
+  Result<fleet::EtcdClient> opened = OpenFleet(flags);
+  if (!opened.ok()) return Fail(opened.status());
+  auto etcd = std::make_shared<fleet::EtcdClient>(*opened);
+  Result<std::vector<fleet::HolderOfRecord>> holders = fleet::ListHolders(*etcd);
+  if (!holders.ok()) return Fail(holders.status());
+  Result<std::vector<fleet::SidecarEntry>> sidecars = fleet::ListSidecars(*etcd);
+  if (!sidecars.ok()) return Fail(sidecars.status());
+  std::map<std::string, size_t> load;
+  std::map<std::string, std::string> address;
+  for (const fleet::SidecarEntry& s : *sidecars) {
+    if (s.name == args.sidecar) continue;
+    load[s.name] = s.agents.size();
+    address[s.name] = s.address;
+  }
+  std::vector<std::string> agents;
+  for (const fleet::HolderOfRecord& h : *holders) {
+    if (h.sidecar == args.sidecar && h.state == "active") agents.push_back(h.agent);
+  }
+  if (!agents.empty() && load.empty()) {
+    return Fail(Status::FailedPrecondition("drain " + args.sidecar, "no other live sidecar in the fleet to take its " +
+                                                                        std::to_string(agents.size()) + " agent(s)"));
+  }
+  move::TlsCredentials credentials{args.cert, args.key, args.ca};
+  Json results = Json::array();
+  size_t moved = 0;
+  for (size_t i = 0; i < agents.size(); ++i) {
+    const std::string& agent = agents[i];
+    std::string to = load.begin()->first;
+    for (const auto& [name, count] : load) {
+      if (count < load[to]) to = name;
+    }
+    std::cerr << "capsule: drain " << move::PeerWords(args.sidecar) << ": " << i + 1 << "/" << agents.size() << " "
+              << move::PeerWords(agent) << " to " << move::PeerWords(to) << "\n";
+    move::RemoteTarget remote(address[to], move::TlsDialer(address[to], credentials));
+    move::FleetTarget target(&remote, etcd, to);
+    move::MoveOptions options;
+    options.to = address[to];
+    Result<move::MoveReport> report = move::RunMove(JoinPath(args.from, agent), &target, options);
+    if (report.ok()) {
+      ++moved;
+      ++load[to];
+      results.push_back({{"agent", agent}, {"to", to}, {"epoch", report->epoch}, {"moved", true}});
+      if (!JsonOutput()) std::cout << move::PeerWords(agent) << "\t" << move::PeerWords(to) << "\tmoved at epoch " << report->epoch << "\n";
+    } else {
+      results.push_back({{"agent", agent}, {"to", to}, {"moved", false}, {"error", report.status().message()}});
+      if (!JsonOutput()) {
+        std::cout << move::PeerWords(agent) << "\t" << move::PeerWords(to) << "\tfailed: "
+                  << move::PeerWords(report.status().message()) << "\n";
+      }
+    }
+  }
+  if (JsonOutput()) {
+    PrintJson({{"drained", args.sidecar}, {"moved", moved}, {"agents", agents.size()}, {"results", results}});
+  } else {
+    std::cout << "drained " << move::PeerWords(args.sidecar) << ": " << moved << " of " << agents.size()
+              << " agent(s) moved\n";
+  }
+  return moved == agents.size() ? kExitOk : kExitFailed;
+}
+
 }  // namespace
 
 void AddFleetOptions(CLI::App* command, FleetFlags* flags, bool with_sidecar) {
@@ -203,6 +279,22 @@ void RegisterFleetCommands(CLI::App& app, int* exit_code) {
   }
   where->add_option("AGENT", *agent, "The agent id")->required();
   retire->add_option("AGENT", *agent, "The agent id")->required();
+  auto drain_args = std::make_shared<DrainArgs>();
+  CLI::App* drain = fleet_app->add_subcommand(
+      "drain", "Move every agent SIDECAR holds to the other live sidecars, the one with fewest agents first, one at a "
+               "time");
+  drain->add_option("SIDECAR", drain_args->sidecar, "The sidecar's name in the fleet")->required();
+  drain->add_option("--from", drain_args->from,
+                    "Where SIDECAR's agents are, each at DIR/<agent-id> (its --mount-to, or its --root)")
+      ->required();
+  drain->add_option("--cert", drain_args->cert, "This machine's certificate (PEM)")->required();
+  drain->add_option("--key", drain_args->key, "This machine's private key (PEM)")->required();
+  drain->add_option("--ca", drain_args->ca, "CA certificate(s) the targets' certificates must chain to (PEM)")
+      ->required();
+  AddFleetOptions(drain, flags.get(), false);
+  drain->get_option("--fleet")->required();
+  AddJsonFlag(drain);
+  drain->callback([flags, drain_args, exit_code] { *exit_code = RunFleetDrain(*flags, *drain_args); });
   ls->callback([flags, exit_code] { *exit_code = RunFleetList(*flags); });
   where->callback([flags, agent, exit_code] { *exit_code = RunFleetWhere(*flags, *agent); });
   sidecars->callback([flags, exit_code] { *exit_code = RunFleetSidecars(*flags); });
