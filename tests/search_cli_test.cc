@@ -168,7 +168,7 @@ TEST_F(SearchCliTest, TwoModelsNeverMixAndHybridFuses) {
                              "model-b (4 dims))"), std::string::npos) << unknown.err;
   RunResult no_model = RunCapsule({"search", cap_, "", "--vector", "-"}, "[1, 0, 0, 0]");
   EXPECT_EQ(no_model.exit_code, 1);
-  EXPECT_NE(no_model.err.find("--vector: needs --model"), std::string::npos) << no_model.err;
+  EXPECT_NE(no_model.err.find("the query vector: needs the embedding model that made it (--model; model in memory_search)"), std::string::npos) << no_model.err;
 
   // Hybrid: "alpha" by words finds a1, a2 and the plain message; the vector puts a2 first.
   Json hybrid = Search(cap_, {"alpha", "--vector", "-", "--model", "model-a"}, "[0, 1, 0, 0]");

@@ -279,7 +279,7 @@ Result<std::vector<SearchHit>> Search(const std::string& capsule_dir, const Sear
                                                                   : "the query '" + request.text + "' holds no words");
   }
   if (request.vector && request.model.empty()) {
-    return Status::InvalidArgument("--vector", "needs --model, the embedding model that made it");
+    return Status::InvalidArgument("the query vector", "needs the embedding model that made it (--model; model in memory_search)");
   }
   if (request.k == 0 || request.k > kMaxSearchResults) {
     return Status::InvalidArgument("--k " + std::to_string(request.k), "must be from 1 to " + std::to_string(kMaxSearchResults));

@@ -32,10 +32,10 @@ inline constexpr char kVectorIndexDir[] = ".capsule/vector_index";
 // HNSW's parameters: links per node, the candidate list while building, the random seed, and
 // the least candidate list while searching (recall at k = 10 over 10,000 random 384-dimension
 // vectors is at least 0.95 with these; vector_index_test).
-inline constexpr size_t kHnswM = 16;
-inline constexpr size_t kHnswEfConstruction = 200;
+inline constexpr size_t kHnswM = 32;
+inline constexpr size_t kHnswEfConstruction = 64;
 inline constexpr size_t kHnswSeed = 100;
-inline constexpr size_t kHnswMinEfSearch = 128;
+inline constexpr size_t kHnswMinEfSearch = 512;
 
 struct VectorHit {
   int64_t position = 0;  // journal_events.position
