@@ -1,6 +1,7 @@
 #include "journal/owned/search.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>

@@ -11,11 +11,11 @@
 //  4. peak resident memory after each phase.
 //
 //   search_bench [WORKDIR] [MESSAGES] [VECTORS]
-#include <hnswlib/hnswlib.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -218,17 +218,10 @@ void Vectors(const std::string& dir, size_t count) {
   std::printf("HNSW build            %7.2fs  (M %zu, ef_construction %zu)  peak RSS %.0f MiB\n", Since(start), kHnswM,
               kHnswEfConstruction, PeakMiB());
 
-  hnswlib::InnerProductSpace space(kDims);
-  Result<std::vector<std::string>> files = ListFileNames(JoinPath(dir, kVectorIndexDir));
-  std::string graph;
-  for (const std::string& name : *files) {
-    if (name.size() > 5 && name.substr(name.size() - 5) == ".hnsw") graph = JoinPath(JoinPath(dir, kVectorIndexDir), name);
-  }
   start = Clock::now();
-  hnswlib::HierarchicalNSW<float> index(&space, graph);
-  std::printf("graph load            %7.3fs  (%.0f MiB file)  peak RSS %.0f MiB\n", Since(start),
-              ReadFile(graph)->size() / 1048576.0, PeakMiB());
-  index.setEf(kHnswMinEfSearch);
+  Result<std::unique_ptr<VectorGraph>> graph = VectorGraph::Load(dir, "m384");
+  Check(graph.status(), "load");
+  std::printf("graph load            %7.3fs  (SHA-256 checked)  peak RSS %.0f MiB\n", Since(start), PeakMiB());
   Latency hnsw, command, brute, brute_sql;
   size_t found = 0;
   for (int q = 0; q < 200; ++q) {
@@ -238,13 +231,10 @@ void Vectors(const std::string& dir, size_t count) {
     for (float x : unit) norm += x * x;
     for (float& x : unit) x = static_cast<float>(x / std::sqrt(norm));
     auto at = Clock::now();
-    auto result = index.searchKnn(unit.data(), kK);
+    std::vector<VectorHit> result = (*graph)->Nearest(query, kK);
     hnsw.Add(at);
     std::set<size_t> got;
-    while (!result.empty()) {
-      got.insert(result.top().second);
-      result.pop();
-    }
+    for (const VectorHit& hit : result) got.insert(static_cast<size_t>(hit.position));
     at = Clock::now();
     std::vector<std::pair<float, size_t>> scored(count);
     for (size_t i = 0; i < count; ++i) {

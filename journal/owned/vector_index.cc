@@ -317,6 +317,41 @@ std::vector<std::string> CheckVectorIndexes(const std::string& capsule_dir) {
   return problems;
 }
 
+struct VectorGraph::Impl {
+  explicit Impl(size_t dims) : space(dims) {}
+  hnswlib::InnerProductSpace space;
+  std::unique_ptr<hnswlib::HierarchicalNSW<float>> index;
+};
+
+VectorGraph::VectorGraph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+VectorGraph::~VectorGraph() = default;
+
+Result<std::unique_ptr<VectorGraph>> VectorGraph::Load(const std::string& capsule_dir, const std::string& model) {
+  const std::string key = ModelKey(model);
+  CAPSULE_ASSIGN_OR_RETURN(Head head, LoadChecked(capsule_dir, key));
+  auto impl = std::make_unique<Impl>(static_cast<size_t>(head.dims));
+  try {
+    impl->index = std::make_unique<hnswlib::HierarchicalNSW<float>>(&impl->space, JoinPath(IndexDir(capsule_dir), key + ".hnsw"));
+  } catch (const std::exception& e) {
+    return Status::Corruption(Shown(key, ".hnsw"), std::string("hnswlib: ") + e.what());
+  }
+  return std::unique_ptr<VectorGraph>(new VectorGraph(std::move(impl)));
+}
+
+std::vector<VectorHit> VectorGraph::Nearest(const std::vector<float>& query, size_t k) const {
+  std::vector<VectorHit> hits;
+  std::vector<float> q = query;
+  if (!Normalise(q) || impl_->index->cur_element_count == 0) return hits;
+  impl_->index->setEf(std::max(kHnswMinEfSearch, k));
+  auto found = impl_->index->searchKnn(q.data(), std::min(k, impl_->index->cur_element_count));
+  while (!found.empty()) {
+    hits.push_back({static_cast<int64_t>(found.top().second), 1.0 - static_cast<double>(found.top().first)});
+    found.pop();
+  }
+  std::reverse(hits.begin(), hits.end());
+  return hits;
+}
+
 Result<std::vector<VectorHit>> BruteForceVectors(Database& db, const std::string& model, const std::vector<float>& query,
                                                  size_t k) {
   CAPSULE_ASSIGN_OR_RETURN(Current current, CurrentOf(db, model));

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,23 @@ Result<size_t> RebuildVectorIndexes(const std::string& capsule_dir, Database& db
 // problem names the file and why. Missing or stale files are no problem (a search rebuilds
 // them).
 std::vector<std::string> CheckVectorIndexes(const std::string& capsule_dir);
+
+// A model's graph loaded once for many queries (the benchmark's in-memory figure). hnswlib's
+// headers define functions out of line, so only vector_index.cc includes them.
+class VectorGraph {
+ public:
+  // Loads the graph of `model` as it is on disk (after a QueryVectors or a rebuild), its bytes
+  // checked against its head first.
+  static Result<std::unique_ptr<VectorGraph>> Load(const std::string& capsule_dir, const std::string& model);
+  ~VectorGraph();
+  // The `k` nearest to `query` (normalised here), nearest first, with ef at least kHnswMinEfSearch.
+  std::vector<VectorHit> Nearest(const std::vector<float>& query, size_t k) const;
+
+ private:
+  struct Impl;
+  explicit VectorGraph(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
 
 // The exact `k` nearest by brute force over the embeddings table (benchmarks and tests).
 Result<std::vector<VectorHit>> BruteForceVectors(Database& db, const std::string& model, const std::vector<float>& query,
