@@ -139,7 +139,7 @@ TEST(JsonSchemaTest, ChecksWhatTheToolSchemasUse) {
 }
 
 TEST(JsonSchemaTest, EveryToolSchemaIsExactAndChecked) {
-  ASSERT_EQ(Tools().size(), 10u);
+  ASSERT_EQ(Tools().size(), 11u);
   for (const Tool& tool : Tools()) {
     SCOPED_TRACE(tool.name);
     EXPECT_TRUE(SchemaKeywordsKnown(tool.input_schema).ok()) << SchemaKeywordsKnown(tool.input_schema).message();
@@ -186,7 +186,7 @@ TEST_F(McpTest, MalformedLinesGetErrorRepliesAndTheServerGoesOn) {
   EXPECT_TRUE(Send("   ").is_null());
   EXPECT_EQ(Send("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xFF\"}}")["error"]["code"],
             kParseError);  // not UTF-8
-  EXPECT_EQ(Request("tools/list", Json::object())["result"]["tools"].size(), 10u);
+  EXPECT_EQ(Request("tools/list", Json::object())["result"]["tools"].size(), 11u);
 }
 
 TEST_F(McpTest, EveryToolThroughTheServer) {

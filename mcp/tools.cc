@@ -22,7 +22,7 @@ Json ErrorResult(const std::string& tool, const Status& status) {
 const std::vector<Tool>& Tools() {
   static const std::vector<Tool> tools = [] {
     std::vector<Tool> all;
-    for (std::vector<Tool> group : {HistoryTools(), MemoryTools(), RunTools()}) {
+    for (std::vector<Tool> group : {HistoryTools(), MemoryTools(), RunTools(), SearchTools()}) {
       for (Tool& tool : group) all.push_back(std::move(tool));
     }
     return all;

@@ -63,5 +63,6 @@ Json CallTool(const Tool& tool, ToolContext& context, const Json& arguments);
 std::vector<Tool> HistoryTools();  // history_tools.cc
 std::vector<Tool> MemoryTools();   // memory_tools.cc
 std::vector<Tool> RunTools();      // run_tools.cc
+std::vector<Tool> SearchTools();   // search_tools.cc
 
 }  // namespace capsule::mcp

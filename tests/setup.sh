@@ -10,7 +10,7 @@ packages=(
   mandoc libarchive-tools tar coreutils python3 bc clang-14 libclang-rt-14-dev
   git sqlite3 make gcc rsync python3-venv diffutils
   libkeyutils-dev keyutils mmdebstrap bubblewrap
-  libseccomp-dev
+  libseccomp-dev libhnswlib-dev
   lintian dpkg-dev file libsystemd-dev systemd
   etcd-server etcd-client libcurl4-openssl-dev
 )

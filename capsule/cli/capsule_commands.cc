@@ -20,6 +20,7 @@
 #include "capsule/format/verify.h"
 #include "capsule/format/workspace.h"
 #include "journal/check.h"
+#include "journal/owned/vector_index.h"
 
 namespace capsule::cli {
 
@@ -77,6 +78,9 @@ int RunVerify(const VerifyArgs& args) {
   Result<VerifyReport> report = S_ISDIR(st.st_mode) ? VerifyFolder(*path, options) : VerifyTar(*path, options);
   if (!report.ok()) return progress.reset(), Fail(report.status());
   if (progress) progress->Finish();
+  if (S_ISDIR(st.st_mode)) {  // the search index this machine derived from the journal
+    for (std::string& problem : owned::CheckVectorIndexes(*path)) report->problems.push_back(std::move(problem));
+  }
   Json out = {{"ok", report->ok()}, {"files", report->files_checked}, {"problems", report->problems},
               {"warnings", report->warnings}};
   if (report->signer) out["signer"] = *report->signer;

@@ -96,6 +96,10 @@ void RegisterJournalCommands(CLI::App& app, int* exit_code);
 void RegisterRenderCommands(CLI::App& app, int* exit_code);
 // capsule sql, reindex, facts, runs, why: the owned-state database (owned_commands.cc).
 void RegisterOwnedStateCommands(CLI::App& app, int* exit_code);
+// capsule search: messages, facts and notes by words or by vector (search_commands.cc).
+void RegisterSearchCommands(CLI::App& app, int* exit_code);
+// For reindex: every embedding model's vector index rebuilt from the owned state.
+Status RebuildVectorIndexesOf(const std::string& folder);
 // capsule mcp: the Model Context Protocol server over standard input and output
 // (mcp_commands.cc).
 void RegisterMcpCommands(CLI::App& app, int* exit_code);

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   capsule::cli::RegisterJournalCommands(app, &exit_code);
   capsule::cli::RegisterRenderCommands(app, &exit_code);
   capsule::cli::RegisterOwnedStateCommands(app, &exit_code);
+  capsule::cli::RegisterSearchCommands(app, &exit_code);
   capsule::cli::RegisterMcpCommands(app, &exit_code);
   capsule::cli::RegisterMountCommands(app, &exit_code);
   capsule::cli::RegisterHarnessCommands(app, &exit_code);

@@ -184,6 +184,8 @@ int RunReindex(const std::string& dir) {
   Result<owned::ProjectionStats> stats = owned::OwnedState::Reindex(*folder, progress.get());
   if (!stats.ok()) return progress.reset(), Fail(stats.status());
   if (progress) progress->Finish();
+  Status vectors = RebuildVectorIndexesOf(*folder);
+  if (!vectors.ok()) return Fail(vectors);
   if (JsonOutput()) {
     return PrintJson({{"reindexed", dir}, {"events", stats->events}, {"journal_bytes", stats->journal_bytes}});
   }

@@ -63,6 +63,8 @@ class CapsulePorts final : public HistoryPort, public MemoryPort, public RunPort
   Result<std::vector<RunRecord>> Runs(bool in_flight_only);
   // Every conversation, by id.
   Result<std::vector<ConversationSummary>> Conversations();
+  // The capsule folder these ports serve.
+  const std::string& capsule_dir() const { return state_.capsule_dir(); }
 
  private:
   CapsulePorts(OwnedState state, journal::JournalOptions options)

@@ -104,7 +104,7 @@ struct Projector::Run {
 
 struct Projector::Statements {
   Statement insert_event, insert_message, insert_blob, end_fact, insert_fact, replace_conversation, replace_run,
-      replace_machine, replace_state;
+      replace_machine, replace_state, insert_text, insert_embedding;
 };
 
 namespace {
@@ -150,9 +150,13 @@ Status Projector::Load() {
   CAPSULE_ASSIGN_OR_RETURN(Statement replace_state,
                            Prep(db_, "INSERT OR REPLACE INTO projection_state (id, journal_offset, last_event_id, "
                                      "last_line_length, events, max_ts, settings) VALUES (1,?,?,?,?,?,?)"));
+  CAPSULE_ASSIGN_OR_RETURN(Statement insert_text, Prep(db_, "INSERT INTO search_text (rowid, text) VALUES (?,?)"));
+  CAPSULE_ASSIGN_OR_RETURN(Statement insert_embedding,
+                           Prep(db_, "INSERT INTO embeddings (position, model, dims, vector) VALUES (?,?,?,?)"));
   sql_.reset(new Statements{std::move(insert_event), std::move(insert_message), std::move(insert_blob),
                             std::move(end_fact), std::move(insert_fact), std::move(replace_conversation),
-                            std::move(replace_run), std::move(replace_machine), std::move(replace_state)});
+                            std::move(replace_run), std::move(replace_machine), std::move(replace_state),
+                            std::move(insert_text), std::move(insert_embedding)});
 
   CAPSULE_ASSIGN_OR_RETURN(Statement state,
                            Prep(db_, "SELECT journal_offset, last_event_id, last_line_length, events, max_ts, settings "
@@ -243,6 +247,7 @@ Status Projector::Apply(const Event& event, uint64_t line_length) {
   if (journal::CheckEventData(event.type, event.data).ok()) {
     if (RoleOf(event.type) != nullptr) {
       CAPSULE_RETURN_IF_ERROR(ApplyMessage(event, conversation_id));
+      CAPSULE_RETURN_IF_ERROR(IndexForSearch(event));
     } else if (event.type == "model_switch") {
       CAPSULE_ASSIGN_OR_RETURN(Conversation * conversation, GetConversation(conversation_id, event.ts));
       conversation->provider = event.data["provider"].get<std::string>();
@@ -250,6 +255,7 @@ Status Projector::Apply(const Event& event, uint64_t line_length) {
       conversation->dirty = true;
     } else if (event.type == "fact_remembered" || event.type == "fact_expired") {
       CAPSULE_RETURN_IF_ERROR(ApplyFact(event, conversation_id));
+      if (event.type == "fact_remembered") CAPSULE_RETURN_IF_ERROR(IndexForSearch(event));
     }
     if (run_id && !run_id->empty()) CAPSULE_RETURN_IF_ERROR(ApplyRun(event, *run_id, conversation_id));
   }
@@ -384,6 +390,20 @@ Status Projector::ApplyFact(const Event& event, const std::string& conversation_
       .Bind(7, conversation_id)
       .Bind(8, event.ts);
   return insert.Run();
+}
+
+Status Projector::IndexForSearch(const Event& event) {
+  const int64_t position = static_cast<int64_t>(state_.events);
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, SearchableText(event));
+  CAPSULE_RETURN_IF_ERROR(sql_->insert_text.Bind(1, position).Bind(2, text).Run());
+  std::optional<Embedding> embedding = EmbeddingOf(event.data);
+  if (!embedding) return Status::Ok();
+  std::string vector(reinterpret_cast<const char*>(embedding->vector.data()), embedding->vector.size() * sizeof(float));
+  return sql_->insert_embedding.Bind(1, position)
+      .Bind(2, embedding->model)
+      .Bind(3, static_cast<int64_t>(embedding->vector.size()))
+      .BindBlob(4, vector)
+      .Run();
 }
 
 Result<Projector::Run*> Projector::GetRun(const std::string& id) {

@@ -19,6 +19,7 @@
 #include "capsule/base/status.h"
 #include "journal/check.h"
 #include "journal/event.h"
+#include "journal/owned/search_index.h"
 #include "journal/owned/sqlite.h"
 
 namespace capsule::owned {
@@ -78,6 +79,8 @@ class Projector {
   Status Load();
   Status ApplyMessage(const journal::Event& event, const std::string& conversation_id);
   Status ApplyFact(const journal::Event& event, const std::string& conversation_id);
+  // search_text's row and embeddings' row (search_index.h) of a message or a remembered fact.
+  Status IndexForSearch(const journal::Event& event);
   Status ApplyRun(const journal::Event& event, const std::string& run_id, const std::string& conversation_id);
   Result<Conversation*> GetConversation(const std::string& id, const std::string& ts);
   Result<Run*> GetRun(const std::string& id);

@@ -116,6 +116,23 @@ CREATE TABLE agent_runs (
 CREATE INDEX agent_runs_closed ON agent_runs (closed_at_unix);
 )sql";
 
+// Version 2: search. search_text is a contentless FTS5 index (BM25): its rowid is the
+// event's journal_events.position and its one column the event's searchable text (a message's
+// content as stored, a fact's subject, key and value); the text itself stays in messages and
+// agent_facts. embeddings holds the vectors events carry (data.embedding), the source of the
+// vector index (journal/owned/vector_index.h).
+constexpr char kVersion2[] = R"sql(
+CREATE VIRTUAL TABLE search_text USING fts5 (text, content = '', tokenize = 'unicode61 remove_diacritics 2');
+
+CREATE TABLE embeddings (
+  position INTEGER PRIMARY KEY REFERENCES journal_events (position),
+  model    TEXT NOT NULL,
+  dims     INTEGER NOT NULL,
+  vector   BLOB NOT NULL  -- dims IEEE 754 float32, little-endian, as given (not normalised)
+);
+CREATE INDEX embeddings_by_model ON embeddings (model, position);
+)sql";
+
 Status SetVersions(Database& db) {
   CAPSULE_RETURN_IF_ERROR(db.Execute("PRAGMA user_version = " + std::to_string(kSchemaVersion)));
   CAPSULE_ASSIGN_OR_RETURN(Statement meta,
@@ -126,7 +143,7 @@ Status SetVersions(Database& db) {
 }  // namespace
 
 const std::vector<std::string>& Migrations() {
-  static const std::vector<std::string> migrations = {kVersion1};
+  static const std::vector<std::string> migrations = {kVersion1, kVersion2};
   return migrations;
 }
 

@@ -24,9 +24,10 @@
 
 namespace capsule::owned {
 
-inline constexpr int kSchemaVersion = 1;
-// The oldest schema version whose builds can read and follow a database this build writes.
-inline constexpr int kCompatibleVersion = 1;
+inline constexpr int kSchemaVersion = 2;
+// The oldest schema version whose builds can read and follow a database this build writes
+// (version 1 builds would follow without filling search_text and embeddings).
+inline constexpr int kCompatibleVersion = 2;
 
 // The SQL of each migration: Migrations()[0] makes version 1 from an empty database.
 const std::vector<std::string>& Migrations();

@@ -26,7 +26,7 @@ const ROOT = fs.mkdtempSync(path.join(process.env.TEST_TMPDIR ?? os.tmpdir(), 'm
 
 const TOOLS = [
   'history_load', 'history_append', 'memory_recall', 'memory_remember', 'memory_expire', 'memory_why',
-  'run_open', 'run_mark_awaiting', 'run_close', 'runs_in_flight',
+  'run_open', 'run_mark_awaiting', 'run_close', 'runs_in_flight', 'memory_search',
 ];
 
 function run(program, args, input) {
