@@ -319,9 +319,9 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
     }
     CAPSULE_ASSIGN_OR_RETURN(FileDigest digest, writer->Commit());
     // The journal was rewritten, not appended to: its manifest entry covers the new bytes.
-    CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
+    CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(folder_));
     manifest.files[kJournalPath] = std::move(digest);
-    CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
+    CAPSULE_RETURN_IF_ERROR(manifest.Save(folder_));
     journal_fd_.Reset();  // replaced: the next append opens the merged journal
     CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(folder_));
     (void)SaveJournalTail(dir_, merged.get(), counts.last_line + "\n", counts.tail);
@@ -339,7 +339,7 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
     StreamedSide theirs(their_file, options_.merge_block_bytes, kMergeBlocksAhead, StreamedSide::Role::kTheirs, common);
     // After the sides, so destroyed before them: on an error it still digests pieces that
     // point into their blocks, which must outlive it.
-    MergedJournalWriter writer(path);
+    MergedJournalWriter writer(folder_, kJournalPath);
     MergeOutput output{[&](std::string_view text) {
                          writer.Hash(text);
                          return Status::Ok();
@@ -358,7 +358,7 @@ Result<MergeResult> Journal::MergeFrom(const OtherJournal& other) {
   CAPSULE_ASSIGN_OR_RETURN(FileBytes their_text, FileBytes::Read(other.text_->fd.get(), other.text_->path));
   CAPSULE_ASSIGN_OR_RETURN(MergeInput input, CheckMergeSides(text.view(), their_text.view(), "merge: this journal",
                                                              "merge: the journal of " + other.text_->dir));
-  MergedJournalWriter writer(path);
+  MergedJournalWriter writer(folder_, kJournalPath);
   CAPSULE_ASSIGN_OR_RETURN(MergeCounts counts, MergeSides(input.ours, input.theirs,
                                                           [&](std::string_view piece) { return writer.Write(piece); }));
   return finish(counts, &writer);
@@ -427,9 +427,9 @@ Result<MergeResult> Journal::MergeFrom(std::vector<Event> events) {
   CAPSULE_RETURN_IF_ERROR(out.Commit());
 
   // The journal was rewritten, not appended to: its manifest entry must cover the new bytes.
-  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(dir_));
-  CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(dir_, {kJournalPath}, &manifest));
-  CAPSULE_RETURN_IF_ERROR(manifest.Save(dir_));
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(folder_));
+  CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(folder_, {kJournalPath}, &manifest));
+  CAPSULE_RETURN_IF_ERROR(manifest.Save(folder_));
 
   journal_fd_.Reset();  // replaced: the next append opens the merged journal
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd merged, OpenJournalForWrite(folder_));

@@ -14,7 +14,7 @@ constexpr size_t kGatherBytes = 4 << 20;  // written with one writev(2) once thi
 
 Status MergedJournalWriter::Open() {
   if (out_) return Status::Ok();
-  CAPSULE_ASSIGN_OR_RETURN(AtomicFile created, AtomicFile::Create(path_, 0644));
+  CAPSULE_ASSIGN_OR_RETURN(AtomicFile created, folder_.CreateAtomic(rel_, 0644));
   out_.emplace(std::move(created));
   return Status::Ok();
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "capsule/base/background_sha256.h"
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
 #include "capsule/format/manifest.h"
@@ -21,7 +22,10 @@ namespace capsule::journal {
 
 class MergedJournalWriter {
  public:
-  explicit MergedJournalWriter(std::string path) : path_(std::move(path)) {}
+  // The journal `rel` beneath the held capsule folder `folder` (which outlives the writer):
+  // its temporary file is made and renamed there, never through a link.
+  MergedJournalWriter(const DirFd& folder, std::string rel)
+      : folder_(folder), rel_(std::move(rel)), path_(folder.PathOf(rel_)) {}
 
   // Digests `piece` as the merged text's next bytes, to be written by CopyFrom: a view, kept
   // until the next Settle.
@@ -37,14 +41,16 @@ class MergedJournalWriter {
   // Done with every piece given so far: written and digested.
   Status Settle();
 
-  // Makes the merged text the journal at `path`; its manifest entry.
+  // Makes the merged text the journal at `rel`; its manifest entry.
   Result<FileDigest> Commit();
 
  private:
   Status Open();  // the temporary file, made on first use
   Status Flush();
 
-  std::string path_;
+  const DirFd& folder_;
+  std::string rel_;
+  std::string path_;  // for messages
   std::optional<AtomicFile> out_;
   std::vector<std::string_view> pieces_;
   size_t pieces_bytes_ = 0;

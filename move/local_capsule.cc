@@ -1,6 +1,7 @@
 #include "move/local_capsule.h"
 
 #include "capsule/base/file_io.h"
+#include "capsule/format/enclosing_capsule.h"
 #include "capsule/format/layout.h"
 #include "fs/control_client.h"
 
@@ -19,7 +20,7 @@ Result<LocalCapsule> LocalCapsule::Open(const std::string& source) {
     // A socket nobody answers is what a crashed mount leaves: the folder alone counts.
   }
   if (!PathExists(JoinPath(source, kManifestPath))) {
-    return Status::NotFound(source, "neither a capsule folder nor a capsulefs mount");
+    return NotACapsule(source);
   }
   capsule.dir_ = source;
   return capsule;

@@ -1,11 +1,13 @@
 #include "move/move_source.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <thread>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/process_lock.h"
 #include "capsule/base/sha256.h"
@@ -35,13 +37,15 @@ double SecondsSince(Clock::time_point start) {
 Status SaveOutgoing(const std::string& dir, const OutgoingMove& move) {
   Json json = {{"agent", move.agent}, {"epoch", move.epoch}, {"move", move.move}, {"phase", move.phase}, {"to", move.to}};
   CAPSULE_ASSIGN_OR_RETURN(std::string text, CanonicalJson(json, local::kOutgoingMove));
-  return WriteFileAtomic(JoinPath(dir, local::kOutgoingMove), text + "\n");
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
+  return root.WriteFileAtomic(local::kOutgoingMove, text + "\n", 0644);
 }
 
 Status RemoveOutgoing(const std::string& dir) {
-  std::string path = JoinPath(dir, local::kOutgoingMove);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::IOError(path, errno);
-  return SyncDirectory(DirName(path));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
+  Status removed = root.Unlink(local::kOutgoingMove);
+  if (!removed.ok() && removed.code() != Code::kNotFound) return removed;
+  return root.SyncDir(kLocalDir);
 }
 
 // Blobs are sent as read, unhashed (the target hashes what it writes): a file the target
@@ -325,7 +329,8 @@ bool IsSimulatedCrash(const Status& status) { return status.message().rfind(kCra
 
 Result<std::optional<OutgoingMove>> LoadOutgoingMove(const std::string& capsule_dir) {
   std::string path = JoinPath(capsule_dir, local::kOutgoingMove);
-  Result<std::string> text = ReadFileBounded(path, 1 << 20, "an outgoing move's record");
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(capsule_dir));
+  Result<std::string> text = root.ReadFileBounded(local::kOutgoingMove, 1 << 20, "an outgoing move's record");
   if (!text.ok()) {
     if (text.status().code() == Code::kNotFound) return std::optional<OutgoingMove>();
     return text.status();
@@ -344,8 +349,11 @@ Result<std::optional<OutgoingMove>> LoadOutgoingMove(const std::string& capsule_
 }
 
 Result<ProcessLock> LockMovesOf(const std::string& dir) {
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(JoinPath(dir, kLocalDir)));
-  return ProcessLock::Acquire(JoinPath(dir, local::kMoveLock),
+  // Made and opened beneath the folder: a link in the place of .capsule or the lock is refused.
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
+  CAPSULE_RETURN_IF_ERROR(root.MakeDir(kLocalDir, 0700));
+  CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, root.OpenFile(local::kMoveLock, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  return ProcessLock::Acquire(std::move(fd), root.PathOf(local::kMoveLock),
                               dir + ": a move of this agent is running here (it resolves itself)");
 }
 

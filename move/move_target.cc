@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/file_io.h"
 #include "capsule/format/copy.h"
 #include "capsule/format/environment_spec.h"
@@ -34,7 +35,9 @@ namespace {
 
 
 std::string MoveOf(const std::string& dir) {
-  Result<std::string> text = ReadFileBounded(JoinPath(dir, local::kMoveRecord), 1 << 20, "a move's record");
+  Result<DirFd> root = DirFd::OpenGiven(dir);
+  if (!root.ok()) return "";
+  Result<std::string> text = root->ReadFileBounded(local::kMoveRecord, 1 << 20, "a move's record");
   if (!text.ok()) return "";
   Result<Json> json = ParseJson(*text, local::kMoveRecord, Code::kCorruption);
   return json.ok() && json->is_object() ? json->value("move", "") : "";
@@ -72,8 +75,8 @@ Status PrepareStaged(const std::string& staging, const journal::render::ModelCho
     Result<journal::render::RenderTarget> target = choices.Resolve(request);
     if (!target.ok()) return target.status().WithContext("rendering the staged journal");
   }
-  CAPSULE_ASSIGN_OR_RETURN(std::string spec,
-                           ReadFileBounded(JoinPath(staging, kEnvironmentSpecPath), 16 << 20, "an environment spec"));
+  CAPSULE_ASSIGN_OR_RETURN(DirFd staged, DirFd::OpenGiven(staging));
+  CAPSULE_ASSIGN_OR_RETURN(std::string spec, staged.ReadFileBounded(kEnvironmentSpecPath, 16 << 20, "an environment spec"));
   return CheckEnvironmentSpec(spec).WithContext("staged environment spec");
 }
 

@@ -20,33 +20,17 @@
 #include "capsule/base/sha256.h"
 #include "capsule/format/layout.h"
 #include "tests/cli_runner.h"
+#include "tests/fingerprint.h"
 #include "tests/mount_runner.h"
 
 namespace capsule {
 namespace {
 
+using testing::FolderFingerprint;
 using testing::Mount;
 using testing::Put;
 using testing::RunCapsule;
 using testing::RunProgram;
-
-// What a folder holds, deeply, and its own identity and times: equal before and after means
-// nothing was created, changed or removed in it.
-std::string Fingerprint(const std::string& dir) {
-  std::string out;
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) return "<missing>";
-  out += std::to_string(st.st_ino) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
-         std::to_string(st.st_mtim.tv_nsec) + " " + std::to_string(st.st_mode) + "\n";
-  Result<std::vector<TreeEntry>> tree = ListTree(dir);
-  if (!tree.ok()) return "<" + tree.status().message() + ">";
-  for (const TreeEntry& entry : *tree) {
-    out += entry.path + " " + std::to_string(entry.ino) + " " + std::to_string(entry.size) + " " +
-           std::to_string(entry.mtime.tv_sec) + "." + std::to_string(entry.mtime.tv_nsec) + " " +
-           std::to_string(entry.ctime.tv_sec) + "." + std::to_string(entry.ctime.tv_nsec) + "\n";
-  }
-  return out;
-}
 
 // As nobody: `program args...`.
 testing::RunResult AsNobody(const std::vector<std::string>& command) {
@@ -104,7 +88,7 @@ const char* const kSwapped[] = {"artifacts/blobs", "artifacts", "harness", ".cap
 TEST_F(ConfinementTest, ALinkWhereAFolderBelongsIsRefusedBeforeTheMount) {
   for (const char* rel : kSwapped) {
     SCOPED_TRACE(rel);
-    const std::string before = Fingerprint(outside_);
+    const std::string before = FolderFingerprint(outside_);
     ASSERT_NO_FATAL_FAILURE(SwapForLink(rel));
     // Not -f: should the mount be taken, the driver goes to the background (and the test fails).
     auto mounted = RunProgram("./capsulefs", {dir_, mnt_});
@@ -112,7 +96,7 @@ TEST_F(ConfinementTest, ALinkWhereAFolderBelongsIsRefusedBeforeTheMount) {
     EXPECT_FALSE(testing::IsMounted(mnt_));
     EXPECT_NE(mounted.err.find(dir_ + "/" + rel + ": is a link where a folder belongs"), std::string::npos)
         << mounted.err;
-    EXPECT_EQ(Fingerprint(outside_), before) << "nothing is written through the link";
+    EXPECT_EQ(FolderFingerprint(outside_), before) << "nothing is written through the link";
     ASSERT_NO_FATAL_FAILURE(PutBack(rel));
   }
   Mount mount(dir_, mnt_);
@@ -127,7 +111,7 @@ TEST_F(ConfinementTest, ALinkWhereAFolderBelongsIsRefusedBeforeTheMount) {
 TEST_F(ConfinementTest, ALinkSwappedInDuringAMountIsNeverFollowed) {
   for (const char* rel : kSwapped) {
     SCOPED_TRACE(rel);
-    const std::string before = Fingerprint(outside_);
+    const std::string before = FolderFingerprint(outside_);
     {
       Mount mount(dir_, mnt_, "allow_other");
       ASSERT_TRUE(mount.up());
@@ -137,14 +121,14 @@ TEST_F(ConfinementTest, ALinkSwappedInDuringAMountIsNeverFollowed) {
       (void)Put(F(std::string("written-") + BaseName(rel) + ".txt"), bytes);
       (void)Put(mnt_ + "/harness/authorized_keys", "ssh-ed25519 AAAA attacker\n");
       (void)mount.Unmount();
-      EXPECT_EQ(Fingerprint(outside_), before) << "nothing is written through the link";
+      EXPECT_EQ(FolderFingerprint(outside_), before) << "nothing is written through the link";
       // The blob the write made, when it was made, is in the folder the mount held.
       if (std::string(rel) == "artifacts/blobs") {
         EXPECT_TRUE(PathExists(dir_ + "/artifacts/blobs.moved/" + Sha256Hex(bytes)));
       }
     }
     ASSERT_NO_FATAL_FAILURE(PutBack(rel));
-    EXPECT_EQ(Fingerprint(outside_), before);
+    EXPECT_EQ(FolderFingerprint(outside_), before);
     // What the swap made the checkpoint see (blobs listed under the moved folder's name) is
     // an edit behind the manifest: the next mount refuses it until its owner accepts it.
     auto accepted = RunCapsule({"accept", dir_});
@@ -168,10 +152,10 @@ TEST_F(ConfinementTest, TheControlSocketIsRemovedFromItsOwnFolderNotThroughALink
   ASSERT_EQ(testing::Shell("python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.bind('" + outside_ +
                            "/control.sock')\""),
             0);
-  const std::string before = Fingerprint(outside_);
+  const std::string before = FolderFingerprint(outside_);
   ASSERT_NO_FATAL_FAILURE(SwapForLink(".capsule"));
   (void)mount.Unmount();
-  EXPECT_EQ(Fingerprint(outside_), before);
+  EXPECT_EQ(FolderFingerprint(outside_), before);
   EXPECT_TRUE(PathExists(outside_ + "/control.sock"));
   EXPECT_FALSE(PathExists(dir_ + "/.capsule.moved/control.sock")) << "removed from the folder it was bound in";
   PutBack(".capsule");
@@ -189,7 +173,7 @@ TEST_F(ConfinementTest, RefusedBytesAreNeverKeptThroughALink) {
       ASSERT_EQ(::mkdir(rejected.c_str(), 0700), 0);
     }
     ASSERT_EQ(::symlink(outside_.c_str(), link.c_str()), 0);
-    const std::string before = Fingerprint(outside_);
+    const std::string before = FolderFingerprint(outside_);
     Mount mount(dir_, mnt_, "allow_other");
     ASSERT_TRUE(mount.up());
     const std::string spec = mnt_ + "/environment/spec.json";
@@ -200,7 +184,7 @@ TEST_F(ConfinementTest, RefusedBytesAreNeverKeptThroughALink) {
     EXPECT_EQ(::close(fd), -1) << "a document never finished is refused at its close";
     EXPECT_EQ(*ReadFile(spec), old_spec);
     EXPECT_EQ(mount.Unmount(), 0);
-    EXPECT_EQ(Fingerprint(outside_), before) << "nothing is written through the link";
+    EXPECT_EQ(FolderFingerprint(outside_), before) << "nothing is written through the link";
     EXPECT_FALSE(PathExists(outside_ + "/spec.json"));
     EXPECT_FALSE(PathExists(outside_ + "/environment/spec.json"));
   }

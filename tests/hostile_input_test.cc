@@ -226,7 +226,7 @@ TEST_F(HostileInputTest, EveryHostileInputGetsAClearErrorAndChangesNothing) {
       {"a capsule that is not there", {"status", "{ROOT}/absent"}, "", 1, "absent: no such file or folder"},
       // The MCP server.
       {"an MCP server for a folder that is no capsule", {"mcp", "{ROOT}"}, "", 1,
-       "neither a capsule folder nor a capsulefs mount"},
+       "not a capsule folder (no manifest.json)"},
   };
   for (const Hostile& row : table) {
     std::vector<std::string> args;

@@ -308,7 +308,7 @@ TEST_F(LongCommandsTest, McpKeepsTheConventionsWhereItReports) {
   ASSERT_TRUE(MakeDirectories(root_ + "/plain").ok());
   RunResult plain = RunCapsule({"mcp", root_ + "/plain"});
   EXPECT_EQ(plain.exit_code, 1);
-  EXPECT_TRUE(Contains(plain.err, "neither a capsule folder nor a capsulefs mount")) << plain.err;
+  EXPECT_TRUE(Contains(plain.err, "not a capsule folder (no manifest.json)")) << plain.err;
   // A client that says nothing and closes: the server stops, exit 0, nothing printed.
   RunResult closed = RunCapsule({"mcp", cap_}, "");
   EXPECT_EQ(closed.exit_code, 0) << closed.err;

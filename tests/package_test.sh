@@ -74,7 +74,9 @@ missing=""
 for expected in "-rwxr-xr-x /usr/bin/capsule" "-rwxr-xr-x /usr/bin/capsulefs" \
   "-rw-r--r-- /usr/share/doc/capsulefs/copyright" "-rw-r--r-- /usr/share/doc/capsulefs/changelog.gz" \
   "-rw-r--r-- /lib/systemd/system/capsulefs@.service" "-rw-r--r-- /lib/systemd/system/capsule-sidecar.service" \
-  "-rw-r--r-- /etc/default/capsule-sidecar"; do
+  "-rw-r--r-- /etc/default/capsule-sidecar" "-rw-r--r-- /usr/share/bash-completion/completions/capsule" \
+  "-rw-r--r-- /usr/share/zsh/vendor-completions/_capsule" \
+  "-rw-r--r-- /usr/share/fish/vendor_completions.d/capsule.fish"; do
   grep -qxF -- "$expected" "$work/contents" || missing="$missing [$expected]"
 done
 [ -z "$missing" ] && pass files || fail files "missing:$missing"

@@ -133,10 +133,10 @@ const std::map<std::string, Entry>& Commands() {
       {"facts", {{"facts", "{PLAIN}", "user"}, kNotACapsule, {}, ""}},
       {"runs", {{"runs", "{PLAIN}"}, kNotACapsule, {}, ""}},
       {"why", {{"why", "{PLAIN}", "user", "language"}, kNotACapsule, {}, ""}},
-      {"mcp", {{"mcp", "{PLAIN}"}, "neither a capsule folder nor a capsulefs mount", {}, ""}},
+      {"mcp", {{"mcp", "{PLAIN}"}, kNotACapsule, {}, ""}},
       {"status", {{"status", "{PLAIN}"}, kNotACapsule, {}, ""}},
-      {"freeze", {{"freeze", "{PLAIN}"}, "no capsulefs mount here", {}, ""}},
-      {"thaw", {{"thaw", "{PLAIN}"}, "no capsulefs mount here", {}, ""}},
+      {"freeze", {{"freeze", "{PLAIN}"}, kNotACapsule, {}, ""}},
+      {"thaw", {{"thaw", "{PLAIN}"}, kNotACapsule, {}, ""}},
       {"schedule", {{}, "", {}, "a group"}},
       {"schedule pause", {{"schedule", "pause", "{PLAIN}"}, kNotACapsule, {}, ""}},
       {"schedule resume", {{"schedule", "resume", "{PLAIN}"}, kNotACapsule, {}, ""}},
@@ -159,7 +159,7 @@ const std::map<std::string, Entry>& Commands() {
       {"fleet drain", {{}, "", {}, "moves the agents the fleet's registry names, from --from (fleet_move_test)"}},
       {"sidecar status", {{}, "", {}, "reads a sidecar's root, no capsule (ServeAndSandboxMakeNoFolderWhenRefused)"}},
       {"move", {{"move", "{PLAIN}", "--to", "127.0.0.1:1", "--cert", "{FILE}", "--key", "{FILE}", "--ca", "{FILE}"},
-                "neither a capsule folder nor a capsulefs mount",
+                kNotACapsule,
                 {},
                 ""}},
       {"exec", {{"exec", "{PLAIN}", "--", "true"}, kNotACapsule, {"exec", "--sandbox-cache", "{IN}", "{SRC}", "--", "true"}, ""}},
@@ -172,6 +172,8 @@ const std::map<std::string, Entry>& Commands() {
       {"secret set", {{"secret", "set", "{PLAIN}", "TOKEN"}, kNotACapsule, {}, ""}},
       {"secret rm", {{"secret", "rm", "{PLAIN}", "TOKEN"}, kNotACapsule, {}, ""}},
       {"secret ls", {{"secret", "ls", "{PLAIN}"}, kNotACapsule, {}, ""}},
+      {"help", {{}, "", {}, "prints a command's help, reads no capsule"}},
+      {"completion", {{}, "", {}, "prints a completion script, reads no capsule"}},
   };
   return *commands;
 }

@@ -107,9 +107,9 @@ TEST_F(SealCliTest, WrongKeyIsRefused) {
 }
 
 TEST_F(SealCliTest, BadArgumentsAreRefused) {
-  RunResult bad_key = RunCapsule({"seal", "--to", "abcd"}, "x");
+  RunResult bad_key = RunCapsule({"seal", "--pubkey", "abcd"}, "x");
   EXPECT_EQ(bad_key.exit_code, 1);
-  EXPECT_EQ(bad_key.err.rfind("capsule: --to", 0), 0u) << bad_key.err;
+  EXPECT_EQ(bad_key.err, "capsule: --pubkey abcd: neither 64 hex digits nor a file holding them\n") << bad_key.err;
   EXPECT_EQ(bad_key.out, "");
   EXPECT_EQ(Open(sealed_, "missing.pem").exit_code, 1);
   EXPECT_EQ(RunCapsule({"open"}, sealed_).exit_code, 2);  // usage: --key is required

@@ -197,7 +197,7 @@ TEST_F(StreamCliTest, UnpackRefusesSealedStreamWithoutKeyOrWithAnotherKey) {
                         root_ + "/switch.sealed"})
                 .exit_code,
             0);
-  ExpectRefusedUnchanged({"stream", "unpack", root_ + "/switch.sealed", dst_}, "--open-with");
+  ExpectRefusedUnchanged({"stream", "unpack", root_ + "/switch.sealed", dst_}, "give --key FILE");
   ExpectRefusedUnchanged({"stream", "unpack", root_ + "/switch.sealed", dst_, "--open-with", root_ + "/other.key"}, "");
 }
 

@@ -23,6 +23,10 @@ std::string Holder(long pid) { return pid > 0 ? "held by pid " + std::to_string(
 
 Result<ProcessLock> ProcessLock::Acquire(const std::string& path, const std::string& what) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  return Acquire(std::move(fd), path, what);
+}
+
+Result<ProcessLock> ProcessLock::Acquire(UniqueFd fd, const std::string& path, const std::string& what) {
   while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     if (errno == EWOULDBLOCK) return Status::FailedPrecondition(what, Holder(PidIn(fd.get())));

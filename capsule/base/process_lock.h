@@ -20,6 +20,9 @@ class ProcessLock {
   // process holds it: FailedPrecondition "`what`: held by pid N" (or "held by another
   // process" when it has not written its pid yet).
   static Result<ProcessLock> Acquire(const std::string& path, const std::string& what);
+  // The same on the lock file `fd`, opened by the caller (beneath a held folder, say); `path`
+  // names it in messages.
+  static Result<ProcessLock> Acquire(UniqueFd fd, const std::string& path, const std::string& what);
 
   ProcessLock(ProcessLock&&) = default;
   ProcessLock& operator=(ProcessLock&&) = default;

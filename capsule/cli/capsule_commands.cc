@@ -61,11 +61,14 @@ int RunVerify(const VerifyArgs& args) {
   VerifyOptions options;
   options.check_journal = journal::CheckJournalAt;
   if (!args.pubkey.empty()) {
-    Result<std::string> key = LoadPublicKeyHexFile(args.pubkey);
+    Result<std::string> key = PublicKeyArgument(args.pubkey);
     if (!key.ok()) return Fail(key.status());
     options.public_key_hex = *key;
   }
-  Result<std::string> path = ResolveCapsule(args.path);
+  // -: an exported tar on standard input.
+  Result<std::unique_ptr<InputFile>> input = OpenInput(args.path);
+  if (!input.ok()) return Fail(input.status());
+  Result<std::string> path = args.path == "-" ? (*input)->path() : ResolveCapsule(args.path);
   if (!path.ok()) return Fail(path.status());
   struct stat st;
   if (::stat(path->c_str(), &st) != 0) return Fail(Status::IOError(*path, errno));
@@ -76,11 +79,12 @@ int RunVerify(const VerifyArgs& args) {
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
   options.progress = progress.get();
   Result<VerifyReport> report = S_ISDIR(st.st_mode) ? VerifyFolder(*path, options) : VerifyTar(*path, options);
-  if (!report.ok()) return progress.reset(), Fail(report.status());
+  if (!report.ok()) return progress.reset(), Fail((*input)->Shown(report.status()));
   if (progress) progress->Finish();
   if (S_ISDIR(st.st_mode)) {  // the search index this machine derived from the journal
     for (std::string& problem : owned::CheckVectorIndexes(*path)) report->problems.push_back(std::move(problem));
   }
+  for (std::string& problem : report->problems) problem = (*input)->Shown(problem);
   Json out = {{"ok", report->ok()}, {"files", report->files_checked}, {"problems", report->problems},
               {"warnings", report->warnings}};
   if (report->signer) out["signer"] = *report->signer;
@@ -95,8 +99,9 @@ int RunVerify(const VerifyArgs& args) {
     }
   }
   if (!report->ok()) {
-    return Fail(Status::Corruption(args.path, "does not verify (" + std::to_string(report->problems.size()) +
-                                                  " problem" + (report->problems.size() == 1 ? "" : "s") + ")"),
+    const std::string shown = args.path == "-" ? "standard input" : args.path;
+    return Fail(Status::Corruption(shown, "does not verify (" + std::to_string(report->problems.size()) + " problem" +
+                                              (report->problems.size() == 1 ? "" : "s") + ")"),
                 out);
   }
   return kExitOk;
@@ -205,23 +210,29 @@ struct ImportArgs {
 };
 
 int RunImport(const ImportArgs& args) {
-  if (Status there = CheckExists(args.tar); !there.ok()) return Fail(there);
+  if (args.tar != "-") {
+    if (Status there = CheckExists(args.tar); !there.ok()) return Fail(there);
+  }
   if (Status outside = CheckOutsideCapsules("", args.dir); !outside.ok()) return Fail(outside);
+  Result<std::unique_ptr<InputFile>> input = OpenInput(args.tar);  // -: the tar on standard input
+  if (!input.ok()) return Fail(input.status());
+  const std::string shown = args.tar == "-" ? "standard input" : args.tar;
   ImportOptions options;
   options.adopt = args.adopt;
   options.verify.check_journal = journal::CheckJournalAt;
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
   options.verify.progress = progress.get();
   std::vector<std::string> problems;
-  Status status = ImportCapsule(args.tar, args.dir, options, &problems);
+  Status status = (*input)->Shown(ImportCapsule((*input)->path(), args.dir, options, &problems));
   if (!status.ok()) {
     progress.reset();
-    for (const std::string& problem : problems) std::cerr << "capsule: " << args.tar << ": " << problem << "\n";
+    for (std::string& problem : problems) problem = (*input)->Shown(problem);
+    for (const std::string& problem : problems) std::cerr << "capsule: " << shown << ": " << problem << "\n";
     return Fail(status, Json{{"problems", problems}});
   }
   if (progress) progress->Finish();
   if (JsonOutput()) return PrintJson({{"imported", args.tar}, {"dir", args.dir}, {"adopted", args.adopt}});
-  std::cout << "imported " << args.tar << " to " << args.dir
+  std::cout << "imported " << shown << " to " << args.dir
             << (args.adopt ? " (adopted: held here at a fresh epoch)" : " (read-only: not held here)") << "\n";
   return kExitOk;
 }
@@ -275,8 +286,9 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
 
   auto verify_args = std::make_shared<VerifyArgs>();
   CLI::App* verify = app.add_subcommand("verify", "Check every digest of a capsule folder or exported tar, offline");
-  verify->add_option("PATH", verify_args->path, "Capsule folder, its mountpoint, or an exported tar")->required();
-  verify->add_option("--pubkey", verify_args->pubkey, "File with the Ed25519 public key (hex) the export must be signed by");
+  verify->add_option("PATH", verify_args->path, "Capsule folder, its mountpoint, or an exported tar (- for standard input)")
+      ->required();
+  AddPubkeyOption(verify, &verify_args->pubkey, "The Ed25519 public key an exported tar must be signed by");
   AddJsonFlag(verify, "Print the report as JSON, success and failure alike");
   AddProgressFlag(verify);
   verify->callback([verify_args, exit_code] { *exit_code = RunVerify(*verify_args); });
@@ -288,7 +300,7 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
                   "Tar file to write (replaced whole; not inside a capsule), a FIFO or device (written in place), or - for "
                   "standard output")
       ->required();
-  exp->add_option("--sign", export_args->sign, "Ed25519 private key file: sign the exported manifest");
+  AddKeyOption(exp, &export_args->sign, "Sign the exported manifest with this Ed25519 private key", {"--sign"});
   AddJsonFlag(exp, "Print JSON, success and failure alike (not with -o -)");
   AddProgressFlag(exp);
   exp->callback([export_args, exit_code] { *exit_code = RunExport(*export_args); });
@@ -310,7 +322,7 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
 
   auto import_args = std::make_shared<ImportArgs>();
   CLI::App* imp = app.add_subcommand("import", "Verify an exported tar, then place it as a capsule folder");
-  imp->add_option("FILE", import_args->tar, "Exported tar")->required();
+  imp->add_option("FILE", import_args->tar, "Exported tar, or - for standard input")->required();
   imp->add_option("DIR", import_args->dir, "Folder to create (absent or empty; not inside another capsule)")->required();
   imp->add_flag("--adopt", import_args->adopt,
                 "Disaster recovery: make this machine the holder at a fresh epoch (otherwise read-only)");

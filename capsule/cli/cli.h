@@ -42,13 +42,20 @@ int Fail(const Status& status, const Json& extra);
 int Fail(const std::string& message);
 // The one map from a failure to its exit status: kExitFailed (usage is found by the parser).
 int ExitCode(const Status& status);
-// A usage error (the parser's, or an unknown subcommand): printed as Fail does, exit 2.
+// A usage error (the parser's, or an unknown subcommand): printed as Fail does, exit 2, the
+// parser's phrasings first said in words (UsageInWords).
 int UsageFailure(const std::string& message, int argc, char** argv);
+// "--to: At Most 1 required but received 2" as "--to is given more than once; give it once",
+// and the parser's other phrasings likewise; any other message as it is.
+std::string UsageInWords(const std::string& parser_message);
 
-// --json, bound to the one process-wide switch JsonOutput() reads; every reporting command
+// -j/--json, bound to the one process-wide switch JsonOutput() reads; every reporting command
 // adds it. PrintJson prints one JSON line on standard output.
 void AddJsonFlag(CLI::App* command, const std::string& help = "Print JSON, success and failure alike");
 bool JsonOutput();
+// -q/--quiet and -v/--verbose of every command (man capsule.1, CONVENTIONS): no progress, or
+// progress lines even off a terminal; taken before or after the command's name.
+void AddEverydayFlags(CLI::App& app);
 // For a command whose standard output is its data (-o -): errors go to standard error only.
 void StandardOutputIsData();
 int PrintJson(const Json& value);
@@ -72,6 +79,37 @@ Result<std::string> ResolveCapsule(const std::string& path);
 // Ok when something is at PATH; NotFound "PATH: no such file or folder", or the IOError of
 // lstat (ENOTCONN for a mount whose driver died).
 Status CheckExists(const std::string& path);
+
+// A file a command reads, named by the user: a path, or "-" for standard input, then copied
+// into a private temporary file (0600, in $TMPDIR, removed when this is dropped) that can be
+// read as any file. A terminal on standard input is refused.
+class InputFile {
+ public:
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  ~InputFile();
+  // The path to read.
+  const std::string& path() const { return path_; }
+  // `status` (or a line of a report) with the temporary file's path said as "standard input".
+  Status Shown(const Status& status) const;
+  std::string Shown(std::string text) const;
+
+ private:
+  friend Result<std::unique_ptr<InputFile>> OpenInput(const std::string& given);
+  InputFile() = default;
+  std::string path_;
+  std::string spooled_;  // the temporary file, for "-"
+};
+Result<std::unique_ptr<InputFile>> OpenInput(const std::string& given);
+
+// The one set of key options: a private key is --key FILE, a public key --pubkey FILE|HEX, on
+// every command; `old_spellings` ("--sign", "--seal-to") still set it, hidden from --help.
+void AddKeyOption(CLI::App* command, std::string* key, const std::string& help,
+                  const std::vector<std::string>& old_spellings = {});
+void AddPubkeyOption(CLI::App* command, std::string* pubkey, const std::string& help,
+                     const std::vector<std::string>& old_spellings = {});
+// The public key --pubkey names: 64 hex digits as given, or read from the file it names.
+Result<std::string> PublicKeyArgument(const std::string& given);
 
 // Refuses what a command writes (an -o file, a folder it creates) at PATH when PATH lies
 // inside a capsule folder, or inside a capsulefs mount but outside its files/ (and, for a
@@ -125,6 +163,9 @@ void RegisterSandboxCommands(CLI::App& app, int* exit_code);
 void RegisterSecretCommands(CLI::App& app, int* exit_code);
 // capsule serve (the sidecar, move/sidecar.h) and capsule move (move_commands.cc).
 void RegisterMoveCommands(CLI::App& app, int* exit_code);
+// capsule help [COMMAND...] and capsule completion bash|zsh|fish, read from every command
+// registered before (help_commands.cc, completion.h).
+void RegisterHelpCommands(CLI::App& app, int* exit_code);
 // capsule accept: takes files edited behind the manifest on purpose (accept_commands.cc).
 void RegisterAcceptCommands(CLI::App& app, int* exit_code);
 // --accept-edits of exec, stream pack and move: the same accept, first, for the capsule folder

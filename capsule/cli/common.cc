@@ -13,6 +13,7 @@
 #include "capsule/base/file_io.h"
 #include "capsule/cli/cli.h"
 #include "capsule/format/enclosing_capsule.h"
+#include "capsule/format/keys.h"
 #include "capsule/format/local_files.h"
 #include "fs/control_client.h"
 
@@ -21,7 +22,8 @@ namespace capsule::cli {
 namespace {
 
 bool json_output = false;  // set by --json while the command line is parsed
-bool progress_flag = false;  // set by --progress
+bool progress_flag = false;  // set by --progress or -v
+bool quiet_flag = false;     // set by -q
 
 std::string ErrorCode(Code code) {
   std::string name = CodeName(code);
@@ -33,7 +35,14 @@ std::string ErrorCode(Code code) {
 }  // namespace
 
 void AddJsonFlag(CLI::App* command, const std::string& help) {
-  command->add_flag("--json", json_output, help);
+  command->add_flag("-j,--json", json_output, help);
+}
+
+void AddEverydayFlags(CLI::App& app) {
+  // Given before or after the command's name: every command falls through to these.
+  app.fallthrough();
+  app.add_flag("-q,--quiet", quiet_flag, "No progress lines, even on a terminal");
+  app.add_flag("-v,--verbose", progress_flag, "Progress lines on standard error even when it is not a terminal");
 }
 
 bool JsonOutput() { return json_output; }
@@ -46,7 +55,7 @@ void AddProgressFlag(CLI::App* command) {
 
 std::unique_ptr<ProgressReporter> MakeProgress() {
   bool terminal = ::isatty(STDERR_FILENO);
-  if (!terminal && !progress_flag) return nullptr;
+  if (quiet_flag || (!terminal && !progress_flag)) return nullptr;
   ProgressReporter::Options options;
   options.out = stderr;
   options.rewrite = terminal;
@@ -66,23 +75,61 @@ void PrintJsonError(const std::string& code, const std::string& message, const J
 
 int ExitCode(const Status& status) { return status.ok() ? kExitOk : kExitFailed; }
 
+namespace {
+
+// A message is one line, then at most one hint line ("hint: ..."), each printed on its own.
+void PrintFailure(const std::string& code, const std::string& message, const Json& extra) {
+  const size_t end = message.find('\n');
+  const std::string line = message.substr(0, end);
+  const std::string hint = end == std::string::npos ? "" : message.substr(end + 1);
+  std::cerr << "capsule: " << line << "\n";
+  if (!hint.empty()) std::cerr << hint << "\n";
+  if (!json_output) return;
+  Json with_hint = extra.is_object() ? extra : Json::object();
+  if (!hint.empty()) with_hint["hint"] = hint.rfind("hint: ", 0) == 0 ? hint.substr(6) : hint;
+  PrintJsonError(code, line, with_hint);
+}
+
+}  // namespace
+
 int Fail(const Status& status, const Json& extra) {
-  std::cerr << "capsule: " << status.message() << "\n";
-  if (json_output) PrintJsonError(ErrorCode(status.code()), status.message(), extra);
+  PrintFailure(ErrorCode(status.code()), status.message(), extra);
   return ExitCode(status);
 }
 
 int Fail(const Status& status) { return Fail(status, Json()); }
 
 int Fail(const std::string& message) {
-  std::cerr << "capsule: " << message << "\n";
-  if (json_output) PrintJsonError("failed", message, Json());
+  PrintFailure("failed", message, Json());
   return kExitFailed;
 }
 
 int PrintJson(const Json& value) {
   std::cout << JsonText(value) << "\n";
   return std::cout.flush() ? kExitOk : Fail("standard output: write failed");
+}
+
+void AddKeyOption(CLI::App* command, std::string* key, const std::string& help,
+                  const std::vector<std::string>& old_spellings) {
+  command->add_option("--key", *key, help + " (--key FILE)");
+  for (const std::string& old : old_spellings) command->add_option(old, *key)->group("");  // hidden
+}
+
+void AddPubkeyOption(CLI::App* command, std::string* pubkey, const std::string& help,
+                     const std::vector<std::string>& old_spellings) {
+  command->add_option("--pubkey", *pubkey, help + " (--pubkey FILE|HEX: a file holding it, or its 64 hex digits)");
+  for (const std::string& old : old_spellings) command->add_option(old, *pubkey)->group("");  // hidden
+}
+
+Result<std::string> PublicKeyArgument(const std::string& given) {
+  const bool hex = given.size() == 64 && std::all_of(given.begin(), given.end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+                   });
+  if (hex) return given;
+  if (Status there = CheckExists(given); !there.ok()) {
+    return Status::InvalidArgument("--pubkey " + given, "neither 64 hex digits nor a file holding them");
+  }
+  return LoadPublicKeyHexFile(given);
 }
 
 Status CheckExists(const std::string& path) {

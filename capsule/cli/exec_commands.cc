@@ -61,9 +61,9 @@ class WorkspaceMount {
     Result<std::string> socket = fs::FindControlSocket(dir);
     if (socket.ok() && fs::SendControl(*socket, "status").ok()) {
       // Mounted elsewhere: the driver wrote its mountpoint into the lock it holds.
-      Result<std::string> recorded = ReadFile(JoinPath(dir, local::kMountLock));
-      if (recorded.ok() && !recorded->empty() && fs::IsFuseMount(*recorded)) {
-        mount->mountpoint_ = *recorded;
+      std::string recorded = RecordedMountpoint(dir);
+      if (!recorded.empty() && fs::IsFuseMount(recorded)) {
+        mount->mountpoint_ = recorded;
         return mount;
       }
       return Status::FailedPrecondition(dir, "mounted, but where is not known; name the mountpoint instead");

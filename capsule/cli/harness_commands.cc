@@ -9,6 +9,7 @@
 #include <memory>
 #include <sstream>
 
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/file_io.h"
 #include "capsule/cli/cli.h"
 #include "capsule/base/sha256.h"
@@ -31,7 +32,8 @@ namespace {
 // mountpoint) the file is written where the agent sees it: the mount checks it and commits it
 // whole at close. In a folder no mount serves, it takes the mount lock (so that no mount starts
 // meanwhile), needs this machine to hold the capsule, and writes through the durable-write
-// path, then refreshes the manifest's entry.
+// path beneath the folder, opened once (a link where a folder or the file belongs is refused,
+// never followed), then refreshes the manifest's entry.
 Status WriteCapsuleDocument(const std::string& given, const std::string& rel, const std::string& text) {
   CAPSULE_RETURN_IF_ERROR(CheckExists(given));
   CAPSULE_RETURN_IF_ERROR(CheckDocument(rel, text));
@@ -45,17 +47,20 @@ Status WriteCapsuleDocument(const std::string& given, const std::string& rel, co
     return Status::Ok();
   }
   CAPSULE_RETURN_IF_ERROR(CheckCapsuleFolder(given));  // no lock taken in a folder that is not a capsule
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(given));
   Result<UniqueFd> mount = LockForMount(given);
   if (!mount.ok() && mount.status().code() == Code::kAlreadyExists) {
     return Status::FailedPrecondition(given, "a capsulefs mount serves this folder: give its mountpoint");
   }
   if (!mount.ok()) return mount.status();
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd held, HoldForWrite(given));
-  CAPSULE_RETURN_IF_ERROR(MakeDirectories(DirName(JoinPath(given, rel))));
-  CAPSULE_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(given, rel), text));
-  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(given));
-  CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(given, {rel}, &manifest));
-  return manifest.Save(given);
+  for (size_t slash = rel.find('/'); slash != std::string::npos; slash = rel.find('/', slash + 1)) {
+    CAPSULE_RETURN_IF_ERROR(root.MakeDir(rel.substr(0, slash), 0755));
+  }
+  CAPSULE_RETURN_IF_ERROR(root.WriteFileAtomic(rel, text, 0644));
+  CAPSULE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Load(root));
+  CAPSULE_RETURN_IF_ERROR(RefreshManifestEntries(root, {rel}, &manifest));
+  return manifest.Save(root);
 }
 
 int RunScheduleSet(const std::string& dir, bool paused) {

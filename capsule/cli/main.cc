@@ -12,11 +12,12 @@ int main(int argc, char** argv) {
   // failed write, instead of ending the process (a sidecar, a mount's helper) mid-command.
   ::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"capsule: an AI agent's state as a folder of plain files", "capsule"};
-  app.set_version_flag("--version", std::string("capsule ") + capsule::kVersion);
+  app.set_version_flag("-V,--version", std::string("capsule ") + capsule::kVersion);
   app.require_subcommand(1);
   app.footer("Exit status: 0 done, 1 not so (refused, failed, not found), 2 usage. Every command that reports takes\n"
              "--json (a failure too); a capsule is named by its folder or its mountpoint. man capsule.1, CONVENTIONS");
   int exit_code = capsule::cli::kExitOk;
+  capsule::cli::AddEverydayFlags(app);
   capsule::cli::RegisterCapsuleCommands(app, &exit_code);
   capsule::cli::RegisterSealCommands(app, &exit_code);
   capsule::cli::RegisterStreamCommands(app, &exit_code);
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   capsule::cli::RegisterSandboxCommands(app, &exit_code);
   capsule::cli::RegisterSecretCommands(app, &exit_code);
   capsule::cli::RegisterAcceptCommands(app, &exit_code);
+  capsule::cli::RegisterHelpCommands(app, &exit_code);  // last: it lists every command above
   argc = capsule::cli::SplitExecCommand(argc, argv);
   std::string unknown = capsule::cli::UnknownSubcommand(app, argc, argv);
   if (!unknown.empty()) return capsule::cli::UsageFailure(unknown, argc, argv);

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "capsule/base/file_io.h"
+#include "capsule/format/enclosing_capsule.h"
 #include "capsule/format/layout.h"
 #include "mcp/server.h"
 
@@ -22,7 +23,7 @@ Result<std::string> CapsuleFolder(const std::string& path) {
   if (!resolved.ok() && resolved.status().code() != Code::kInvalidArgument) return resolved.status();
   const std::string dir = resolved.ok() ? *resolved : path;
   if (!resolved.ok() || !PathExists(JoinPath(dir, kManifestPath))) {
-    return Status::NotFound(path, "neither a capsule folder nor a capsulefs mount");
+    return resolved.ok() ? NotACapsule(path) : resolved.status();
   }
   return dir;
 }

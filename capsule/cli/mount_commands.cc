@@ -60,6 +60,8 @@ int Run(const std::string& command, const MountArgs& args) {
     }
     if (command != "status" || reply.status().code() != Code::kUnavailable) return Fail(reply.status().WithContext(args.path));
   } else if (command != "status") {
+    // A folder that is not a capsule is named as such, as every command names it.
+    if (Status capsule = CheckCapsuleFolder(args.path); !capsule.ok()) return Fail(capsule);
     return Fail(socket.status());
   }
   // status of a capsule folder that no mount serves: its holder record.

@@ -52,9 +52,12 @@ struct SealArgs {
 };
 
 int RunSeal(const SealArgs& args) {
-  Result<std::string> public_key = HexDecode(args.to, "--to");
+  if (args.to.empty()) return UsageFailure("--pubkey is required", 0, nullptr);
+  Result<std::string> hex = PublicKeyArgument(args.to);
+  if (!hex.ok()) return Fail(hex.status());
+  Result<std::string> public_key = HexDecode(*hex, "--pubkey");
   if (!public_key.ok() || public_key->size() != 32) {
-    return Fail("--to: not an X25519 public key (64 hex digits, as capsule keygen --type x25519 prints)");
+    return Fail("--pubkey: not an X25519 public key (64 hex digits, as capsule keygen --type x25519 prints)");
   }
   FdSource in(STDIN_FILENO, "standard input");
   FdSink out(STDOUT_FILENO, "standard output");
@@ -114,16 +117,16 @@ void RegisterSealCommands(CLI::App& app, int* exit_code) {
   auto seal_args = std::make_shared<SealArgs>();
   CLI::App* seal = app.add_subcommand(
       "seal", "Seal standard input to an X25519 public key, as a sealed envelope (LNKSEAL1) on standard output");
-  seal->add_option("--to", seal_args->to, "Recipient's X25519 public key, 64 hex digits (capsule keygen --type x25519)")
-      ->required();
+  AddPubkeyOption(seal, &seal_args->to, "The recipient's X25519 public key (capsule keygen --type x25519); required",
+                  {"--to"});
   seal->footer("The envelope format: man capsule-envelope.5");
   seal->callback([seal_args, exit_code] { *exit_code = RunSeal(*seal_args); });
 
   auto open_args = std::make_shared<OpenArgs>();
   CLI::App* open = app.add_subcommand(
       "open", "Open a sealed envelope from standard input with an X25519 private key; plaintext on standard output");
-  open->add_option("--key", open_args->key, "X25519 private key file (PEM), as capsule keygen --type x25519 wrote it")
-      ->required();
+  AddKeyOption(open, &open_args->key, "X25519 private key file (PEM), as capsule keygen --type x25519 wrote it");
+  open->get_option("--key")->required();
   open->footer(
       "Plaintext is written one verified 64 KiB record at a time. On any fault (wrong key, tampering, a\n"
       "missing final record, trailing bytes) open exits 1; what it already wrote to standard output is\n"

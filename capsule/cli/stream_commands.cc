@@ -45,15 +45,16 @@ Status Pack(const PackArgs& args, move::PackStats* stats, Progress* progress) {
     CAPSULE_ASSIGN_OR_RETURN(options.have, move::ParseHave(text));
   }
   if (options.phase == move::Phase::kSwitch && args.seal_to.empty()) {
-    return Status::InvalidArgument("switch", "a switch is always sealed: give --seal-to PUBHEX");
+    return Status::InvalidArgument("switch", "a switch is always sealed: give --pubkey FILE|HEX");
   }
   CAPSULE_ASSIGN_OR_RETURN(OutputFile out, OutputFile::Open(args.out, 0644));
   ByteSink* sink = out.sink();
   std::unique_ptr<EnvelopeWriter> envelope;
   if (!args.seal_to.empty()) {
-    Result<std::string> key = HexDecode(args.seal_to, "--seal-to");
+    CAPSULE_ASSIGN_OR_RETURN(std::string hex, PublicKeyArgument(args.seal_to));
+    Result<std::string> key = HexDecode(hex, "--pubkey");
     if (!key.ok() || key->size() != 32) {
-      return Status::InvalidArgument("--seal-to", "not an X25519 public key (64 hex digits)");
+      return Status::InvalidArgument("--pubkey", "not an X25519 public key (64 hex digits)");
     }
     CAPSULE_ASSIGN_OR_RETURN(envelope, EnvelopeWriter::Create(out.sink(), *key));
     sink = envelope.get();
@@ -96,7 +97,7 @@ struct UnpackArgs {
   std::string file, dir, open_with;
 };
 
-Status Unpack(const UnpackArgs& args, move::UnpackStats* stats, Progress* progress) {
+Status UnpackFile(const UnpackArgs& args, move::UnpackStats* stats, Progress* progress) {
   CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(args.file, O_RDONLY));
   if (progress != nullptr) {
     // The stream's bytes read, of the file's size; what it holds is not known beforehand.
@@ -116,7 +117,7 @@ Status Unpack(const UnpackArgs& args, move::UnpackStats* stats, Progress* progre
   std::unique_ptr<EnvelopeReader> envelope;
   EvpPkeyPtr key;
   if (sealed) {
-    if (args.open_with.empty()) return Status::InvalidArgument("", "the stream is sealed: give --open-with KEYFILE");
+    if (args.open_with.empty()) return Status::InvalidArgument("", "the stream is sealed: give --key FILE");
     CAPSULE_ASSIGN_OR_RETURN(key, LoadPrivateKey(args.open_with, KeyType::kX25519));
     CAPSULE_ASSIGN_OR_RETURN(envelope, EnvelopeReader::Open(&file_source, key.get()));
     source = envelope.get();
@@ -124,6 +125,14 @@ Status Unpack(const UnpackArgs& args, move::UnpackStats* stats, Progress* progre
   move::UnpackOptions options;
   options.sealed = sealed;
   return move::UnpackStream(source, args.dir, options, stats);
+}
+
+Status Unpack(const UnpackArgs& given, move::UnpackStats* stats, Progress* progress) {
+  // -: the stream on standard input, read from a private copy (its first bytes are read twice).
+  CAPSULE_ASSIGN_OR_RETURN(std::unique_ptr<InputFile> input, OpenInput(given.file));
+  UnpackArgs args = given;
+  args.file = input->path();
+  return input->Shown(UnpackFile(args, stats, progress));
 }
 
 // DIR receives a stream when it is absent (a first copy), an empty folder, or a capsule folder
@@ -144,7 +153,7 @@ int RunUnpack(const UnpackArgs& args) {
   move::UnpackStats stats;
   std::unique_ptr<ProgressReporter> progress = MakeProgress();
   Status status = Unpack(args, &stats, progress.get());
-  if (!status.ok()) return progress.reset(), Fail(status.WithContext(args.file));
+  if (!status.ok()) return progress.reset(), Fail(status.WithContext(args.file == "-" ? "standard input" : args.file));
   if (progress) progress->Finish();
   if (JsonOutput()) {
     return PrintJson({{"phase", move::PhaseName(stats.manifest.phase)},
@@ -192,7 +201,8 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code) {
       ->check(OneOf({"copy", "switch", "files"}));
   pack->add_option("--have", pack_args->have, "The receiver's have (JSON {path: sha256}): files it holds the same are skipped");
   pack->add_option("--move", pack_args->move, "Move id (32 lowercase hex digits); a switch must give its copy's");
-  pack->add_option("--seal-to", pack_args->seal_to, "Seal the stream to this X25519 public key (required for a switch)");
+  AddPubkeyOption(pack, &pack_args->seal_to, "Seal the stream to this X25519 public key (required for a switch)",
+                  {"--seal-to"});
   pack->add_flag("--accept-edits", pack_args->accept_edits,
                  "Take files edited behind the manifest on purpose first, as capsule accept does (journal: edits_accepted)");
   pack->add_option("-o,--output", pack_args->out,
@@ -205,9 +215,9 @@ void RegisterStreamCommands(CLI::App& app, int* exit_code) {
 
   auto unpack_args = std::make_shared<UnpackArgs>();
   CLI::App* unpack = stream->add_subcommand("unpack", "Read a Move Stream into the capsule at DIR, refusing it whole on any fault");
-  unpack->add_option("FILE", unpack_args->file, "Stream file (sealed or not)")->required();
+  unpack->add_option("FILE", unpack_args->file, "Stream file (sealed or not), or - for standard input")->required();
   unpack->add_option("DIR", unpack_args->dir, "Capsule folder to receive into (absent for a first copy; not inside another capsule)")->required();
-  unpack->add_option("--open-with", unpack_args->open_with, "X25519 private key file to open a sealed stream");
+  AddKeyOption(unpack, &unpack_args->open_with, "X25519 private key file to open a sealed stream", {"--open-with"});
   AddJsonFlag(unpack);
   AddProgressFlag(unpack);
   unpack->callback([unpack_args, exit_code] { *exit_code = RunUnpack(*unpack_args); });

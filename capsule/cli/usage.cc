@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <regex>
 
 #include "capsule/cli/cli.h"
 
@@ -56,7 +57,7 @@ std::string UnknownSubcommand(const CLI::App& app, int argc, char** argv) {
   bool options = false;
   for (int i = 1; i < argc; ++i) {
     std::string word = argv[i];
-    if (word == "-h" || word == "--help" || word == "--version") return "";
+    if (word == "-h" || word == "--help" || word == "--version" || word == "-V") return "";
     if (!word.empty() && word[0] == '-') {
       options = true;  // --json, say: a group's missing command is still found below
       continue;
@@ -92,10 +93,30 @@ std::string UnknownSubcommand(const CLI::App& app, int argc, char** argv) {
          " --help says what each does)";
 }
 
-int UsageFailure(const std::string& message, int argc, char** argv) {
+std::string UsageInWords(const std::string& parser_message) {
+  // The parser's own phrasings (CLI11), said as the rest of the command line says things.
+  static const std::vector<std::pair<std::regex, std::string>> kPhrasings = {
+      {std::regex("^(\\S+): At Most 1 required but received \\d+$"), "$1 is given more than once; give it once"},
+      {std::regex("^(\\S+): At Most (\\d+) required but received (\\d+)$"), "$1 takes at most $2 values, got $3"},
+      {std::regex("^(\\S+): At least (\\d+) required but received (\\d+)$"), "$1 takes at least $2 values, got $3"},
+      {std::regex("^Expected (exactly|at least) (\\d+) arguments? to (\\S+), got (\\d+)$"), "$3 needs a value"},
+      {std::regex("^The following arguments? (was|were) not expected: (.*)$"), "unexpected: $2 (--help says what it takes)"},
+      {std::regex("^A subcommand is required$"), "which command? (capsule --help lists them)"},
+      {std::regex("^(\\S+) excludes (\\S+)$"), "$1 and $2 do not go together"},
+      {std::regex("^(\\S+) requires (\\S+)$"), "$1 needs $2 too"},
+      {std::regex("^(\\S+) was given a disallowed flag override$"), "$1 takes no value"},
+  };
+  for (const auto& [pattern, words] : kPhrasings) {
+    if (std::regex_match(parser_message, pattern)) return std::regex_replace(parser_message, pattern, words);
+  }
+  return parser_message;
+}
+
+int UsageFailure(const std::string& parser_message, int argc, char** argv) {
+  const std::string message = UsageInWords(parser_message);
   std::cerr << "capsule: " << message << "\n";
   bool json = JsonOutput();
-  for (int i = 1; i < argc && !json; ++i) json = std::string(argv[i]) == "--json";
+  for (int i = 1; i < argc && !json; ++i) json = std::string(argv[i]) == "--json" || std::string(argv[i]) == "-j";
   if (json) PrintJsonError("usage", message, Json());
   return kExitUsage;
 }

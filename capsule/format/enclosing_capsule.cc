@@ -57,16 +57,18 @@ bool IsUnder(const std::string& inner, const std::string& outer) {
 
 }  // namespace
 
+Status NotACapsule(const std::string& dir, const std::string& why) {
+  return Status::InvalidArgument(dir, "not a capsule folder (" + why + ")\n" + kNotACapsuleHint);
+}
+
 Status CheckCapsuleFolder(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::NotFound(dir, "no such file or folder");
     return Status::IOError(dir, errno);
   }
-  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(dir, "not a capsule folder (not a folder)");
-  if (!IsRegularFile(JoinPath(dir, kManifestPath))) {
-    return Status::InvalidArgument(dir, "not a capsule folder (no manifest.json)");
-  }
+  if (!S_ISDIR(st.st_mode)) return NotACapsule(dir, "not a folder");
+  if (!IsRegularFile(JoinPath(dir, kManifestPath))) return NotACapsule(dir);
   return Status::Ok();
 }
 

@@ -15,10 +15,17 @@
 
 namespace capsule {
 
+// The one refusal of a path that is not a capsule, whichever command met it: InvalidArgument
+// "DIR: not a capsule folder (WHY)", then a hint line, kNotACapsuleHint (the command line
+// prints it on a line of its own).
+inline constexpr char kNotACapsuleHint[] =
+    "hint: name a capsule's folder or its mountpoint, or make one with capsule init";
+Status NotACapsule(const std::string& dir, const std::string& why = "no manifest.json");
+
 // Ok when `dir` is a capsule folder by its manifest: a folder (a link to one, as the user
 // named it, is followed) holding manifest.json as a regular file. A folder extracted from an
 // export, without .capsule/, is one. NotFound "DIR: no such file or folder";
-// InvalidArgument "DIR: not a capsule folder (no manifest.json)" or "(not a folder)".
+// NotACapsule(DIR), or NotACapsule(DIR, "not a folder").
 Status CheckCapsuleFolder(const std::string& dir);
 
 // A capsule a path lies inside.

@@ -26,8 +26,17 @@ HolderGate::Hold::~Hold() {
 }
 
 Status HolderGate::OpenLock() {
-  // Beneath the capsule folder: a link in the place of the lock or the record is refused.
-  Result<UniqueFd> lock = OpenBeneathGiven(dir_, local::kHolderLock, O_RDONLY | O_CREAT, 0644);
+  // The capsule folder is opened once; the lock and the record are opened and looked at
+  // beneath it: a link in the place of either is refused, never followed.
+  if (!root_.valid()) {
+    Result<DirFd> root = DirFd::OpenGiven(dir_);
+    if (!root.ok()) {
+      CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(dir_));
+      return root.status();
+    }
+    root_ = std::move(root).value();
+  }
+  Result<UniqueFd> lock = root_.OpenFile(local::kHolderLock, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
   if (!lock.ok()) {
     // No .capsule/ folder (not a capsule) or one this user cannot change: say why not held.
     CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(dir_));
@@ -39,13 +48,12 @@ Status HolderGate::OpenLock() {
 
 Status HolderGate::CheckRecord() {
   record_.Reset();
-  const std::string path = JoinPath(dir_, local::kHolder);
   // Opened before the check and compared after it: the file kept is the file checked.
-  Result<UniqueFd> record = OpenBeneathGiven(dir_, local::kHolder, O_RDONLY);
+  Result<UniqueFd> record = root_.OpenFile(local::kHolder, O_RDONLY | O_CLOEXEC);
   CAPSULE_RETURN_IF_ERROR(CheckHeldForWrite(dir_));
-  struct stat opened, named;
-  if (record.ok() && ::fstat(record->get(), &opened) == 0 && ::lstat(path.c_str(), &named) == 0 &&
-      SameFile(opened, named)) {
+  struct stat opened;
+  Result<struct stat> named = root_.Stat(local::kHolder);
+  if (record.ok() && ::fstat(record->get(), &opened) == 0 && named.ok() && SameFile(opened, *named)) {
     record_ = std::move(record).value();
     checked_ = opened;
   }
@@ -59,15 +67,16 @@ Result<HolderGate::Hold> HolderGate::HoldForWrite() {
       if (errno != EINTR) return Status::IOError(JoinPath(dir_, local::kHolderLock) + ": flock", errno);
     }
     Hold hold(lock_.get());
-    struct stat now;
-    if (record_.valid() && ::lstat(JoinPath(dir_, local::kHolder).c_str(), &now) == 0 && SameFile(now, checked_)) {
-      return hold;  // the record checked last time, unchanged
+    if (record_.valid()) {
+      Result<struct stat> now = root_.Stat(local::kHolder);
+      if (now.ok() && SameFile(*now, checked_)) return hold;  // the record checked last time, unchanged
     }
     // The record changed (or was never read): the lock file may have been replaced with the
     // folder too (a folder swapped into place), so it must be the one at the path.
-    struct stat held, named;
-    if (::fstat(lock_.get(), &held) == 0 && ::lstat(JoinPath(dir_, local::kHolderLock).c_str(), &named) == 0 &&
-        held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+    struct stat held;
+    Result<struct stat> named = root_.Stat(local::kHolderLock);
+    if (::fstat(lock_.get(), &held) == 0 && named.ok() && held.st_dev == named->st_dev &&
+        held.st_ino == named->st_ino) {
       CAPSULE_RETURN_IF_ERROR(CheckRecord());
       return hold;
     }

@@ -17,6 +17,7 @@
 
 #include <string>
 
+#include "capsule/base/dir_fd.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
 
@@ -48,6 +49,7 @@ class HolderGate {
   Status CheckRecord();
 
   std::string dir_;
+  DirFd root_;       // the capsule folder, opened once at the first hold
   UniqueFd lock_;    // .capsule/holder.lock
   UniqueFd record_;  // .capsule/holder.json as last checked and found active
   struct stat checked_ {};

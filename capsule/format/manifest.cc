@@ -221,6 +221,11 @@ Status Manifest::Save(const std::string& capsule_dir) const {
   return WriteFileAtomic(JoinPath(capsule_dir, kManifestPath), text);
 }
 
+Status Manifest::Save(const DirFd& folder) const {
+  CAPSULE_ASSIGN_OR_RETURN(std::string text, ToCanonicalText());
+  return folder.WriteFileAtomic(kManifestPath, text, 0644);
+}
+
 Status RefreshManifestEntries(const std::string& capsule_dir, const std::vector<std::string>& paths,
                               Manifest* manifest, DigestCache* growing) {
   CAPSULE_ASSIGN_OR_RETURN(DirFd folder, DirFd::OpenGiven(capsule_dir));

@@ -58,6 +58,9 @@ struct Manifest {
   static Result<Manifest> LoadHeader(const std::string& capsule_dir);
   // Writes manifest.json through the durable-write path.
   Status Save(const std::string& capsule_dir) const;
+  // The same, beneath the held capsule folder: a link in the manifest's place is replaced,
+  // never followed.
+  Status Save(const DirFd& folder) const;
 };
 
 // Hashes each listed path under `capsule_dir` into `manifest->files`; a path that no longer

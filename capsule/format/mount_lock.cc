@@ -61,13 +61,12 @@ bool FuseMountedAt(const std::string& mountpoint) {
   return false;
 }
 
-// The mountpoint the driver holding `dir` recorded; empty when it recorded none.
+}  // namespace
+
 std::string RecordedMountpoint(const std::string& dir) {
   Result<std::string> text = ReadFileBeneath(dir, local::kMountLock);
   return text.ok() ? *text : "";
 }
-
-}  // namespace
 
 Status RecordMountpoint(int lock, const std::string& mountpoint) {
   std::string path = RealPath(mountpoint);
@@ -83,13 +82,14 @@ Result<UniqueFd> LockForMount(const std::string& dir) {
   // Not a capsule (a mistyped path): nothing is made there; opening it names the problem.
   if (!PathExists(JoinPath(dir, kManifestPath))) return UniqueFd();
   std::string path = JoinPath(dir, local::kMountLock);
-  if (::mkdir(JoinPath(dir, kLocalDir).c_str(), 0700) != 0 && errno != EEXIST) {
+  // The folder is opened once and .capsule made and reached beneath it without a link: one
+  // where the folder belongs is refused, naming it, before anything is made or removed in
+  // what it points to.
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
+  if (::mkdirat(root.get(), kLocalDir, 0700) != 0 && errno != EEXIST) {
     if (errno == EROFS || errno == EACCES || errno == EPERM) return UniqueFd();  // a read-only copy
     return Status::IOError(JoinPath(dir, kLocalDir), errno);
   }
-  // .capsule reached without a link: one where the folder belongs is refused, naming it,
-  // before anything is made or removed in what it points to.
-  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
   CAPSULE_ASSIGN_OR_RETURN(DirFd local, root.OpenDir(kLocalDir));
   const std::string name = BaseName(local::kMountLock);
   int fd = ::openat(local.get(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -123,8 +123,11 @@ namespace {
 Status WaitForLock(const std::string& dir, std::chrono::milliseconds timeout, const std::function<bool()>& done_early,
                    const char* still) {
   std::string path = JoinPath(dir, local::kMountLock);
-  UniqueFd lock(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!lock.valid()) return Status::Ok();  // never mounted here
+  // Beneath the folder, never through a link: a link in the lock's place is refused.
+  Result<UniqueFd> opened = OpenBeneathGiven(dir, local::kMountLock, O_RDONLY | O_CLOEXEC);
+  if (!opened.ok() && opened.status().code() == Code::kInvalidArgument) return opened.status();
+  if (!opened.ok()) return Status::Ok();  // never mounted here
+  UniqueFd lock = std::move(opened).value();
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (::flock(lock.get(), LOCK_SH | LOCK_NB) == 0) return Status::Ok();  // no driver

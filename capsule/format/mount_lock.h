@@ -20,6 +20,10 @@ Result<UniqueFd> LockForMount(const std::string& dir);
 // that a command can tell a driver still mounted from one finishing an unmount.
 Status RecordMountpoint(int lock, const std::string& mountpoint);
 
+// The mountpoint the driver holding `dir` recorded in the lock file (read beneath `dir`, never
+// through a link); empty when it recorded none or the file cannot be read.
+std::string RecordedMountpoint(const std::string& dir);
+
 // When a capsulefs still holds the lock but is no longer mounted (it is writing its last
 // checkpoint after an unmount; its mountpoint has left /proc/self/mountinfo, or it has closed
 // its control channel), waits for it to let go, up to `timeout`; then Unavailable. Returns at

@@ -97,15 +97,14 @@ TreeEntry ListedFile(std::string path) {
 // where the file system gives entry types, for VerifyOptions::trust_remembered_blobs: its
 // regular files join `entries` (their size unknown) where ListTree would have put them.
 // Anything else there is listed as ListTree lists it, to be judged the same way.
-Status AddBlobsByName(const std::string& dir, std::vector<TreeEntry>* entries) {
-  const std::string blobs = JoinPath(dir, kBlobsDir);
+Status AddBlobsByName(const DirFd& root, std::vector<TreeEntry>* entries) {
   std::vector<std::string> others;
-  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFileNames(blobs, &others));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<std::string> names, root.ListFileNames(kBlobsDir, &others));
   std::vector<TreeEntry> listed;
   listed.reserve(names.size());
   for (std::string& name : names) listed.push_back(ListedFile(std::string(kBlobsDir) + "/" + name));
   if (!others.empty()) {
-    CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, ListTree(blobs));
+    CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> tree, root.ListTree(kBlobsDir));
     for (TreeEntry& entry : tree) {
       if (entry.type == TreeEntry::Type::kFile && entry.path.find('/') == std::string::npos) continue;  // named above
       entry.path = std::string(kBlobsDir) + "/" + entry.path;
@@ -395,17 +394,20 @@ Status ObserveFiles(const DirFd& root, const std::vector<TreeEntry>& entries, co
   return Status::Ok();
 }
 
-// Whether the blobs folder of `dir` is a real folder (not a link to one, not a file).
-bool BlobsFolderIsReal(const std::string& dir) {
-  struct stat st;
-  return ::lstat(JoinPath(dir, kBlobsDir).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+// Whether the blobs folder of the capsule folder `root` holds is a real folder (not a link to
+// one, not a file), looked at beneath `root`.
+bool BlobsFolderIsReal(const DirFd& root) {
+  Result<struct stat> st = root.Stat(kBlobsDir);
+  return st.ok() && S_ISDIR(st->st_mode);
 }
 
 }  // namespace
 
 Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& options) {
   VerifyReport report;
-  Result<std::string> manifest_text = ReadFileBeneath(dir, kManifestPath);
+  // The folder is opened once; every file of it is read beneath it, never through a link.
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
+  Result<std::string> manifest_text = root.ReadFile(kManifestPath);
   if (!manifest_text.ok()) {
     if (manifest_text.status().code() == Code::kNotFound) {
       report.problems.push_back(std::string(kManifestPath) + ": missing");
@@ -418,12 +420,11 @@ Result<VerifyReport> VerifyFolder(const std::string& dir, const VerifyOptions& o
     report.problems.push_back(manifest.status().message());
     return report;
   }
-  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
   // A blobs "folder" that is not a real one is listed as ListTree lists it, untrusted.
-  const bool trust_blobs = options.blob_digests != nullptr && options.trust_remembered_blobs && BlobsFolderIsReal(dir);
+  const bool trust_blobs = options.blob_digests != nullptr && options.trust_remembered_blobs && BlobsFolderIsReal(root);
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, trust_blobs ? root.ListTree("", {kLocalDir, kBlobsDir})
                                                                        : root.ListTree("", {kLocalDir}));
-  if (trust_blobs) CAPSULE_RETURN_IF_ERROR(AddBlobsByName(dir, &entries));
+  if (trust_blobs) CAPSULE_RETURN_IF_ERROR(AddBlobsByName(root, &entries));
   Observed observed;
   CAPSULE_RETURN_IF_ERROR(ObserveFiles(root, entries, *manifest, trust_blobs, /*read_snapshot=*/true, options,
                                        &observed, &report.problems));
@@ -504,9 +505,14 @@ void ListedBlobs::Remove(const std::vector<std::string>& paths) {
 }
 
 Result<ListedBlobs> ListBlobsToVerify(const std::string& dir, const VerifyOptions& options) {
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
+  return ListBlobsToVerify(root, options);
+}
+
+Result<ListedBlobs> ListBlobsToVerify(const DirFd& root, const VerifyOptions& options) {
   ListedBlobs listed;
-  const std::string blobs_dir = JoinPath(dir, kBlobsDir);
-  CAPSULE_ASSIGN_OR_RETURN(listed.names, ListFileNames(blobs_dir, &listed.others));
+  const std::string blobs_dir = root.PathOf(kBlobsDir);
+  CAPSULE_ASSIGN_OR_RETURN(listed.names, root.ListFileNames(kBlobsDir, &listed.others));
   if (options.blob_digests == nullptr || !options.trust_remembered_blobs) return listed;
   listed.remembered.reserve(listed.names.size());
   std::string full_path = blobs_dir + "/";
@@ -568,26 +574,26 @@ Result<VerifyReport> VerifySavedFolder(const std::string& dir, const SavedCapsul
   if (saved.manifest == nullptr) return VerifyFolder(dir, options);
   const Manifest& manifest = *saved.manifest;
   auto snapshot_listed = manifest.files.find(kSnapshotPath);
+  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
   if (options.public_key_hex || snapshot_listed == manifest.files.end() ||
-      snapshot_listed->second.sha256 != saved.snapshot_sha256 || !BlobsFolderIsReal(dir)) {
+      snapshot_listed->second.sha256 != saved.snapshot_sha256 || !BlobsFolderIsReal(root)) {
     return VerifyFolder(dir, options);
   }
   // The manifest is hashed while the folders are listed.
   std::future<Result<std::string>> manifest_sha256 =
-      std::async(std::launch::async, [&dir]() -> Result<std::string> {
-        CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneathGiven(dir, kManifestPath, O_RDONLY));
-        return Sha256Fd(fd.get(), JoinPath(dir, kManifestPath));
+      std::async(std::launch::async, [&root]() -> Result<std::string> {
+        CAPSULE_ASSIGN_OR_RETURN(UniqueFd fd, root.OpenFile(kManifestPath, O_RDONLY | O_CLOEXEC));
+        return Sha256Fd(fd.get(), root.PathOf(kManifestPath));
       });
   if (options.blob_digests == nullptr || !options.trust_remembered_blobs) {
     return VerifySavedFolderReadingBlobs(dir, saved, options, std::move(manifest_sha256));
   }
   ListedBlobs listed_now;
   if (!saved.blobs) {
-    CAPSULE_ASSIGN_OR_RETURN(listed_now, ListBlobsToVerify(dir, options));
+    CAPSULE_ASSIGN_OR_RETURN(listed_now, ListBlobsToVerify(root, options));
   }
   const ListedBlobs& blobs = saved.blobs ? *saved.blobs : listed_now;
   const std::vector<std::string>& names = blobs.names;
-  CAPSULE_ASSIGN_OR_RETURN(DirFd root, DirFd::OpenGiven(dir));
   CAPSULE_ASSIGN_OR_RETURN(std::vector<TreeEntry> entries, root.ListTree("", {kLocalDir, kBlobsDir}));
   Result<std::string> manifest_digest = manifest_sha256.get();
   if (!manifest_digest.ok() || *manifest_digest != saved.manifest_sha256 || !blobs.others.empty() ||

@@ -78,6 +78,9 @@ struct ListedBlobs {
   // Takes out the blobs at `paths` (capsule paths, "artifacts/blobs/<name>"), as removed.
   void Remove(const std::vector<std::string>& paths);
 };
+// Listed beneath the capsule folder `root` holds, never through a link; the path form opens
+// the folder first.
+Result<ListedBlobs> ListBlobsToVerify(const DirFd& root, const VerifyOptions& options);
 Result<ListedBlobs> ListBlobsToVerify(const std::string& dir, const VerifyOptions& options);
 
 // A capsule as the one process that writes its folder has just saved it (a mount's
