@@ -12,6 +12,7 @@ packages=(
   libkeyutils-dev keyutils mmdebstrap bubblewrap
   libseccomp-dev
   lintian dpkg-dev file libsystemd-dev systemd
+  python3-prometheus-client
 )
 
 missing=()
