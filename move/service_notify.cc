@@ -2,6 +2,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
@@ -19,21 +20,29 @@ std::string OneLine(std::string text) {
 
 }  // namespace
 
-ServiceNotifier::~ServiceNotifier() { StopWatchdog(); }
-
 void ServiceNotifier::Ready(const std::string& status) {
   (void)sd_notify(0, ("READY=1\nSTATUS=" + OneLine(status)).c_str());
   uint64_t usec = 0;
   if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (stop_ || watchdog_.joinable()) return;
-  watchdog_ = std::thread([this, interval = std::chrono::microseconds(usec / 2)] {
-    std::unique_lock<std::mutex> held(mu_);
-    while (!stop_) {
-      (void)sd_notify(0, "WATCHDOG=1");
-      wake_.wait_for(held, interval, [this] { return stop_; });
-    }
-  });
+  every_ = std::chrono::microseconds(std::max<uint64_t>(usec / 4, 1000));
+  last_ping_ = std::chrono::steady_clock::now() - every_;
+}
+
+int ServiceNotifier::AliveEveryMillis() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (every_.count() == 0 || stopping_) return -1;
+  return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(every_).count());
+}
+
+void ServiceNotifier::Alive() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (every_.count() == 0 || stopping_ || now - last_ping_ < every_) return;
+    last_ping_ = now;
+  }
+  (void)sd_notify(0, "WATCHDOG=1");
 }
 
 void ServiceNotifier::Status(const std::string& status) {
@@ -41,19 +50,11 @@ void ServiceNotifier::Status(const std::string& status) {
 }
 
 void ServiceNotifier::Stopping(const std::string& status) {
-  StopWatchdog();
-  (void)sd_notify(0, ("STOPPING=1\nSTATUS=" + OneLine(status)).c_str());
-}
-
-void ServiceNotifier::StopWatchdog() {
-  std::thread pinger;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    pinger = std::move(watchdog_);
+    stopping_ = true;
   }
-  wake_.notify_all();
-  if (pinger.joinable()) pinger.join();
+  (void)sd_notify(0, ("STOPPING=1\nSTATUS=" + OneLine(status)).c_str());
 }
 
 }  // namespace capsule::move

@@ -1,40 +1,43 @@
 // What the sidecar tells the service manager that runs it (sd_notify(3), Debian's
-// libsystemd): READY=1 once it listens, WATCHDOG=1 every half of WatchdogSec= while it
-// serves (sd_watchdog_enabled(3)), STOPPING=1 when a stop signal came, and a STATUS= line
-// with each. Outside systemd (no NOTIFY_SOCKET, no WATCHDOG_USEC) each of them does nothing.
+// libsystemd): READY=1 once it listens, WATCHDOG=1 from its serving loop while that loop turns
+// (sd_watchdog_enabled(3)), STOPPING=1 when a stop signal came, and a STATUS= line with each.
+// Outside systemd (no NOTIFY_SOCKET, no WATCHDOG_USEC) each of them does nothing.
+//
+// The watchdog is pinged by the loop that accepts connections, not by a thread of its own: a
+// loop that is stuck stops the pings, and systemd restarts the service after WatchdogSec=.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
-#include <condition_variable>
+#include <chrono>
 #include <mutex>
 #include <string>
-#include <thread>
 
 namespace capsule::move {
 
 class ServiceNotifier {
  public:
   ServiceNotifier() = default;
-  ~ServiceNotifier();  // stops the watchdog's pings
   ServiceNotifier(const ServiceNotifier&) = delete;
   ServiceNotifier& operator=(const ServiceNotifier&) = delete;
 
-  // READY=1 with `status`; then, when the service manager asked for a watchdog, a thread
-  // pings it every half of its interval until Stopping or the destructor.
+  // READY=1 with `status`; reads whether the service manager asked for a watchdog.
   void Ready(const std::string& status);
+  // How long the serving loop may wait before it calls Alive again, in milliseconds: a quarter
+  // of WatchdogSec=; -1 (no limit) without a watchdog.
+  int AliveEveryMillis();
+  // The serving loop turns: WATCHDOG=1, at most once every AliveEveryMillis.
+  void Alive();
   // STATUS=`status` alone.
   void Status(const std::string& status);
-  // STOPPING=1 with `status`; the pings stop.
+  // STOPPING=1 with `status`; no ping from now on.
   void Stopping(const std::string& status);
 
  private:
-  void StopWatchdog();
-
   std::mutex mu_;
-  std::condition_variable wake_;
-  bool stop_ = false;  // guarded by mu_
-  std::thread watchdog_;
+  std::chrono::microseconds every_{0};  // 0: no watchdog; guarded by mu_
+  std::chrono::steady_clock::time_point last_ping_;  // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
 };
 
 }  // namespace capsule::move

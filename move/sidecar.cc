@@ -16,6 +16,7 @@
 
 #include "capsule/base/file_io.h"
 #include "capsule/base/memory.h"
+#include "capsule/base/metrics_server.h"
 #include "capsule/base/process_lock.h"
 #include "capsule/format/keys.h"
 #include "capsule/format/layout.h"
@@ -122,6 +123,7 @@ void ResolveOutgoing(const std::string& root, const TlsCredentials& credentials,
     Result<std::optional<OutgoingMove>> left = LoadOutgoingMove(dir);
     if (!left.ok() || !left->has_value()) continue;
     std::string to = (*left)->to;
+    log->metrics().moves_stuck().Add(1);
     std::thread([dir, to, credentials, log, agent = (*left)->agent, move = (*left)->move] {
       RemoteTarget target(to, TlsDialer(to, credentials));
       MoveOptions options;
@@ -130,6 +132,7 @@ void ResolveOutgoing(const std::string& root, const TlsCredentials& credentials,
       for (;;) {
         Status resolved = RecoverMove(dir, &target, options);
         if (resolved.ok()) {
+          log->metrics().moves_stuck().Add(-1);
           log->Note("recovered", "move-out agent=" + agent + " move=" + move + " to=" + to +
                                      ": the move left mid-way by an earlier run is resolved");
           return;
@@ -147,15 +150,18 @@ void ResolveOutgoing(const std::string& root, const TlsCredentials& credentials,
 void ServeAdmitted(TlsListener* listener, MoveTarget* target, CallGate* gate, SidecarState* log,
                    AcceptedSocket socket, std::unique_ptr<DoorPass> pass, int handshake_timeout_seconds) {
   const std::string address = socket.address;
+  log->metrics().handshakes().Add(1);
   Result<std::unique_ptr<TlsConnection>> conn =
       listener->Handshake(std::move(socket), handshake_timeout_seconds, pass->wake_fd(), "dropped by this end");
+  log->metrics().handshakes().Add(-1);
   if (!conn.ok()) {
     const std::string dropped = pass->dropped_why();
     if (!dropped.empty()) {
       log->LogDoor("dropped", "handshake", address, dropped);
     } else {
       const bool refused = conn.status().code() == Code::kPermissionDenied;
-      log->LogDoor(refused ? "refused" : "dropped", "handshake", address, conn.status().message());
+      log->LogDoor(refused ? "refused" : "dropped", "handshake", address, conn.status().message(),
+                   conn.status().code());
     }
     return;
   }
@@ -230,6 +236,25 @@ void FinishStop(MoveTarget* target, CallGate* gate, SidecarState* log, ServiceNo
   log->Note("stopped", std::to_string(pending.size()) + " move(s) in rolled back; no call in progress");
 }
 
+// "HOST:PORT" with the port `port` was given (0 picks one).
+std::string MetricsAddress(const std::string& given, uint16_t port) {
+  return given.substr(0, given.rfind(':')) + ":" + std::to_string(port);
+}
+
+// The numbers of `log` served on `address` (nothing when empty): a port of their own, never
+// the TLS port `tls_port`.
+Result<std::unique_ptr<MetricsServer>> StartMetrics(const std::string& address, uint16_t tls_port, SidecarState* log) {
+  if (address.empty()) return std::unique_ptr<MetricsServer>();
+  const std::string port = address.substr(address.rfind(':') + 1);
+  if (port == std::to_string(tls_port)) {
+    return Status::InvalidArgument("--metrics " + address,
+                                   "the port --listen serves TLS on; the numbers need a port of their own");
+  }
+  Result<std::unique_ptr<MetricsServer>> server = MetricsServer::Start(address, &log->registry());
+  if (!server.ok()) return server.status().WithContext("--metrics " + address);
+  return server;
+}
+
 }  // namespace
 
 Status RunSidecar(const SidecarOptions& args) {
@@ -251,6 +276,12 @@ Status RunSidecar(const SidecarOptions& args) {
   // cannot start leaves no folder behind.
   Result<std::unique_ptr<TlsListener>> listener = TlsListener::Listen(args.listen, credentials);
   if (!listener.ok()) return listener.status().WithContext("--listen " + args.listen);
+  std::string host = args.listen.substr(0, args.listen.rfind(':'));
+  std::string address = host + ":" + std::to_string((*listener)->port());
+  // Lives as long as the process.
+  auto log = std::make_unique<SidecarState>(args.root, address, stderr, LogSinkFor(args.log_json, stderr));
+  Result<std::unique_ptr<MetricsServer>> metrics = StartMetrics(args.metrics, (*listener)->port(), log.get());
+  if (!metrics.ok()) return metrics.status();
   // One sidecar per root: a second would empty the staging area under the first's moves.
   if (Status made = MakeDirectories(args.root); !made.ok()) return made.WithContext("--root");
   Result<ProcessLock> serving_root =
@@ -281,9 +312,6 @@ Status RunSidecar(const SidecarOptions& args) {
       return UnmountRetired(dir, JoinPath(mount_to, agent));
     });
   }
-  std::string host = args.listen.substr(0, args.listen.rfind(':'));
-  std::string address = host + ":" + std::to_string((*listener)->port());
-  auto log = std::make_unique<SidecarState>(args.root, address, stderr);  // lives as long as the process
   if (Status saved = log->Save(); !saved.ok()) return saved;
   for (const std::string& agent : left_staged) {
     log->Note("recovered", "move-in agent=" + agent + ": the staging area an earlier run left mid-way is emptied");
@@ -295,8 +323,9 @@ Status RunSidecar(const SidecarOptions& args) {
     member = std::move(*joined);
   }
   std::cout << "listening on " << address << "\n"
-            << "seal key " << *seal_hex << "\n"
-            << std::flush;
+            << "seal key " << *seal_hex << "\n";
+  if (*metrics) std::cout << "metrics on " << MetricsAddress(args.metrics, (*metrics)->port()) << "\n";
+  std::cout << std::flush;
   ServiceNotifier notifier;  // systemd's, when it runs the sidecar (Type=notify)
   notifier.Ready("listening on " + address);
   ResolveOutgoing(args.root, credentials, log.get());
@@ -320,6 +349,9 @@ Status RunSidecar(const SidecarOptions& args) {
   // This loop only accepts and admits: every handshake runs on its connection's thread, so no
   // peer, however slow, holds the door for another.
   while (!stopping) {
+    // The watchdog is pinged here, as the loop turns: a loop stuck anywhere misses its pings.
+    notifier.Alive();
+    if (!accepting->WaitForConnection(notifier.AliveEveryMillis())) continue;
     Result<AcceptedSocket> socket = accepting->AcceptSocket();
     if (!socket.ok()) {
       if (stopping) break;
@@ -331,7 +363,7 @@ Status RunSidecar(const SidecarOptions& args) {
     const std::string address = socket->address;
     Result<std::unique_ptr<DoorPass>> pass = door->Admit(socket->host);
     if (!pass.ok()) {
-      log->LogDoor("refused", "connection", address, pass.status().message());
+      log->LogDoor("refused", "connection", address, pass.status().message(), pass.status().code());
       continue;  // the socket closes here
     }
     try {
@@ -339,7 +371,8 @@ Status RunSidecar(const SidecarOptions& args) {
                   args.door.handshake_timeout_seconds)
           .detach();
     } catch (const std::system_error& e) {
-      log->LogDoor("refused", "connection", address, std::string("no thread to serve it: ") + e.what());
+      log->LogDoor("refused", "connection", address, std::string("no thread to serve it: ") + e.what(),
+                   Code::kUnavailable);
     }
   }
   FinishStop(serving, calls, log.get(), &notifier);
@@ -350,6 +383,7 @@ Status RunSidecar(const SidecarOptions& args) {
   (void)listener->release();
   (void)target->release();  // and the thread that drops silent moves
   (void)member.release();   // and the thread that keeps the lease
+  (void)metrics->release();  // scrapes are answered until the process ends
   return Status::Ok();
 }
 

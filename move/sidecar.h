@@ -33,9 +33,15 @@ struct SidecarOptions {
   StagingLimits staging;
   // With a url: a member of the fleet on etcd (move/sidecar_fleet.h).
   FleetArgs fleet;
+  // When set, HOST:PORT where the sidecar's numbers are served to Prometheus (plain HTTP,
+  // GET /metrics; move/sidecar_metrics.h); port 0 picks one.
+  std::string metrics;
+  // Log lines as JSON objects rather than text (move/sidecar_state.h, LogSink).
+  bool log_json = false;
 };
 
-// Listens, prints "listening on HOST:PORT" and "seal key HEX" on standard output (and tells
+// Listens, prints "listening on HOST:PORT", "seal key HEX" (and, with metrics, "metrics on
+// HOST:PORT") on standard output (and tells
 // systemd READY=1, move/service_notify.h), and serves until SIGTERM or SIGINT. Then no call
 // begins any more (move/call_gate.h), the calls in progress are given 60 s to finish, every
 // move in that did not activate is rolled back, and it returns Ok, leaving connections still

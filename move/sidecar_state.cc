@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <memory>
 
@@ -67,30 +69,70 @@ Result<std::vector<std::string>> TopFolders(const std::string& dir) {
 
 }  // namespace
 
-SidecarState::SidecarState(std::string root, std::string listen, FILE* log)
-    : root_(std::move(root)), listen_(std::move(listen)), started_(UtcNow()), log_(log) {}
+LogSink LogSinkFor(bool json, FILE* log) {
+  // Under systemd, standard error is a stream to journald when JOURNAL_STREAM names its device
+  // and inode (systemd.exec(5)); a redirection made since does not count.
+  LogSink sink{json, false};
+  const char* stream = std::getenv("JOURNAL_STREAM");
+  struct stat st;
+  if (stream != nullptr && ::fstat(::fileno(log), &st) == 0) {
+    sink.journal = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) == stream;
+  }
+  return sink;
+}
+
+SidecarState::SidecarState(std::string root, std::string listen, FILE* log, LogSink sink)
+    : root_(std::move(root)),
+      listen_(std::move(listen)),
+      started_(UtcNow()),
+      log_(log),
+      sink_(sink),
+      metrics_(&registry_, root_, [this] {
+        std::lock_guard<std::mutex> lock(mu_);
+        return moves_.size();
+      }) {}
 
 void SidecarState::Log(const std::string& event, const std::string& call, const std::string& agent,
-                       const std::string& move, uint64_t epoch, const std::string& peer, const std::string& why) {
-  std::string line = UtcNow() + " serve: " + event + " " + call + " agent=" + LogValue(agent) +
-                     " move=" + LogValue(move) + " epoch=" + std::to_string(epoch) + " peer=" + LogValue(peer);
+                       const std::string& move, uint64_t epoch, const std::string& peer, const std::string& why,
+                       Code code) {
+  metrics_.Event(event, call, agent, move);
+  if (event == "refused") metrics_.Refused(call, code);
+  std::string line = event + " " + call + " agent=" + LogValue(agent) + " move=" + LogValue(move) +
+                     " epoch=" + std::to_string(epoch) + " peer=" + LogValue(peer);
   if (!why.empty()) line += " why=" + Quoted(why);
-  std::lock_guard<std::mutex> lock(mu_);
-  std::fprintf(log_, "%s\n", line.c_str());
-  std::fflush(log_);
+  Json fields = {{"event", event}, {"call", call}, {"agent", agent}, {"move", move}, {"epoch", epoch}, {"peer", peer}};
+  if (!why.empty()) fields["why"] = why;
+  Write(event, line, std::move(fields));
 }
 
 void SidecarState::LogDoor(const std::string& event, const std::string& what, const std::string& peer,
-                        const std::string& why) {
-  std::string line = UtcNow() + " serve: " + event + " " + what + " peer=" + LogValue(peer) + " why=" + Quoted(why);
-  std::lock_guard<std::mutex> lock(mu_);
-  std::fprintf(log_, "%s\n", line.c_str());
-  std::fflush(log_);
+                           const std::string& why, Code code) {
+  if (event == "refused") metrics_.Refused(what, code);
+  Write(event, event + " " + what + " peer=" + LogValue(peer) + " why=" + Quoted(why),
+        {{"event", event}, {"call", what}, {"peer", peer}, {"why", why}});
 }
 
 void SidecarState::Note(const std::string& event, const std::string& text) {
+  Write(event, event + " " + text, {{"event", event}, {"text", text}});
+}
+
+void SidecarState::Write(const std::string& event, const std::string& text, Json fields) {
+  std::string line;
+  if (sink_.journal) {
+    // journald reads the line's priority from this prefix (sd-daemon(3)): a refusal, a drop,
+    // a failure or an expiry is a warning, every other event a notice of what happened.
+    const bool warning = event == "refused" || event == "dropped" || event == "failed" || event == "expired";
+    line = warning ? "<4>" : "<5>";
+  }
+  if (sink_.json) {
+    fields["time"] = UtcNow();
+    fields["program"] = "serve";
+    line += JsonText(fields);
+  } else {
+    line += UtcNow() + " serve: " + text;
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  std::fprintf(log_, "%s serve: %s %s\n", UtcNow().c_str(), event.c_str(), text.c_str());
+  std::fprintf(log_, "%s\n", line.c_str());
   std::fflush(log_);
 }
 
@@ -141,7 +183,8 @@ Result<OfferReply> LoggedTarget::Offer(const OfferRequest& asked) {
   request.source = source_;
   Result<OfferReply> reply = target_->Offer(request);
   if (!reply.ok()) {
-    state_->Log("refused", "offer", request.agent, request.move, request.epoch, peer_, reply.status().message());
+    state_->Log("refused", "offer", request.agent, request.move, request.epoch, peer_, reply.status().message(),
+                reply.status().code());
     return reply;
   }
   state_->Log("accepted", "offer", request.agent, request.move, request.epoch, peer_);
@@ -150,10 +193,14 @@ Result<OfferReply> LoggedTarget::Offer(const OfferRequest& asked) {
 }
 
 Result<HaveMap> LoggedTarget::Copy(const std::string& agent, const std::string& move, ByteSource* stream) {
-  Result<HaveMap> have = target_->Copy(agent, move, stream);
+  CountingSource counted(stream, &state_->metrics().bytes_received());
+  const auto began = std::chrono::steady_clock::now();
+  Result<HaveMap> have = target_->Copy(agent, move, &counted);
+  state_->metrics().copy_seconds().Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   uint64_t epoch = state_->EpochOf(agent, move);
   if (!have.ok()) {
-    state_->Log("refused", "copy", agent, move, epoch, peer_, have.status().message());
+    state_->Log("refused", "copy", agent, move, epoch, peer_, have.status().message(), have.status().code());
     state_->SetPhase(agent, move, epoch, peer_, "");  // a failed call drops the staged move
     return have;
   }
@@ -163,10 +210,12 @@ Result<HaveMap> LoggedTarget::Copy(const std::string& agent, const std::string& 
 }
 
 Status LoggedTarget::Switch(const std::string& agent, const std::string& move, ByteSource* stream) {
-  Status done = target_->Switch(agent, move, stream);
+  state_->metrics().Event("switch-begun", "switch", agent, move);
+  CountingSource counted(stream, &state_->metrics().bytes_received());
+  Status done = target_->Switch(agent, move, &counted);
   uint64_t epoch = state_->EpochOf(agent, move);
   if (!done.ok()) {
-    state_->Log("refused", "switch", agent, move, epoch, peer_, done.message());
+    state_->Log("refused", "switch", agent, move, epoch, peer_, done.message(), done.code());
     state_->SetPhase(agent, move, epoch, peer_, "");  // a failed call drops the staged move
     return done;
   }
@@ -178,7 +227,7 @@ Status LoggedTarget::Switch(const std::string& agent, const std::string& move, B
 Status LoggedTarget::Activate(const std::string& agent, const std::string& move, uint64_t epoch) {
   Status done = target_->Activate(agent, move, epoch);
   if (!done.ok()) {
-    state_->Log("refused", "activate", agent, move, epoch, peer_, done.message());
+    state_->Log("refused", "activate", agent, move, epoch, peer_, done.message(), done.code());
     state_->SetPhase(agent, move, epoch, peer_, "");  // a failed call drops the staged move
     return done;
   }
@@ -190,7 +239,7 @@ Status LoggedTarget::Activate(const std::string& agent, const std::string& move,
 Result<QueryReply> LoggedTarget::Query(const std::string& agent, const std::string& move) {
   Result<QueryReply> reply = target_->Query(agent, move);
   if (!reply.ok()) {
-    state_->Log("refused", "query", agent, move, 0, peer_, reply.status().message());
+    state_->Log("refused", "query", agent, move, 0, peer_, reply.status().message(), reply.status().code());
   } else {
     // A move not activated by now never will be: its staging area is gone.
     state_->SetPhase(agent, move, 0, peer_, "");
@@ -202,7 +251,7 @@ Status LoggedTarget::Abort(const std::string& agent, const std::string& move) {
   Status done = target_->Abort(agent, move);
   uint64_t epoch = state_->EpochOf(agent, move);
   if (!done.ok()) {
-    state_->Log("refused", "abort", agent, move, epoch, peer_, done.message());
+    state_->Log("refused", "abort", agent, move, epoch, peer_, done.message(), done.code());
     return done;
   }
   state_->Log("aborted", "abort", agent, move, epoch, peer_);

@@ -33,7 +33,9 @@
 #include <vector>
 
 #include "capsule/base/canonical_json.h"
+#include "capsule/base/metrics.h"
 #include "capsule/base/status.h"
+#include "move/sidecar_metrics.h"
 #include "move/target_api.h"
 
 namespace capsule::move {
@@ -46,18 +48,31 @@ struct MoveInFlight {
   std::string since;  // UTC RFC 3339: when the move reached its phase
 };
 
+// How log lines are written: `json`, one JSON object a line ({"time", "program": "serve",
+// "event", "call", "agent", "move", "epoch", "peer", "why"; "text" for a note}) instead of the
+// text form above; `journal`, each line prefixed with its syslog priority ("<4>" for refused,
+// dropped, failed and expired, "<5>" for the rest), which journald reads and strips.
+struct LogSink {
+  bool json = false;
+  bool journal = false;
+};
+// The sink for `log`: journal when systemd connected it to journald (JOURNAL_STREAM).
+LogSink LogSinkFor(bool json, FILE* log);
+
 class SidecarState {
  public:
-  // Log lines go to `log` (standard error for `capsule serve`); the state file is
-  // ROOT/.sidecar.json, written whole (WriteFileAtomic) at every change.
-  SidecarState(std::string root, std::string listen, FILE* log);
+  // Log lines go to `log` (standard error for `capsule serve`) as `sink` says; the state file
+  // is ROOT/.sidecar.json, written whole (WriteFileAtomic) at every change.
+  SidecarState(std::string root, std::string listen, FILE* log, LogSink sink = {});
 
-  // One log line: "TS serve: EVENT CALL agent=A move=M epoch=E peer=P[ why="..."]".
+  // One log line: "TS serve: EVENT CALL agent=A move=M epoch=E peer=P[ why="..."]", counted
+  // in metrics() (a refusal by `code`).
   void Log(const std::string& event, const std::string& call, const std::string& agent, const std::string& move,
-           uint64_t epoch, const std::string& peer, const std::string& why = "");
+           uint64_t epoch, const std::string& peer, const std::string& why = "", Code code = Code::kOk);
   // A line about a connection at the door: "TS serve: EVENT WHAT peer=P why="..."" (EVENT
   // refused, dropped or failed; WHAT connection or handshake).
-  void LogDoor(const std::string& event, const std::string& what, const std::string& peer, const std::string& why);
+  void LogDoor(const std::string& event, const std::string& what, const std::string& peer, const std::string& why,
+               Code code = Code::kOk);
   // A free-form line ("TS serve: recovered ..."), for what no call caused.
   void Note(const std::string& event, const std::string& text);
   // A move in reaches `phase` ("" when it ended: activated, aborted, refused).
@@ -71,15 +86,23 @@ class SidecarState {
   // The fleet this sidecar is a member of (--fleet), its name there and its lease, for the
   // state file (capsule sidecar status); called again when the lease changes.
   void SetFleet(const std::string& url, const std::string& name, int64_t lease, int64_t ttl);
+  // The sidecar's numbers (move/sidecar_metrics.h), and the registry they are kept in.
+  SidecarMetrics& metrics() { return metrics_; }
+  const MetricsRegistry& registry() const { return registry_; }
 
  private:
   Status SaveLocked();  // REQUIRES: mu_ held
+  // One line: `text` (after the time and "serve: ") or `fields` as JSON, by the sink.
+  void Write(const std::string& event, const std::string& text, Json fields);
 
   const std::string root_, listen_, started_;
   FILE* const log_;
+  const LogSink sink_;
   std::mutex mu_;
   std::map<std::string, MoveInFlight> moves_;  // by agent; guarded by mu_
   Json fleet_;  // {"url","name","lease","ttl"} when a member of a fleet; guarded by mu_
+  MetricsRegistry registry_;
+  SidecarMetrics metrics_;
 };
 
 // The calls of one connection, answered by `target` and logged (and tracked) in `state`.

@@ -13,6 +13,7 @@ packages=(
   libseccomp-dev libhnswlib-dev
   lintian dpkg-dev file libsystemd-dev systemd
   etcd-server etcd-client libcurl4-openssl-dev
+  python3-prometheus-client
 )
 
 missing=()

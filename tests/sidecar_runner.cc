@@ -46,6 +46,13 @@ Sidecar::Sidecar(const std::string& root, const std::string& pki, const std::str
   address_ = line.substr(std::string("listening on ").size());
 }
 
+std::string Sidecar::NextLine() {
+  std::string line;
+  char c;
+  while (::read(out_.get(), &c, 1) == 1 && c != '\n') line.push_back(c);
+  return line;
+}
+
 void Sidecar::Stop() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGTERM);

@@ -28,6 +28,9 @@ class Sidecar {
 
   // SIGTERM, then waits for it; a second call does nothing.
   void Stop();
+  // The next line it printed on standard output after "listening on" ("seal key HEX",
+  // "metrics on HOST:PORT"), without its end; "" at the end.
+  std::string NextLine();
   const std::string& address() const { return address_; }
   pid_t pid() const { return pid_; }
 

@@ -168,6 +168,14 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   serve->add_option("--sandbox-cache", serve_args->sandbox_cache,
                     "Build each arriving agent's sandbox in this cache (or find it there) before its move can activate; "
                     "a sandbox that cannot be built refuses the move");
+  serve->add_option("--metrics", serve_args->metrics,
+                    "HOST:PORT to serve the sidecar's numbers on, for Prometheus (plain HTTP, GET /metrics; a port of "
+                    "its own, e.g. 127.0.0.1:9420; PORT 0 picks one)");
+  auto log_format = std::make_shared<std::string>("text");
+  serve->add_option("--log-format", *log_format,
+                    "Log lines as text (TIME serve: EVENT CALL key=value...) or json (one object a line); under "
+                    "systemd each line also carries its priority for journald (default text)")
+      ->check(CLI::IsMember({"text", "json"}));
   move::DoorLimits& door = serve_args->door;
   serve->add_option("--handshake-timeout", door.handshake_timeout_seconds,
                     "Seconds a peer has to complete its TLS handshake (default " +
@@ -211,8 +219,9 @@ void RegisterMoveCommands(CLI::App& app, int* exit_code) {
   serve->add_option("--fleet-cert", fleet.cert, "Client certificate for etcd (PEM; with --fleet-cacert)");
   serve->add_option("--fleet-key", fleet.key, "Client certificate's private key for etcd (PEM)");
   serve->footer("The protocol, its failure rules and recovery, the door's limits, the fleet: man capsule-protocol.7");
-  serve->callback([serve_args, staging_timeout, exit_code] {
+  serve->callback([serve_args, staging_timeout, log_format, exit_code] {
     serve_args->staging.silence = std::chrono::seconds(*staging_timeout);
+    serve_args->log_json = *log_format == "json";
     // The folders it makes lie outside every capsule (a mount's files/ excepted).
     for (const auto& [what, path] : {std::pair<const char*, const std::string&>{"--root", serve_args->root},
                                      {"--mount-to", serve_args->mount_to},

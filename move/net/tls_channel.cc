@@ -508,6 +508,12 @@ void TlsListener::Shutdown() {
   [[maybe_unused]] const ssize_t n = write(wake_fd_.get(), &one, sizeof one);
 }
 
+bool TlsListener::WaitForConnection(int timeout_ms) {
+  pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+  int n = ::poll(fds, 2, timeout_ms);
+  return n != 0;  // an error (EINTR) too: AcceptSocket then decides
+}
+
 Result<AcceptedSocket> TlsListener::AcceptSocket() {
   const std::string what = "accept on port " + std::to_string(port_);
   UniqueFd fd;

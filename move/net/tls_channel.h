@@ -124,6 +124,12 @@ class TlsListener {
   // to Handshake on another. Unavailable once Shutdown is called.
   Result<AcceptedSocket> AcceptSocket();
 
+  // Waits up to `timeout_ms` (-1: no limit) for a connection to accept: true when one waits
+  // (or the listener is shut down, so that AcceptSocket returns at once), false when the time
+  // ran out. For a server loop that has something to do even when nobody connects (the
+  // watchdog's ping of capsule serve).
+  bool WaitForConnection(int timeout_ms);
+
   // Completes the TLS handshake of `socket` by `timeout_seconds` from now (0 = no limit), or
   // gives it up (Unavailable saying `woken_why`) as soon as `wake_fd` (or -1 for none)
   // becomes readable. Errors as Accept's; thread-safe (handshakes run at once).
