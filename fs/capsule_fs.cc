@@ -111,7 +111,7 @@ Status CapsuleFs::LoadWorkspace(bool writable) {
     CAPSULE_ASSIGN_OR_RETURN(ChangeLog * log, ChangeLog::Open(log_path, std::move(fd)));
     log_.reset(log);
   }
-  return BuildTree(snapshot, times);
+  return BuildTree(snapshot, times, LoadWorkspaceInodes(folder_, local::kInodes));
 }
 
 void CapsuleFs::SetSession(fuse_session* session) {

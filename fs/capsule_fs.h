@@ -32,6 +32,8 @@
 #include "capsule/format/manifest.h"
 #include "capsule/format/verify.h"
 #include "capsule/format/workspace.h"
+#include "capsule/format/workspace_inodes.h"
+#include "capsule/format/workspace_times.h"
 #include "fs/change_log.h"
 #include "fs/entry_notifier.h"
 #include "fs/journal_sink.h"
@@ -72,6 +74,7 @@ struct Handle {
   std::vector<DirEntry> entries;          // folders: listed at opendir
   std::unique_ptr<LineAssembler> journal; // the journal, when a sink is plugged in
   bool append = false;                    // O_APPEND: every write lands at the end
+  bool keep_cache = false;                // the kernel may keep its page cache (Node::content_resets)
   // This handle changed the file since its last commit (guarded by node->wc_mu): its close
   // commits then. A close (or a late release) of a handle that changed nothing commits
   // nothing, so it never commits another opening's write half-way.
@@ -203,7 +206,9 @@ class CapsuleFs {
   explicit CapsuleFs(MountOptions options, MountState state);
 
   // tree.cc: nodes, paths, attributes.
-  std::shared_ptr<Node> NewNode(NodeKind kind, Node* parent, const std::string& name);  // needs tree_mu_
+  // `ino`: the number it had at the last checkpoint (BuildTree), when no node has it; else a new one.
+  std::shared_ptr<Node> NewNode(NodeKind kind, Node* parent, const std::string& name,
+                                fuse_ino_t ino = 0);  // needs tree_mu_
   std::shared_ptr<Node> Get(fuse_ino_t ino);
   // The node of `ino`, or ENOENT naming `name` (the entry being looked for); needs tree_mu_.
   Result<Node*> NodeOf(fuse_ino_t ino, const std::string& name);
@@ -216,7 +221,11 @@ class CapsuleFs {
   std::vector<std::string> WsPaths(const Node* node) const;
   // The workspace from a snapshot; a node gets its time from `times` (now when absent).
   Status LoadWorkspace(bool writable);  // the snapshot and the change log into the tree
-  Status BuildTree(const Snapshot& snapshot, const WorkspaceTimes& times);
+  // `inodes` gives a node its inode number, change and access times as the last checkpoint
+  // kept them (a remount shows them unchanged).
+  Status BuildTree(const Snapshot& snapshot, const WorkspaceTimes& times, const WorkspaceInodes& inodes = {});
+  // Every workspace path's inode number and times, for .capsule/inodes.json; needs tree_mu_.
+  WorkspaceInodes InodeTable() const;
   // The whole workspace as one change: every entry and its time; needs tree_mu_.
   WorkspaceChange WholeWorkspace() const;
   static Snapshot SnapshotOf(WorkspaceChange whole);
@@ -318,6 +327,9 @@ class CapsuleFs {
   StateGate gate_;
   DigestCache verified_blobs_;  // what Freeze and PreVerify hashed; the journal's hash state (Checkpoint)
   std::atomic<bool> preverify_cancelled_{false};
+  // Read requests for workspace files the kernel sent us (not served from its page cache):
+  // the status's workspace_reads.
+  std::atomic<uint64_t> workspace_reads_{0};
   // A PreVerify finished since a freeze last got as far as its verify (only the mount writes
   // the folder, so its digests stay good however long ago that was).
   std::atomic<bool> preverified_{false};

@@ -149,6 +149,7 @@ Status CapsuleFs::EnsureWorkingCopy(Node* node, bool empty) {
 
 void CapsuleFs::DropWorkingCopy(Node* node) {
   if (!node->wc) return;
+  if (node->wc->dirty) ++node->content_resets;  // the kernel's cache holds writes that are gone
   ::unlinkat(work_.get(), BaseName(node->wc->path).c_str(), 0);
   node->wc.reset();
 }
@@ -312,9 +313,11 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
     verify_listing = std::async(std::launch::async, [&dir, verify] { return ListBlobsToVerify(dir, *verify); });
   }
   WorkspaceChange whole;
+  WorkspaceInodes inodes;
   {
     std::shared_lock lock(tree_mu_);
     whole = WholeWorkspace();
+    inodes = InodeTable();
   }
   WorkspaceTimes times = std::move(whole.times);
   Snapshot snapshot = SnapshotOf(std::move(whole));
@@ -362,7 +365,9 @@ Status CapsuleFs::Checkpoint(SavedCapsule* saved, const VerifyOptions* verify) {
     CAPSULE_RETURN_IF_ERROR(RecordMountWrite(folder_, kSnapshotPath, snapshot_digest));  // ahead of its manifest
     CAPSULE_RETURN_IF_ERROR(folder_.WriteFileAtomic(kSnapshotPath, snapshot_bytes, 0644));
     CAPSULE_ASSIGN_OR_RETURN(std::string times_text, WorkspaceTimesText(times));
-    return folder_.WriteFileAtomic(local::kTimes, times_text, 0644);
+    CAPSULE_RETURN_IF_ERROR(folder_.WriteFileAtomic(local::kTimes, times_text, 0644));
+    CAPSULE_ASSIGN_OR_RETURN(std::string inodes_text, WorkspaceInodesText(inodes));
+    return folder_.WriteFileAtomic(local::kInodes, inodes_text, 0600);
   });
   std::shared_ptr<const Manifest> manifest;
   std::vector<std::string> edited_beside;

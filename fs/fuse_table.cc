@@ -132,6 +132,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (!h.ok()) return ReplyStatus(req, h.status());
   fi->fh = reinterpret_cast<uint64_t>(*h);
   fi->direct_io = UsesPageCache((*h)->node->kind) ? 0 : 1;
+  fi->keep_cache = (*h)->keep_cache ? 1 : 0;  // an unchanged file's cache outlives its last close
   fuse_reply_open(req, fi);
 }
 

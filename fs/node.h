@@ -122,6 +122,14 @@ struct Node {
   std::set<Handle*> writers;
   std::unique_ptr<WorkingCopy> wc;  // a pointer: most nodes never have one
   uint64_t commits = 0;
+  // The kernel's page cache of a workspace file: every write reaches it on its way to us, so
+  // it stays the file's content unless the driver's content parts from what those writes made
+  // (writes dropped without a commit), which bumps `content_resets`. `cache_filled_at`: that
+  // count at the last open. An open keeps the kernel's cache (FOPEN_KEEP_CACHE) while the two
+  // agree; otherwise the kernel drops it. A file renamed over, or another mount's, is another
+  // inode with a cache of its own.
+  uint64_t content_resets = 0;
+  uint64_t cache_filled_at = ~0ull;
 };
 
 bool IsDirKind(NodeKind kind);

@@ -86,12 +86,13 @@ Result<Handle*> CapsuleFs::do_open(fuse_ino_t ino, int flags, const WriteTicket*
       CAPSULE_RETURN_IF_ERROR(CommittedFile(node.get(), h.get()).status());
       break;
     }
-    case NodeKind::kWsFile:
-      if (!writes) {
-        std::lock_guard wc_lock(node->wc_mu);
-        CAPSULE_RETURN_IF_ERROR(CommittedFile(node.get(), h.get()).status());
-      }
+    case NodeKind::kWsFile: {
+      std::lock_guard wc_lock(node->wc_mu);
+      if (!writes) CAPSULE_RETURN_IF_ERROR(CommittedFile(node.get(), h.get()).status());
+      h->keep_cache = node->cache_filled_at == node->content_resets;
+      node->cache_filled_at = node->content_resets;
       break;
+    }
   }
   if (writes && !h->journal) {
     std::optional<WriteTicket> ticket;
@@ -218,6 +219,7 @@ Result<ReadReply> CapsuleFs::do_read(Handle* h, size_t size, off_t off) {
     return reply;
   }
   if (node->kind != NodeKind::kWsFile && node->kind != NodeKind::kRealFile) return FsError(EISDIR, NameOf(node));
+  if (node->kind == NodeKind::kWsFile) workspace_reads_.fetch_add(1, std::memory_order_relaxed);
   // Every open reads the file as its writers have made it so far: the working copy while
   // there is one, the committed file otherwise.
   std::lock_guard wc_lock(node->wc_mu);

@@ -153,6 +153,7 @@ Result<std::string> CapsuleFs::StatusJson() {
   json["epoch"] = record.ok() ? record->epoch : manifest_->holder_epoch;
   json["dir"] = options_.dir;  // the capsule folder behind the mount, for capsule move
   json["writes_waiting"] = gate_.waiting();  // changes of content waiting for a thaw now
+  json["workspace_reads"] = workspace_reads_.load(std::memory_order_relaxed);
   return CanonicalJson(json, "status");
 }
 

@@ -42,8 +42,9 @@ CapsuleFs::~CapsuleFs() {
   for (Handle* h : handles_) delete h;  // opens the kernel never released: the mount is gone
 }
 
-std::shared_ptr<Node> CapsuleFs::NewNode(NodeKind kind, Node* parent, const std::string& name) {
-  auto node = std::make_shared<Node>(next_ino_++, kind);
+std::shared_ptr<Node> CapsuleFs::NewNode(NodeKind kind, Node* parent, const std::string& name, fuse_ino_t ino) {
+  if (ino < 2 || nodes_.count(ino) != 0) ino = next_ino_++;
+  auto node = std::make_shared<Node>(ino, kind);
   node->name = name;
   node->parent = parent;
   node->mtime = Now();
@@ -98,7 +99,7 @@ std::vector<std::string> CapsuleFs::WsPaths(const Node* node) const {
   return paths;
 }
 
-Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& times) {
+Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& times, const WorkspaceInodes& inodes) {
   std::unique_lock lock(tree_mu_);
   root_ = std::make_shared<Node>(FUSE_ROOT_ID, NodeKind::kVirtualDir);
   root_->mtime = Now();
@@ -110,6 +111,21 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& time
   auto artifacts = NewNode(NodeKind::kVirtualDir, root_.get(), "artifacts");
   NewNode(NodeKind::kRendered, artifacts.get(), "snapshot.json")->document = Document::kSnapshot;
   NewNode(NodeKind::kRealDir, artifacts.get(), "blobs");
+  // The numbers the last checkpoint kept are taken again; a new node's comes after them all.
+  for (const auto& [path, record] : inodes) next_ino_ = std::max<fuse_ino_t>(next_ino_, record.ino + 1);
+  auto kept = [&](const std::string& path) -> const InodeRecord* {
+    auto it = inodes.find(path);
+    return it == inodes.end() ? nullptr : &it->second;
+  };
+  auto keep_times = [](Node* node, const InodeRecord* record) {
+    if (record == nullptr) return;
+    node->ctime = record->ctime;
+    node->atime = record->atime;
+  };
+  if (const InodeRecord* files = kept(""); files != nullptr) {
+    keep_times(files_.get(), files);
+    if (files->mtime) files_->mtime = *files->mtime;
+  }
   // Workspace entries in path order, so that a folder comes before what it holds.
   std::map<uint64_t, Node*> link_groups;  // the first name of each hard-linked file
   for (const auto& [path, entry] : snapshot.entries()) {
@@ -119,7 +135,9 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& time
       std::string part = path.substr(start, slash - start);
       auto it = parent->children.find(part);
       if (it == parent->children.end()) {
-        parent = NewNode(NodeKind::kWsDir, parent, part).get();  // implied folder
+        const InodeRecord* record = kept(path.substr(0, slash));
+        parent = NewNode(NodeKind::kWsDir, parent, part, record ? record->ino : 0).get();  // implied folder
+        keep_times(parent, record);
       } else if (it->second->kind != NodeKind::kWsDir) {
         return Status::Corruption(kSnapshotPath, "'" + path + "' lies under a non-folder");
       } else {
@@ -144,13 +162,16 @@ Status CapsuleFs::BuildTree(const Snapshot& snapshot, const WorkspaceTimes& time
       existing->uid = entry.uid;
       existing->gid = entry.gid;
       if (time != times.end()) existing->mtime = time->second;
+      keep_times(existing, kept(path));
       continue;
     }
     NodeKind kind = entry.type == SnapshotEntry::Type::kFile        ? NodeKind::kWsFile
                     : entry.type == SnapshotEntry::Type::kDirectory ? NodeKind::kWsDir
                     : entry.type == SnapshotEntry::Type::kSymlink   ? NodeKind::kWsLink
                                                                     : NodeKind::kWsSpecial;
-    auto node = NewNode(kind, parent, leaf);
+    const InodeRecord* record = kept(path);
+    auto node = NewNode(kind, parent, leaf, record ? record->ino : 0);
+    keep_times(node.get(), record);
     if (entry.link != 0) {
       node->link_group = entry.link;
       link_groups[entry.link] = node.get();
@@ -245,6 +266,26 @@ void CapsuleFs::AddSubtree(const Node* node, const std::string& path, WorkspaceC
 }
 
 Snapshot CapsuleFs::SnapshotOf(WorkspaceChange whole) { return Snapshot(std::move(whole.set)); }
+
+WorkspaceInodes CapsuleFs::InodeTable() const {
+  WorkspaceInodes table;
+  auto record = [](const Node* node) {
+    return InodeRecord{node->ino, node->ctime, node->atime, std::nullopt};  // ctime {}: as mtime
+  };
+  InodeRecord files = record(files_.get());
+  files.mtime = files_->mtime;
+  table.emplace("", files);
+  // Depth first, in path order: each folder's entries after it.
+  std::vector<std::pair<const Node*, std::string>> stack;
+  for (auto it = files_->children.begin(); it != files_->children.end(); ++it) stack.emplace_back(it->second.get(), it->first);
+  while (!stack.empty()) {
+    auto [node, path] = std::move(stack.back());
+    stack.pop_back();
+    table.emplace_hint(table.end(), path, record(node));
+    for (const auto& [name, child] : node->children) stack.emplace_back(child.get(), path + "/" + name);
+  }
+  return table;
+}
 
 WorkspaceChange CapsuleFs::WholeWorkspace() const {
   WorkspaceChange all;

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): the capsule mount against libfuse's own passthrough_ll (built from
-# Debian's examples) as it comes and with -o default_permissions (the kernel checks access
+# Debian's examples) as it comes, with -o default_permissions (the kernel checks access
 # against each entry's owner and mode, as capsulefs always has it: after a create it asks for
-# the folder's attributes again before the next lookup, one more round trip), and the native
-# folder, in the same run: sequential write and read MB/s,
+# the folder's attributes again before the next lookup, one more round trip), and with
+# capsulefs's whole cache policy (pt_same: default_permissions, entries and attributes kept an
+# hour, timeout=3600, the page cache kept across opens, cache=always; no writeback cache in
+# either): the yardstick the goals are read against (cap/same). Beside them the native folder,
+# in the same run: sequential write and read MB/s, a re-read of the same file through a new
+# open,
 # small-file create+write+close per second, stat and readdir per second, durable journal
 # appends, tar -x + git add + commit of a few thousand files (seconds: lower is better), and the
 # cost of committing one small file in a capsule of 10 and of 100,000 files.
@@ -36,18 +40,23 @@ trap cleanup EXIT
 wait_mount() { for _ in $(seq 200); do [ "$(stat -f -c %T "$1")" = fuseblk ] || [ "$(stat -f -c %t "$1")" = 65735546 ] && return 0; sleep 0.05; done; echo "no mount at $1" >&2; exit 1; }
 
 # The contenders: a capsule mount (its files/), passthrough_ll over a folder, the folder itself.
-rm -rf "$work/ws" "$work/cap" "$work/pt-src" "$work/dp-src" "$work/native" "$work/mnt-cap" "$work/mnt-pt" "$work/mnt-dp"
-mkdir -p "$work/ws" "$work/pt-src" "$work/dp-src" "$work/native" "$work/mnt-cap" "$work/mnt-pt" "$work/mnt-dp"
+rm -rf "$work/ws" "$work/cap" "$work/pt-src" "$work/dp-src" "$work/same-src" "$work/native" "$work/mnt-cap" \
+  "$work/mnt-pt" "$work/mnt-dp" "$work/mnt-same"
+mkdir -p "$work/ws" "$work/pt-src" "$work/dp-src" "$work/same-src" "$work/native" "$work/mnt-cap" "$work/mnt-pt" \
+  "$work/mnt-dp" "$work/mnt-same"
 echo seed > "$work/ws/seed"
 "$capsule" init "$work/cap" --id bench --name Bench --workspace "$work/ws" >/dev/null
 "$capsulefs" "$work/cap" "$work/mnt-cap" -f & pids+=($!); mounts+=("$work/mnt-cap")
 "$work/passthrough_ll" -f -o source="$work/pt-src" "$work/mnt-pt" & pids+=($!); mounts+=("$work/mnt-pt")
 "$work/passthrough_ll" -f -o source="$work/dp-src",default_permissions "$work/mnt-dp" & pids+=($!); mounts+=("$work/mnt-dp")
+"$work/passthrough_ll" -f -o source="$work/same-src",default_permissions,timeout=3600,cache=always "$work/mnt-same" &
+pids+=($!); mounts+=("$work/mnt-same")
 wait_mount "$work/mnt-cap"
 wait_mount "$work/mnt-pt"
 wait_mount "$work/mnt-dp"
+wait_mount "$work/mnt-same"
 
-measure() {  # prints: seq_write seq_read creates stats readdirs
+measure() {  # prints: seq_write seq_read reread creates stats readdirs
   python3 - "$1" "$seq_mib" "$small" <<'PY'
 import os, sys, time
 root, seq_mib, small = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -66,6 +75,12 @@ while os.read(fd, 1 << 20):
     pass
 os.close(fd)
 read = seq_mib / (time.perf_counter() - t)
+t = time.perf_counter()  # the same file again through a new open: the page cache, if kept
+fd = os.open(path, os.O_RDONLY)
+while os.read(fd, 1 << 20):
+    pass
+os.close(fd)
+reread = seq_mib / (time.perf_counter() - t)
 d = os.path.join(root, "small")
 os.mkdir(d)
 data = b"x" * 1024
@@ -85,26 +100,30 @@ t = time.perf_counter()
 for _ in range(20):
     assert len(os.listdir(d)) == small
 readdirs = 20 * small / (time.perf_counter() - t)
-print("%.1f %.1f %.0f %.0f %.0f" % (write, read, creates, stats, readdirs))
+print("%.1f %.1f %.1f %.0f %.0f %.0f" % (write, read, reread, creates, stats, readdirs))
 PY
 }
 
 echo "measuring: seq ${seq_mib} MiB (fsync at the end), $small small files of 1 KiB"
-read -r c_w c_r c_c c_s c_d < <(measure "$work/mnt-cap/files")
-read -r p_w p_r p_c p_s p_d < <(measure "$work/mnt-pt")
-read -r d_w d_r d_c d_s d_d < <(measure "$work/mnt-dp")
-read -r n_w n_r n_c n_s n_d < <(measure "$work/native")
+read -r c_w c_r c_rr c_c c_s c_d < <(measure "$work/mnt-cap/files")
+read -r p_w p_r p_rr p_c p_s p_d < <(measure "$work/mnt-pt")
+read -r d_w d_r d_rr d_c d_s d_d < <(measure "$work/mnt-dp")
+read -r s_w s_r s_rr s_c s_s s_d < <(measure "$work/mnt-same")
+read -r n_w n_r n_rr n_c n_s n_d < <(measure "$work/native")
 ratio() { python3 -c "print('%.2f' % ($1 / $2))"; }
-printf '%-34s %10s %10s %10s %10s %8s %8s %10s\n' "" capsulefs "pt_ll" "pt_ll+dp" native "cap/pt" "cap/dp" "cap/native"
-row() {
-  printf '%-34s %10s %10s %10s %10s %8s %8s %10s\n' "$1" "$2" "$3" "$4" "$5" "$(ratio "$2" "$3")" "$(ratio "$2" "$4")" \
-    "$(ratio "$2" "$5")"
+# cap/same is the goal's column: capsulefs against passthrough_ll with the same options.
+printf '%-34s %10s %10s %10s %10s %10s %8s %8s %10s\n' "" capsulefs "pt_ll" "pt_ll+dp" "pt_same" native "cap/same" \
+  "cap/pt" "cap/native"
+row() {  # label capsulefs pt_ll pt_ll+dp pt_same native
+  printf '%-34s %10s %10s %10s %10s %10s %8s %8s %10s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$(ratio "$2" "$5")" \
+    "$(ratio "$2" "$3")" "$(ratio "$2" "$6")"
 }
-row "sequential write MB/s" "$c_w" "$p_w" "$d_w" "$n_w"
-row "sequential read MB/s" "$c_r" "$p_r" "$d_r" "$n_r"
-row "small create+write+close /s" "$c_c" "$p_c" "$d_c" "$n_c"
-row "stat /s" "$c_s" "$p_s" "$d_s" "$n_s"
-row "readdir entries /s" "$c_d" "$p_d" "$d_d" "$n_d"
+row "sequential write MB/s" "$c_w" "$p_w" "$d_w" "$s_w" "$n_w"
+row "sequential read MB/s" "$c_r" "$p_r" "$d_r" "$s_r" "$n_r"
+row "re-read, new open MB/s" "$c_rr" "$p_rr" "$d_rr" "$s_rr" "$n_rr"
+row "small create+write+close /s" "$c_c" "$p_c" "$d_c" "$s_c" "$n_c"
+row "stat /s" "$c_s" "$p_s" "$d_s" "$s_s" "$n_s"
+row "readdir entries /s" "$c_d" "$p_d" "$d_d" "$s_d" "$n_d"
 
 # Journal appends: one line per write(2) on an O_APPEND descriptor; each is chained, canonical
 # and fdatasync'ed by the driver before the write returns. The baselines append the same
@@ -143,14 +162,16 @@ git_commit() {  # $1 = folder to work in; prints seconds for copy + git init/add
 g_c=$(git_commit "$work/mnt-cap/files")
 g_p=$(git_commit "$work/mnt-pt")
 g_d=$(git_commit "$work/mnt-dp")
+g_s=$(git_commit "$work/mnt-same")
 g_n=$(git_commit "$work/native")
-row "tar -x + git add+commit, s ($git_files)" "$g_c" "$g_p" "$g_d" "$g_n"
+row "tar -x + git add+commit, s ($git_files)" "$g_c" "$g_p" "$g_d" "$g_s" "$g_n"
 
 j_c=$(appends "$work/mnt-cap/memory/timeline_events.jsonl" 0)
 j_p=$(appends "$work/mnt-pt/journal.jsonl" 1)
 j_d=$(appends "$work/mnt-dp/journal.jsonl" 1)
+j_s=$(appends "$work/mnt-same/journal.jsonl" 1)
 j_n=$(appends "$work/native/journal.jsonl" 1)
-row "journal appends /s (durable each)" "$j_c" "$j_p" "$j_d" "$j_n"
+row "journal appends /s (durable each)" "$j_c" "$j_p" "$j_d" "$j_s" "$j_n"
 cleanup
 mounts=()
 pids=()

@@ -27,6 +27,9 @@ inline constexpr char kControlSocket[] = ".capsule/control.sock";
 inline constexpr char kWorkDir[] = ".capsule/work";
 inline constexpr char kWorkspaceLog[] = ".capsule/workspace.log";
 inline constexpr char kTimes[] = ".capsule/times.json";
+// Each workspace path's inode number, change and access time as the mount last showed them
+// (capsule/format/workspace_inodes.h): a remount shows them unchanged.
+inline constexpr char kInodes[] = ".capsule/inodes.json";
 // The files a mount wrote outside the workspace since its last checkpoint, each with the
 // digest it wrote (capsule/format/trust.h): what its crash recovery may find changed.
 inline constexpr char kMountWrites[] = ".capsule/mount-writes.log";

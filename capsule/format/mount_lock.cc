@@ -152,6 +152,12 @@ Status WaitForUnmountToFinish(const std::string& dir, std::chrono::milliseconds 
       "capsulefs is still finishing an unmount");
 }
 
+bool HeldByDriver(const std::string& dir) {
+  UniqueFd lock(::open(JoinPath(dir, local::kMountLock).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!lock.valid()) return false;  // never mounted here
+  return ::flock(lock.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+}
+
 Status WaitForDriverToExit(const std::string& dir, std::chrono::milliseconds timeout) {
   return WaitForLock(dir, timeout, [] { return false; }, "capsulefs has not exited");
 }

@@ -31,6 +31,9 @@ std::string RecordedMountpoint(const std::string& dir);
 Status WaitForUnmountToFinish(const std::string& dir,
                               std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+// Whether a capsulefs holds the folder now (mounted and serving it, or finishing an unmount).
+bool HeldByDriver(const std::string& dir);
+
 // Waits until no capsulefs holds the folder at all (after an unmount, once the driver has
 // exited), up to `timeout`; then Unavailable.
 Status WaitForDriverToExit(const std::string& dir,

@@ -84,6 +84,29 @@ Status CheckTrustedForMount(const DirFd& folder, const Manifest& manifest) {
   return left.empty() ? Status::Ok() : Untrusted(dir, left);
 }
 
+void SetAsidePendingWrites(const DirFd& folder, VerifyReport* report) {
+  const std::map<std::string, std::optional<FileDigest>> writes = LoadMountWrites(folder);
+  auto ends_with = [](const std::string& text, std::string_view tail) {
+    return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  std::vector<std::string> left;
+  for (std::string& problem : report->problems) {
+    const size_t colon = problem.find(": ");
+    const std::string path = problem.substr(0, colon);
+    bool pending = false;
+    if (IsBlobPath(path)) {
+      // Stored by a commit since the checkpoint; "blob digest does not match its name" stays.
+      pending = ends_with(problem, ": not in manifest") ||
+                problem.find(": unreferenced blob: ", colon) == colon;
+    } else if (auto written = writes.find(path); written != writes.end()) {
+      Result<std::optional<FileDigest>> found = DigestBeneath(folder, path);
+      pending = found.ok() && *found == written->second;
+    }
+    (pending ? report->pending : left).push_back(std::move(problem));
+  }
+  report->problems = std::move(left);
+}
+
 Status RecordMountWrite(const DirFd& folder, const std::string& path, const std::optional<FileDigest>& written) {
   Json line = {{"path", path}};
   if (written) {

@@ -27,6 +27,7 @@
 #include "capsule/base/dir_fd.h"
 #include "capsule/base/status.h"
 #include "capsule/format/manifest.h"
+#include "capsule/format/verify.h"
 
 namespace capsule {
 
@@ -58,6 +59,15 @@ Status RecordMountWrite(const DirFd& folder, const std::string& path, const std:
 // and verify checks its chain.
 Result<std::vector<std::string>> RefreshMountWrites(const DirFd& folder, const std::vector<std::string>& paths,
                                                     Manifest* manifest, DigestCache* growing = nullptr);
+
+// A verify of a folder a running mount serves checks its last checkpoint: the manifest on
+// disk is the one that checkpoint wrote. Moves from `report->problems` to `report->pending`
+// each problem the mount's writes since then explain, and only those: a blob that is not in
+// the manifest or not named by the snapshot (the mount stores each commit as a blob, listed at
+// its next checkpoint; its bytes are still checked against its name), and a non-blob file
+// found as the mount's last recorded write (RecordMountWrite) left it, or gone as it removed
+// it. Any other problem stays one.
+void SetAsidePendingWrites(const DirFd& folder, VerifyReport* report);
 
 // Forgets the mount's writes: called once a checkpoint's manifest lists them.
 Status ClearMountWrites(const DirFd& folder);

@@ -60,6 +60,10 @@ struct VerifyReport {
   // failed on.
   std::vector<std::string> warnings;
   size_t files_checked = 0;           // files listed in the manifest
+  // A folder a mount serves: what its writes since its last checkpoint explain (a blob not
+  // yet listed, a file as the mount last wrote it), said apart from the problems
+  // (SetAsidePendingWrites, capsule/format/trust.h).
+  std::vector<std::string> pending;
   std::optional<Manifest> manifest;   // when it could be read
   std::optional<std::string> signer;  // hex key of a good signature, when checked
   bool ok() const { return problems.empty(); }
