@@ -25,13 +25,13 @@ void ServiceNotifier::Ready(const std::string& status) {
   (void)sd_notify(0, ("READY=1\nSTATUS=" + OneLine(status)).c_str());
   uint64_t usec = 0;
   if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (stop_ || watchdog_.joinable()) return;
   watchdog_ = std::thread([this, interval = std::chrono::microseconds(usec / 2)] {
-    std::unique_lock<std::mutex> held(mu_);
+    std::unique_lock held(mu_);
     while (!stop_) {
       (void)sd_notify(0, "WATCHDOG=1");
-      wake_.wait_for(held, interval, [this] { return stop_; });
+      wake_.wait_for(held, interval, [this]() REQUIRES(mu_) { return stop_; });
     }
   });
 }
@@ -48,7 +48,7 @@ void ServiceNotifier::Stopping(const std::string& status) {
 void ServiceNotifier::StopWatchdog() {
   std::thread pinger;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard lock(mu_);
     stop_ = true;
     pinger = std::move(watchdog_);
   }

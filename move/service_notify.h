@@ -11,6 +11,8 @@
 #include <string>
 #include <thread>
 
+#include "capsule/base/mutex.h"
+
 namespace capsule::move {
 
 class ServiceNotifier {
@@ -31,9 +33,9 @@ class ServiceNotifier {
  private:
   void StopWatchdog();
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable wake_;
-  bool stop_ = false;  // guarded by mu_
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread watchdog_;
 };
 

@@ -75,7 +75,7 @@ void SidecarState::Log(const std::string& event, const std::string& call, const 
   std::string line = UtcNow() + " serve: " + event + " " + call + " agent=" + LogValue(agent) +
                      " move=" + LogValue(move) + " epoch=" + std::to_string(epoch) + " peer=" + LogValue(peer);
   if (!why.empty()) line += " why=" + Quoted(why);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   std::fprintf(log_, "%s\n", line.c_str());
   std::fflush(log_);
 }
@@ -83,20 +83,20 @@ void SidecarState::Log(const std::string& event, const std::string& call, const 
 void SidecarState::LogDoor(const std::string& event, const std::string& what, const std::string& peer,
                         const std::string& why) {
   std::string line = UtcNow() + " serve: " + event + " " + what + " peer=" + LogValue(peer) + " why=" + Quoted(why);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   std::fprintf(log_, "%s\n", line.c_str());
   std::fflush(log_);
 }
 
 void SidecarState::Note(const std::string& event, const std::string& text) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   std::fprintf(log_, "%s serve: %s %s\n", UtcNow().c_str(), event.c_str(), text.c_str());
   std::fflush(log_);
 }
 
 void SidecarState::SetPhase(const std::string& agent, const std::string& move, uint64_t epoch,
                             const std::string& peer, const std::string& phase) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (phase.empty()) {
     auto it = moves_.find(agent);
     if (it == moves_.end() || it->second.move != move) return;
@@ -109,13 +109,13 @@ void SidecarState::SetPhase(const std::string& agent, const std::string& move, u
 }
 
 uint64_t SidecarState::EpochOf(const std::string& agent, const std::string& move) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   auto it = moves_.find(agent);
   return it != moves_.end() && it->second.move == move ? it->second.epoch : 0;
 }
 
 Status SidecarState::Save() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   return SaveLocked();
 }
 

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/status.h"
 #include "move/target_api.h"
@@ -74,7 +75,7 @@ class SidecarState {
 
   const std::string root_, listen_, started_;
   FILE* const log_;
-  std::mutex mu_;
+  Mutex mu_;
   std::map<std::string, MoveInFlight> moves_;  // by agent; guarded by mu_
 };
 
