@@ -26,6 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/dir_fd.h"
 #include "capsule/base/status.h"
 #include "capsule/format/digest_cache.h"
@@ -207,18 +208,18 @@ class CapsuleFs {
 
   // tree.cc: nodes, paths, attributes.
   // `ino`: the number it had at the last checkpoint (BuildTree), when no node has it; else a new one.
-  std::shared_ptr<Node> NewNode(NodeKind kind, Node* parent, const std::string& name,
-                                fuse_ino_t ino = 0);  // needs tree_mu_
+  std::shared_ptr<Node> NewNode(NodeKind kind, Node* parent, const std::string& name, fuse_ino_t ino = 0)
+      REQUIRES(tree_mu_);
   std::shared_ptr<Node> Get(fuse_ino_t ino);
   // The node of `ino`, or ENOENT naming `name` (the entry being looked for); needs tree_mu_.
-  Result<Node*> NodeOf(fuse_ino_t ino, const std::string& name);
-  std::string RelPath(const Node* node) const;   // path in the capsule; needs tree_mu_
+  Result<Node*> NodeOf(fuse_ino_t ino, const std::string& name) REQUIRES_SHARED(tree_mu_);
+  std::string RelPath(const Node* node) const REQUIRES_SHARED(tree_mu_);  // path in the capsule
   std::string NameOf(const Node* node);          // its first name, for messages; takes tree_mu_ (shared)
-  std::string WsPath(const Node* node) const;    // path under files/ (its first name); needs tree_mu_
+  std::string WsPath(const Node* node) const REQUIRES_SHARED(tree_mu_);  // path under files/ (its first name)
   // The path under files/ of the entry `name` in the workspace folder `dir`; needs tree_mu_.
-  std::string WsChildPath(const Node* dir, const std::string& name) const;
+  std::string WsChildPath(const Node* dir, const std::string& name) const REQUIRES_SHARED(tree_mu_);
   // Every name of `node` under files/ (hard links have several); needs tree_mu_.
-  std::vector<std::string> WsPaths(const Node* node) const;
+  std::vector<std::string> WsPaths(const Node* node) const REQUIRES_SHARED(tree_mu_);
   // The workspace from a snapshot; a node gets its time from `times` (now when absent).
   Status LoadWorkspace(bool writable);  // the snapshot and the change log into the tree
   // `inodes` gives a node its inode number, change and access times as the last checkpoint
@@ -238,17 +239,17 @@ class CapsuleFs {
   Result<struct stat> Attr(Node* node);          // takes wc_mu then tree_mu_
   static double CacheTimeout(NodeKind kind);
   Result<fuse_entry_param> Entry(const std::shared_ptr<Node>& node);  // counts a lookup
-  Result<std::shared_ptr<Node>> Child(Node* parent, const std::string& name);  // needs tree_mu_
+  Result<std::shared_ptr<Node>> Child(Node* parent, const std::string& name) REQUIRES(tree_mu_);
   Result<std::string> Render(Document document);
   SnapshotEntry EntryOf(const Node* node) const;  // needs tree_mu_
   // Adds the node's entry and time to `change`; AddSubtree also everything beneath it.
   void Record(const Node* node, const std::string& path, WorkspaceChange* change) const;
   void AddSubtree(const Node* node, const std::string& path, WorkspaceChange* change) const;
   // Record under every name of `node` (nothing when it has none left).
-  void RecordAllNames(const Node* node, WorkspaceChange* change) const;
+  void RecordAllNames(const Node* node, WorkspaceChange* change) const REQUIRES_SHARED(tree_mu_);
   // The entries of the folder `dir` changed: its mtime and ctime become now (a workspace
   // folder's mtime goes into `change`, so that it is kept). Needs tree_mu_ (unique).
-  void EntriesChanged(Node* dir, WorkspaceChange* change);
+  void EntriesChanged(Node* dir, WorkspaceChange* change) REQUIRES(tree_mu_);
   // A new workspace entry in `parent` made by `caller`: its owner (kept only when it is not
   // the driver's user) and, beneath a setgid folder, the folder's group. Needs tree_mu_.
   void SetNewOwner(Node* node, const Node* parent, const Caller& caller) const;
@@ -278,7 +279,7 @@ class CapsuleFs {
   Result<std::shared_ptr<const UniqueFd>> CommittedFile(Node* node, Handle* h);
   // Writes the change's line; should that fail, `undo` (when given) puts the tree back as it
   // was before the change. Needs tree_mu_ (unique).
-  Status LogChange(const WorkspaceChange& change, TreeUndo* undo = nullptr);
+  Status LogChange(const WorkspaceChange& change, TreeUndo* undo = nullptr) REQUIRES(tree_mu_);
   Status SyncLog();
   Status SyncAll();  // syncfs(2) of the capsule's file system
   Status CommitAll();
@@ -293,7 +294,7 @@ class CapsuleFs {
   // tree_mu_ (unique). use_count() orders nothing by itself: a reference is taken only under
   // tree_mu_, and the one a freeze's verify holds is dropped before the freeze lets writers
   // on (StateGate), so no edit races a reader.
-  Manifest& EditManifest();
+  Manifest& EditManifest() REQUIRES(tree_mu_);
   bool WritableRealPath(const std::string& rel) const;
   bool CreatableRealPath(const std::string& rel) const;
 
@@ -303,14 +304,14 @@ class CapsuleFs {
   std::unique_ptr<Handle> Unregister(Handle* h);
 
   // ops_meta.cc helpers.
-  Status Detach(Node* node);  // needs tree_mu_ (unique)
+  Status Detach(Node* node) REQUIRES(tree_mu_);
   // Removes the name `name` in `dir` of `node`, one of its names; the node goes when it has
   // no name left and nothing looks it up. Needs tree_mu_ (unique).
-  void RemoveName(Node* dir, const std::string& name, Node* node);
+  void RemoveName(Node* dir, const std::string& name, Node* node) REQUIRES(tree_mu_);
   Status TruncateNow(Node* node, uint64_t size);
   // A new workspace entry `node` in `parent`, made by `caller`: its owner, its folder's times,
   // and the change logged. Needs tree_mu_ (unique).
-  Status AddWorkspaceEntry(Node* node, Node* parent, const Caller& caller);
+  Status AddWorkspaceEntry(Node* node, Node* parent, const Caller& caller) REQUIRES(tree_mu_);
   Result<std::pair<fuse_entry_param, Handle*>> CreateReal(Node* parent, const std::string& name, mode_t mode,
                                                           int flags);
 
@@ -342,22 +343,23 @@ class CapsuleFs {
   std::shared_ptr<UnfinishedLine> journal_unfinished_ = std::make_shared<UnfinishedLine>();
   std::unique_ptr<ChangeLog> log_;
   std::atomic<uint64_t> work_counter_{0};
-  std::mutex handles_mu_;
-  std::unordered_set<Handle*> handles_;  // guarded by handles_mu_
+  Mutex handles_mu_;
+  std::unordered_set<Handle*> handles_ GUARDED_BY(handles_mu_);
 
-  mutable std::shared_mutex tree_mu_;
-  std::unordered_map<fuse_ino_t, std::shared_ptr<Node>> nodes_;  // guarded by tree_mu_
-  fuse_ino_t next_ino_ = 2;                                      // guarded by tree_mu_
-  uint64_t next_link_group_ = 1;                                 // guarded by tree_mu_
+  // Taken after render_mu_, before ChangeLog's (ARCHITECTURE.md, Locks).
+  mutable SharedMutex tree_mu_;
+  std::unordered_map<fuse_ino_t, std::shared_ptr<Node>> nodes_ GUARDED_BY(tree_mu_);
+  fuse_ino_t next_ino_ GUARDED_BY(tree_mu_) = 2;
+  uint64_t next_link_group_ GUARDED_BY(tree_mu_) = 1;
   std::shared_ptr<Node> root_;                                   // set once
   std::shared_ptr<Node> files_;                                  // set once: files/
   // Guarded by tree_mu_; shared with what a checkpoint saved, so changed only through
   // EditManifest.
   std::shared_ptr<Manifest> manifest_ = std::make_shared<Manifest>();
-  uint64_t generation_ = 0;                                      // guarded by tree_mu_: bumps on change
-  std::mutex render_mu_;                                         // guards the render cache
-  uint64_t rendered_generation_[3] = {~0ull, ~0ull, ~0ull};      // guarded by render_mu_
-  std::string rendered_[3];                                      // guarded by render_mu_
+  uint64_t generation_ GUARDED_BY(tree_mu_) = 0;  // bumps on change
+  Mutex render_mu_ ACQUIRED_BEFORE(tree_mu_);  // guards the render cache
+  uint64_t rendered_generation_[3] GUARDED_BY(render_mu_) = {~0ull, ~0ull, ~0ull};
+  std::string rendered_[3] GUARDED_BY(render_mu_);
 };
 
 }  // namespace capsule::fs

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
 #include "capsule/format/workspace.h"
@@ -74,10 +75,10 @@ class ChangeLog {
   ChangeLog(std::string path, UniqueFd fd, uint64_t size)
       : path_(std::move(path)), fd_(std::move(fd)), size_(size) {}
   const std::string path_;
-  std::mutex mu_;
+  Mutex mu_;
   UniqueFd fd_;       // O_APPEND; writes guarded by mu_
   uint64_t size_;     // the whole lines' length; guarded by mu_
-  Status cut_failed_;  // guarded by mu_
+  Status cut_failed_ GUARDED_BY(mu_);
 };
 
 }  // namespace capsule::fs

@@ -24,7 +24,7 @@ void EntryNotifier::Forget(fuse_ino_t parent, std::string name) {
 void EntryNotifier::Run() {
   std::unique_lock lock(mu_);
   for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    wake_.wait(lock, [this]() REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and nothing left
     auto [parent, name] = std::move(queue_.front());
     queue_.pop_front();

@@ -19,6 +19,8 @@
 #include <thread>
 #include <utility>
 
+#include "capsule/base/mutex.h"
+
 namespace capsule::fs {
 
 class EntryNotifier {
@@ -36,10 +38,10 @@ class EntryNotifier {
   void Run();
 
   fuse_session* const session_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable wake_;
-  std::deque<std::pair<fuse_ino_t, std::string>> queue_;  // guarded by mu_
-  bool stopping_ = false;                                 // guarded by mu_
+  std::deque<std::pair<fuse_ino_t, std::string>> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

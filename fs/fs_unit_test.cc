@@ -166,10 +166,13 @@ TEST(RunningHash, HashesQueuedWritesInFileOrderWhateverOrderTheyRunIn) {
   }
   EXPECT_EQ(hash->queued(), content.size());
   std::vector<std::thread> threads;
-  for (int i = 7; i >= 0; --i) {  // the last write hashed first, each on its own thread
+  // The last write run first, each on its own thread: writes 7 to 1 are seen waiting for
+  // their turn before the first one runs.
+  for (int i = 7; i >= 1; --i) {
     threads.emplace_back([&owed, i] { owed[i].Run(); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    while (hash->waiting_turns() != 8 - i) std::this_thread::yield();
   }
+  threads.emplace_back([&owed] { owed[0].Run(); });
   EXPECT_EQ(hash->FinishHex(), Sha256Hex(content));
   for (std::thread& thread : threads) thread.join();
 }
@@ -179,12 +182,10 @@ TEST(RunningHash, AWriteOwedIsHashedWhenItsRecordGoes) {
   auto hash = std::make_shared<RunningHash>();
   auto first = std::make_unique<DeferredHash>(RunningHash::Queue(hash, 0, std::string_view(content).substr(0, 11)));
   DeferredHash second = RunningHash::Queue(hash, 11, std::string_view(content).substr(11));
-  std::thread dropper([&first] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    first.reset();  // never Run: its destructor hashes it
-  });
-  second.Run();  // waits for the first write's turn
-  dropper.join();
+  std::thread runner([&second] { second.Run(); });  // waits for the first write's turn
+  while (hash->waiting_turns() != 1) std::this_thread::yield();
+  first.reset();  // never Run: its destructor hashes it
+  runner.join();
   EXPECT_EQ(hash->FinishHex(), Sha256Hex(content));
 }
 

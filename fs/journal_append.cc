@@ -1,3 +1,4 @@
+#include "capsule/base/mutex.h"
 #include "fs/journal_append.h"
 
 #include <condition_variable>
@@ -46,7 +47,7 @@ class BackgroundFollower {
   void Run() {
     std::unique_lock lock(mu_);
     for (;;) {
-      wake_.wait(lock, [&] { return pending_ || stop_; });
+      wake_.wait(lock, [&]() REQUIRES(mu_) { return pending_ || stop_; });
       if (!pending_) return;  // stopping, and nothing left to follow
       pending_ = false;
       lock.unlock();
@@ -56,17 +57,18 @@ class BackgroundFollower {
   }
 
   owned::JournalFollower follower_;  // used by the thread only
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable wake_;
-  bool pending_ = false;  // guarded by mu_
-  bool stop_ = false;     // guarded by mu_
-  std::thread thread_;    // guarded by mu_
+  bool pending_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::thread thread_ GUARDED_BY(mu_);
 };
 
 struct Appender {
-  explicit Appender(journal::Journal j) : journal(std::move(j)), owned(journal.capsule_dir()) {}
-  std::mutex mu;
-  journal::Journal journal;  // guarded by mu
+  explicit Appender(journal::Journal j) : machine(j.machine()), journal(std::move(j)), owned(journal.capsule_dir()) {}
+  const std::string machine;  // the journal's, fixed when it opened: read without the lock
+  Mutex mu;
+  journal::Journal journal GUARDED_BY(mu);
   BackgroundFollower owned;
 };
 
@@ -92,9 +94,9 @@ Result<JournalSink> MakeJournalAppender(const DirFd& folder) {
       auto data = event.find("data");
       if (data != event.end() && !data->is_object()) return Refuse(which + "\"data\" must be a JSON object");
       auto machine = event.find("machine");
-      if (machine != event.end() && *machine != appender->journal.machine()) {
+      if (machine != event.end() && *machine != appender->machine) {
         return Refuse(which + "the line names machine " + machine->dump() + ", not this one (" +
-                      appender->journal.machine() + "): another machine's chain is never written here");
+                      appender->machine + "): another machine's chain is never written here");
       }
       events.push_back({type->get<std::string>(), data != event.end() ? *data : Json::object()});
     }

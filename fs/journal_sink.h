@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/status.h"
 #include "fs/document_writes.h"
 
@@ -55,9 +56,9 @@ class UnfinishedLine {
 
  private:
   friend class LineAssembler;
-  mutable std::mutex mu_;
-  std::string bytes_;                      // guarded by mu_
-  JsonPrefix prefix_{/*object=*/true};     // guarded by mu_: bytes_ read so far
+  mutable Mutex mu_;
+  std::string bytes_ GUARDED_BY(mu_);
+  JsonPrefix prefix_ GUARDED_BY(mu_){/*object=*/true};  // bytes_ read so far
 };
 
 class LineAssembler {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "fs/running_hash.h"
@@ -118,7 +119,7 @@ struct Node {
   // Guarded by wc_mu: the writer handles of this node, its working copy while it has one, and
   // how many commits it has had (a reader holding the committed file opens it again when the
   // count moved on).
-  std::mutex wc_mu;
+  Mutex wc_mu;
   std::set<Handle*> writers;
   std::unique_ptr<WorkingCopy> wc;  // a pointer: most nodes never have one
   uint64_t commits = 0;

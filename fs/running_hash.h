@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/sha256.h"
 
 namespace capsule::fs {
@@ -57,8 +58,13 @@ class RunningHash {
   // Under wc_mu: waits until every queued write is hashed; the digest of bytes [0, queued()).
   std::string FinishHex() {
     std::unique_lock lock(mu_);
-    turn_.wait(lock, [&] { return hashed_ == queued_; });
+    turn_.wait(lock, [&]() REQUIRES(mu_) { return hashed_ == queued_; });
     return sha_.FinishHex();
+  }
+  // How many writes wait for an earlier one to be hashed now (for tests).
+  int waiting_turns() {
+    std::lock_guard lock(mu_);
+    return waiting_turns_;
   }
 
  private:
@@ -66,17 +72,20 @@ class RunningHash {
   // Adds `bytes`, once the bytes before `offset` are in.
   void Hash(uint64_t offset, std::string_view bytes) {
     std::unique_lock lock(mu_);
-    turn_.wait(lock, [&] { return hashed_ == offset; });
+    ++waiting_turns_;
+    turn_.wait(lock, [&]() REQUIRES(mu_) { return hashed_ == offset; });
+    --waiting_turns_;
     sha_.Update(bytes);
     hashed_ += bytes.size();
     turn_.notify_all();
   }
 
   uint64_t queued_ = 0;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable turn_;
-  Sha256 sha_;           // guarded by mu_
-  uint64_t hashed_ = 0;  // guarded by mu_: bytes [0, hashed_) are in sha_
+  Sha256 sha_ GUARDED_BY(mu_);
+  uint64_t hashed_ GUARDED_BY(mu_) = 0;  // bytes [0, hashed_) are in sha_
+  int waiting_turns_ GUARDED_BY(mu_) = 0;
 };
 
 inline void DeferredHash::Run() {

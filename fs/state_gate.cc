@@ -45,8 +45,8 @@ WriteTicket::~WriteTicket() {
 Result<WriteTicket> StateGate::EnterWrite(WriteKind kind) {
   std::unique_lock lock(mu_);
   const Interruption* interruption = Interruption::Current();
-  auto open = [&] { return state_ != MountState::kFrozen && !freezing_; };
-  auto done = [&] { return open() || (interruption != nullptr && interruption->fired()); };
+  auto open = [&]() REQUIRES(mu_) { return state_ != MountState::kFrozen && !freezing_; };
+  auto done = [&]() REQUIRES(mu_) { return open() || (interruption != nullptr && interruption->fired()); };
   bool in_time = true;
   if (!done()) {
     ++waiting_;
@@ -89,7 +89,7 @@ Status StateGate::Freeze(const std::function<Status()>& make_current) {
     }
     if (state_ == MountState::kFrozen) return Status::Ok();
     freezing_ = true;
-    changed_.wait(lock, [&] { return in_flight_ == 0; });
+    changed_.wait(lock, [&]() REQUIRES(mu_) { return in_flight_ == 0; });
   }
   Status made = make_current();
   std::lock_guard lock(mu_);

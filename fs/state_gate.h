@@ -22,6 +22,7 @@
 #include <functional>
 #include <mutex>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/status.h"
 
 namespace capsule::fs {
@@ -99,13 +100,13 @@ class StateGate {
   void Leave();
   void Wake();  // an Interruption fired: the waits look again
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable changed_;  // state_ or in_flight_ changed
-  MountState state_;                 // guarded by mu_
-  int in_flight_ = 0;                // guarded by mu_
-  bool freezing_ = false;            // guarded by mu_: a Freeze is draining
-  int waiting_ = 0;                  // guarded by mu_: writes waiting for a thaw
-  std::optional<std::chrono::steady_clock::time_point> thaw_deadline_;  // guarded by mu_
+  MountState state_ GUARDED_BY(mu_);
+  int in_flight_ GUARDED_BY(mu_) = 0;
+  bool freezing_ GUARDED_BY(mu_) = false;  // a Freeze is draining
+  int waiting_ GUARDED_BY(mu_) = 0;  // writes waiting for a thaw
+  std::optional<std::chrono::steady_clock::time_point> thaw_deadline_ GUARDED_BY(mu_);
 };
 
 }  // namespace capsule::fs

@@ -123,7 +123,7 @@ class Journal {
   Result<MergeResult> MergeFrom(const OtherJournal& other);
 
   Journal(Journal&&) = default;
-  Journal& operator=(Journal&&) = default;
+  Journal& operator=(Journal&&) = delete;  // its HolderGate is not assignable
   // Leaves the tail cache up to date.
   ~Journal();
 

@@ -7,7 +7,7 @@ namespace capsule::journal {
 
 void CommonLines::Publish(Result<JournalPosition> end) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard lock(mu_);
     if (position_) return;
     if (end.ok()) end_.store(end->offset, std::memory_order_release);
     position_ = std::move(end);
@@ -16,8 +16,8 @@ void CommonLines::Publish(Result<JournalPosition> end) {
 }
 
 Result<JournalPosition> CommonLines::Wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  published_.wait(lock, [this] { return position_.has_value(); });
+  std::unique_lock lock(mu_);
+  published_.wait(lock, [this]() REQUIRES(mu_) { return position_.has_value(); });
   return *position_;
 }
 
@@ -39,7 +39,7 @@ StreamedSide::StreamedSide(ReadAtFunction read, size_t block, size_t blocks, Rol
 
 StreamedSide::~StreamedSide() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard lock(mu_);
     stop_ = true;
   }
   changed_.notify_all();
@@ -52,7 +52,7 @@ void StreamedSide::Read() {
   if (role_ == Role::kTheirs) {
     // After the lines both begin with, as ours' check of them left things.
     Result<JournalPosition> start = common_->Wait();
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard lock(mu_);
     if (!start.ok()) {
       fault_ = start.status();
       done_ = true;
@@ -65,8 +65,8 @@ void StreamedSide::Read() {
   for (;;) {
     CheckedBlock* block = nullptr;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      changed_.wait(lock, [this] { return stop_ || !free_.empty(); });
+      std::unique_lock lock(mu_);
+      changed_.wait(lock, [this]() REQUIRES(mu_) { return stop_ || !free_.empty(); });
       if (stop_) return;
       block = free_.front();
       free_.pop_front();
@@ -74,7 +74,7 @@ void StreamedSide::Read() {
     Result<bool> more = check_->Next(block);
     if (!more.ok() && common_) common_->Publish(more.status());  // theirs is not read: a fault of ours is named first
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard lock(mu_);
       if (!more.ok()) {
         fault_ = more.status();
         done_ = true;
@@ -91,8 +91,8 @@ void StreamedSide::Read() {
 }
 
 Result<CheckedBlock*> StreamedSide::Take() {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [this] { return !ready_.empty() || done_; });
+  std::unique_lock lock(mu_);
+  changed_.wait(lock, [this]() REQUIRES(mu_) { return !ready_.empty() || done_; });
   if (!ready_.empty()) {
     CheckedBlock* block = ready_.front();
     ready_.pop_front();
@@ -109,7 +109,7 @@ Status StreamedSide::Ready() {
   if (opened_) return Status::Ok();
   opened_ = true;
   CAPSULE_RETURN_IF_ERROR(NextBlock());
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   position_ = first_line_ - 1;  // theirs: after the lines both begin with
   return Status::Ok();
 }
@@ -117,7 +117,7 @@ Status StreamedSide::Ready() {
 Status StreamedSide::NextBlock() {
   if (current_ != nullptr) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard lock(mu_);
       free_.push_back(current_);
     }
     changed_.notify_all();

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "capsule/base/mutex.h"
 #include "journal/block_check.h"
 #include "journal/merge_stream.h"
 
@@ -40,9 +41,9 @@ class CommonLines {
   uint64_t end() const { return end_.load(std::memory_order_acquire); }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable published_;
-  std::optional<Result<JournalPosition>> position_;  // guarded by mu_
+  std::optional<Result<JournalPosition>> position_ GUARDED_BY(mu_);
   std::atomic<uint64_t> end_{std::numeric_limits<uint64_t>::max()};
 };
 
@@ -85,16 +86,16 @@ class StreamedSide final : public MergeCursor {
   std::optional<BlockCheck> check_;  // the reading thread's (made by it, as kTheirs)
   ReadAtFunction read_;
   size_t block_size_;
-  uint64_t first_line_ = 1;  // guarded by mu_: the journal's line number of the first line given
+  uint64_t first_line_ GUARDED_BY(mu_) = 1;  // the journal's line number of the first line given
   std::vector<std::unique_ptr<CheckedBlock>> blocks_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable changed_;
-  std::deque<CheckedBlock*> ready_;  // guarded by mu_: read, in order, for the merge
-  std::deque<CheckedBlock*> free_;   // guarded by mu_: for the reading thread to fill
-  bool done_ = false;                // guarded by mu_: the reading thread put its last block
-  bool stop_ = false;                // guarded by mu_
-  Status fault_;                     // guarded by mu_: why reading stopped early
+  std::deque<CheckedBlock*> ready_ GUARDED_BY(mu_);  // read, in order, for the merge
+  std::deque<CheckedBlock*> free_ GUARDED_BY(mu_);  // for the reading thread to fill
+  bool done_ GUARDED_BY(mu_) = false;  // the reading thread put its last block
+  bool stop_ GUARDED_BY(mu_) = false;
+  Status fault_ GUARDED_BY(mu_);  // why reading stopped early
   JournalPosition end_;              // where the side ends; written before done_, read after it
   std::thread thread_;
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/byte_stream.h"
 #include "capsule/base/status.h"
 
@@ -51,7 +52,7 @@ class BytePipe {
   size_t allocated();
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable changed_;
   std::string buffer_;
   size_t offset_ = 0;

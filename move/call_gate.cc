@@ -23,29 +23,29 @@ auto Through(CallGate* gate, const char* call, Body body) -> decltype(body()) {
 }  // namespace
 
 bool CallGate::Enter() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (closed_) return false;
   ++running_;
   return true;
 }
 
 void CallGate::Leave() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (--running_ == 0) idle_.notify_all();
 }
 
 void CallGate::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   closed_ = true;
 }
 
 bool CallGate::WaitIdle(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return idle_.wait_until(lock, deadline, [this] { return running_ == 0; });
+  std::unique_lock lock(mu_);
+  return idle_.wait_until(lock, deadline, [this]() REQUIRES(mu_) { return running_ == 0; });
 }
 
 int CallGate::running() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   return running_;
 }
 

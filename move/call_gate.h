@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "capsule/base/mutex.h"
 #include "move/target_api.h"
 
 namespace capsule::move {
@@ -30,10 +31,10 @@ class CallGate {
   int running();
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable idle_;
-  bool closed_ = false;  // guarded by mu_
-  int running_ = 0;      // guarded by mu_
+  bool closed_ GUARDED_BY(mu_) = false;
+  int running_ GUARDED_BY(mu_) = 0;
 };
 
 // Every call of `target` through `gate`: refused once the gate is closed.

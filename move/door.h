@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/status.h"
 
@@ -100,8 +101,8 @@ class Door {
   void Leave(const Entry* entry);
 
   const DoorLimits limits_;
-  std::mutex mu_;
-  uint64_t next_ = 0;                                    // guarded by mu_
+  Mutex mu_;
+  uint64_t next_ GUARDED_BY(mu_) = 0;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;  // by order of arrival; guarded by mu_
 };
 

@@ -170,6 +170,13 @@ std::vector<DroppedMove> MoveTarget::DropSilent() {
   return dropped;
 }
 
+std::vector<std::pair<std::string, std::string>> MoveTarget::PendingMoves() {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, std::string>> moves;
+  for (const auto& [agent, pending] : pending_) moves.emplace_back(agent, pending.move);
+  return moves;
+}
+
 Result<MoveTarget::Pending*> MoveTarget::Expect(const std::string& agent, const std::string& move, Phase phase,
                                                 const char* call) {
   std::lock_guard lock(mu_);

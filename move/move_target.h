@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/openssl_handles.h"
 #include "journal/check.h"
 #include "journal/event.h"
@@ -101,6 +102,8 @@ class MoveTarget : public TargetApi {
   // forgotten, as if its source had aborted it (a late call of it is refused, and the
   // source's query finds the epoch held before). Returns what it dropped.
   std::vector<DroppedMove> DropSilent();
+  // The moves in flight: (agent, move) of each.
+  std::vector<std::pair<std::string, std::string>> PendingMoves();
 
   const std::string& root() const { return root_; }
   std::string CapsuleDir(const std::string& agent) const;
@@ -170,8 +173,10 @@ class MoveTarget : public TargetApi {
   ClaimHolder claim_holder_;
   std::string sandbox_cache_;
   StagingLimits limits_;
-  std::mutex mu_;  // guards locks_ and pending_; never held while an agent's lock is taken
-  std::map<std::string, std::shared_ptr<std::mutex>> locks_;  // only agents a call holds or awaits
+  Mutex mu_;  // never held while an agent's lock is taken
+  std::map<std::string, std::shared_ptr<std::mutex>> locks_ GUARDED_BY(mu_);  // only agents a call holds or awaits
+  // A Pending's fields are read and written by the call holding its agent's lock.
+  std::map<std::string, Pending> pending_ GUARDED_BY(mu_);
 
  public:
   // For tests: how many agents' locks the target keeps now.
@@ -179,7 +184,6 @@ class MoveTarget : public TargetApi {
     std::lock_guard guard(mu_);
     return locks_.size();
   }
-  std::map<std::string, Pending> pending_;
 };
 
 // The newest epoch this machine knows for the capsule at `dir`: its holder record's, or the

@@ -1,3 +1,4 @@
+#include "capsule/base/mutex.h"
 #include "move/serve.h"
 
 #include <condition_variable>
@@ -27,7 +28,7 @@ class WorkingTicker {
     if (thread_.joinable()) return;
     thread_ = std::thread([this] {
       std::unique_lock lock(mu_);
-      while (!cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
+      while (!cv_.wait_for(lock, interval_, [this]() REQUIRES(mu_) { return stopping_; })) {
         lock.unlock();
         const bool sent = WriteMessage(out_, WorkingMessage()).ok();
         lock.lock();
@@ -48,9 +49,9 @@ class WorkingTicker {
  private:
   ByteSink* out_;
   const std::chrono::milliseconds interval_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <string>
 
+#include "capsule/base/mutex.h"
+
 namespace capsule::move {
 
 class ServiceNotifier {
@@ -34,10 +36,10 @@ class ServiceNotifier {
   void Stopping(const std::string& status);
 
  private:
-  std::mutex mu_;
-  std::chrono::microseconds every_{0};  // 0: no watchdog; guarded by mu_
-  std::chrono::steady_clock::time_point last_ping_;  // guarded by mu_
-  bool stopping_ = false;  // guarded by mu_
+  Mutex mu_;
+  std::chrono::microseconds every_ GUARDED_BY(mu_){0};  // 0: no watchdog
+  std::chrono::steady_clock::time_point last_ping_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace capsule::move

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "capsule/base/file_io.h"
 #include "capsule/base/memory.h"
 #include "capsule/base/metrics_server.h"
+#include "capsule/base/mutex.h"
 #include "capsule/base/process_lock.h"
 #include "capsule/format/keys.h"
 #include "capsule/format/layout.h"
@@ -144,15 +146,27 @@ void ResolveOutgoing(const std::string& root, const TlsCredentials& credentials,
   }
 }
 
+// What the connection threads use. They hold it with shared ownership: a stop may leave some
+// running (a handshake, a call past kStopWait) after RunSidecar returns, and what they use is
+// destroyed only when the last of them ends.
+struct Serving {
+  std::unique_ptr<TlsListener> listener;
+  std::unique_ptr<MoveTarget> target;
+  std::unique_ptr<SidecarState> log;
+  CallGate gate;
+  std::unique_ptr<Door> door;  // after the target: a pass is given back before the door goes
+};
+
 // One connection the door let in, on a thread of its own: its handshake, by the door's
 // deadline (or until the door gives its place to another), then its calls. Its pass is
 // given back when the connection closes.
-void ServeAdmitted(TlsListener* listener, MoveTarget* target, CallGate* gate, SidecarState* log,
-                   AcceptedSocket socket, std::unique_ptr<DoorPass> pass, int handshake_timeout_seconds) {
+void ServeAdmitted(std::shared_ptr<Serving> serving, AcceptedSocket socket, std::unique_ptr<DoorPass> pass,
+                   int handshake_timeout_seconds) {
+  SidecarState* log = serving->log.get();
   const std::string address = socket.address;
   log->metrics().handshakes().Add(1);
-  Result<std::unique_ptr<TlsConnection>> conn =
-      listener->Handshake(std::move(socket), handshake_timeout_seconds, pass->wake_fd(), "dropped by this end");
+  Result<std::unique_ptr<TlsConnection>> conn = serving->listener->Handshake(
+      std::move(socket), handshake_timeout_seconds, pass->wake_fd(), "dropped by this end");
   log->metrics().handshakes().Add(-1);
   if (!conn.ok()) {
     const std::string dropped = pass->dropped_why();
@@ -163,32 +177,60 @@ void ServeAdmitted(TlsListener* listener, MoveTarget* target, CallGate* gate, Si
       log->LogDoor(refused ? "refused" : "dropped", "handshake", address, conn.status().message(),
                    conn.status().code());
     }
+    pass.reset();  // before `serving` may go
     return;
   }
   pass->Authenticated();
   (*conn)->set_timeout_seconds(kLinkTimeoutSeconds);
-  TlsLink link(std::move(*conn));
-  GatedTarget gated(target, gate);
-  LoggedTarget logged(&gated, log, link.peer(), link.peer_name());
-  Status served = ServeConnection(&link, &logged);
-  if (!served.ok()) log->LogDoor("failed", "connection", link.peer(), served.message());
+  {
+    TlsLink link(std::move(*conn));
+    GatedTarget gated(serving->target.get(), &serving->gate);
+    LoggedTarget logged(&gated, log, link.peer(), link.peer_name());
+    Status served = ServeConnection(&link, &logged);
+    if (!served.ok()) log->LogDoor("failed", "connection", link.peer(), served.message());
+  }
+  pass.reset();  // before `serving` may go
 }
 
-// Rolls back, for as long as the process runs, every move in flight whose source has said
-// nothing for longer than the limit (MoveTarget::DropSilent), logging each.
-void DropSilentMoves(MoveTarget* target, SidecarState* log, std::chrono::milliseconds silence) {
-  const auto every = std::clamp<std::chrono::milliseconds>(silence / 4, std::chrono::milliseconds(50),
-                                                           std::chrono::seconds(5));
-  for (;;) {
-    std::this_thread::sleep_for(every);
-    for (const DroppedMove& gone : target->DropSilent()) {
-      log->Log("expired", gone.phase, gone.agent, gone.move, gone.epoch, gone.source,
-               "no word from the source for " + std::to_string(silence.count() / 1000) +
-                   " s (--staging-timeout): rolled back, its staging area removed");
-      log->SetPhase(gone.agent, gone.move, gone.epoch, gone.source, "");
+// Rolls back, until it is destroyed, every move in flight whose source has said nothing for
+// longer than the limit (MoveTarget::DropSilent), logging each. The target and the log
+// outlive it.
+class SilentMoveDropper {
+ public:
+  SilentMoveDropper(MoveTarget* target, SidecarState* log, std::chrono::milliseconds silence)
+      : thread_([this, target, log, silence] { Run(target, log, silence); }) {}
+  ~SilentMoveDropper() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Run(MoveTarget* target, SidecarState* log, std::chrono::milliseconds silence) {
+    const auto every = std::clamp<std::chrono::milliseconds>(silence / 4, std::chrono::milliseconds(50),
+                                                             std::chrono::seconds(5));
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        if (wake_.wait_for(lock, every, [&]() REQUIRES(mu_) { return stop_; })) return;
+      }
+      for (const DroppedMove& gone : target->DropSilent()) {
+        log->Log("expired", gone.phase, gone.agent, gone.move, gone.epoch, gone.source,
+                 "no word from the source for " + std::to_string(silence.count() / 1000) +
+                     " s (--staging-timeout): rolled back, its staging area removed");
+        log->SetPhase(gone.agent, gone.move, gone.epoch, gone.source, "");
+      }
     }
   }
-}
+
+  Mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: it starts once the rest is made
+};
 
 // The agents held in `root` are trusted before any is served (capsule/format/trust.h): the
 // first one edited behind its manifest refuses the start, naming it and each file. A mounted
@@ -228,9 +270,8 @@ void FinishStop(MoveTarget* target, CallGate* gate, SidecarState* log, ServiceNo
                              std::to_string(kStopWait.count()) + " s: the next start empties what they staged");
     return;
   }
-  // No call runs and none can begin: the pending moves are read without MoveTarget's lock.
-  std::vector<std::pair<std::string, std::string>> pending;
-  for (const auto& [agent, move] : target->pending_) pending.emplace_back(agent, move.move);
+  // No call runs and none can begin.
+  const std::vector<std::pair<std::string, std::string>> pending = target->PendingMoves();
   LoggedTarget stop(target, log, "stop");
   for (const auto& [agent, move] : pending) (void)stop.Abort(agent, move);
   log->Note("stopped", std::to_string(pending.size()) + " move(s) in rolled back; no call in progress");
@@ -278,9 +319,10 @@ Status RunSidecar(const SidecarOptions& args) {
   if (!listener.ok()) return listener.status().WithContext("--listen " + args.listen);
   std::string host = args.listen.substr(0, args.listen.rfind(':'));
   std::string address = host + ":" + std::to_string((*listener)->port());
-  // Lives as long as the process.
-  auto log = std::make_unique<SidecarState>(args.root, address, stderr, LogSinkFor(args.log_json, stderr));
-  Result<std::unique_ptr<MetricsServer>> metrics = StartMetrics(args.metrics, (*listener)->port(), log.get());
+  auto serving = std::make_shared<Serving>();
+  serving->log = std::make_unique<SidecarState>(args.root, address, stderr, LogSinkFor(args.log_json, stderr));
+  SidecarState* log = serving->log.get();
+  Result<std::unique_ptr<MetricsServer>> metrics = StartMetrics(args.metrics, (*listener)->port(), log);
   if (!metrics.ok()) return metrics.status();
   // One sidecar per root: a second would empty the staging area under the first's moves.
   if (Status made = MakeDirectories(args.root); !made.ok()) return made.WithContext("--root");
@@ -312,13 +354,16 @@ Status RunSidecar(const SidecarOptions& args) {
       return UnmountRetired(dir, JoinPath(mount_to, agent));
     });
   }
+  serving->listener = std::move(*listener);
+  serving->target = std::move(*target);
+  serving->door = std::make_unique<Door>(args.door);
   if (Status saved = log->Save(); !saved.ok()) return saved;
   for (const std::string& agent : left_staged) {
     log->Note("recovered", "move-in agent=" + agent + ": the staging area an earlier run left mid-way is emptied");
   }
-  std::unique_ptr<fleet::FleetMember> member;  // lives as long as the process, with its thread
+  std::unique_ptr<fleet::FleetMember> member;
   if (!args.fleet.url.empty()) {
-    Result<std::unique_ptr<fleet::FleetMember>> joined = JoinFleet(args.fleet, args.root, address, target->get(), log.get());
+    Result<std::unique_ptr<fleet::FleetMember>> joined = JoinFleet(args.fleet, args.root, address, serving->target.get(), log);
     if (!joined.ok()) return joined.status();
     member = std::move(*joined);
   }
@@ -328,24 +373,20 @@ Status RunSidecar(const SidecarOptions& args) {
   std::cout << std::flush;
   ServiceNotifier notifier;  // systemd's, when it runs the sidecar (Type=notify)
   notifier.Ready("listening on " + address);
-  ResolveOutgoing(args.root, credentials, log.get());
-  std::thread(DropSilentMoves, target->get(), log.get(), args.staging.silence).detach();
+  ResolveOutgoing(args.root, credentials, log);
+  SilentMoveDropper dropper(serving->target.get(), log, args.staging.silence);
 
-  TlsListener* accepting = listener->get();
-  auto gate = std::make_unique<CallGate>();
-  CallGate* calls = gate.get();
+  TlsListener* accepting = serving->listener.get();
+  CallGate* calls = &serving->gate;
   std::atomic<bool> stopping{false};
   std::thread stopper([&, accepting, calls] {
     int signal = 0;
     sigwait(&stop_signals, &signal);
     calls->Close();
     notifier.Stopping("stopping: no new call; the calls in progress finish, the moves in roll back");
-    stopping = true;  // after the last use of `notifier` here: RunSidecar may return from now on
+    stopping = true;
     accepting->Shutdown();
   });
-  stopper.detach();
-  MoveTarget* serving = target->get();
-  auto door = std::make_unique<Door>(args.door);
   // This loop only accepts and admits: every handshake runs on its connection's thread, so no
   // peer, however slow, holds the door for another.
   while (!stopping) {
@@ -361,29 +402,28 @@ Status RunSidecar(const SidecarOptions& args) {
       continue;
     }
     const std::string address = socket->address;
-    Result<std::unique_ptr<DoorPass>> pass = door->Admit(socket->host);
+    Result<std::unique_ptr<DoorPass>> pass = serving->door->Admit(socket->host);
     if (!pass.ok()) {
       log->LogDoor("refused", "connection", address, pass.status().message(), pass.status().code());
       continue;  // the socket closes here
     }
     try {
-      std::thread(ServeAdmitted, accepting, serving, calls, log.get(), std::move(*socket), std::move(*pass),
-                  args.door.handshake_timeout_seconds)
+      std::thread(ServeAdmitted, serving, std::move(*socket), std::move(*pass), args.door.handshake_timeout_seconds)
           .detach();
     } catch (const std::system_error& e) {
       log->LogDoor("refused", "connection", address, std::string("no thread to serve it: ") + e.what(),
                    Code::kUnavailable);
     }
   }
-  FinishStop(serving, calls, log.get(), &notifier);
-  // Connection threads still running may log, admit and hand-shake until the process ends.
-  (void)gate.release();
-  (void)log.release();
-  (void)door.release();
-  (void)listener->release();
-  (void)target->release();  // and the thread that drops silent moves
-  (void)member.release();   // and the thread that keeps the lease
-  (void)metrics->release();  // scrapes are answered until the process ends
+  stopper.join();
+  FinishStop(serving->target.get(), calls, log, &notifier);
+  // Connection threads still running keep `serving` (the target, the log, the door) alive. The
+  // lease's thread runs until the process ends, with the target and the log it was given: it
+  // keeps them too.
+  if (member) {
+    (void)new std::shared_ptr<Serving>(serving);
+    (void)member.release();
+  }
   return Status::Ok();
 }
 

@@ -88,7 +88,7 @@ SidecarState::SidecarState(std::string root, std::string listen, FILE* log, LogS
       log_(log),
       sink_(sink),
       metrics_(&registry_, root_, [this] {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard lock(mu_);
         return moves_.size();
       }) {}
 
@@ -131,14 +131,14 @@ void SidecarState::Write(const std::string& event, const std::string& text, Json
   } else {
     line += UtcNow() + " serve: " + text;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   std::fprintf(log_, "%s\n", line.c_str());
   std::fflush(log_);
 }
 
 void SidecarState::SetPhase(const std::string& agent, const std::string& move, uint64_t epoch,
                             const std::string& peer, const std::string& phase) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (phase.empty()) {
     auto it = moves_.find(agent);
     if (it == moves_.end() || it->second.move != move) return;
@@ -151,18 +151,18 @@ void SidecarState::SetPhase(const std::string& agent, const std::string& move, u
 }
 
 uint64_t SidecarState::EpochOf(const std::string& agent, const std::string& move) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   auto it = moves_.find(agent);
   return it != moves_.end() && it->second.move == move ? it->second.epoch : 0;
 }
 
 Status SidecarState::Save() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   return SaveLocked();
 }
 
 void SidecarState::SetFleet(const std::string& url, const std::string& name, int64_t lease, int64_t ttl) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   char hex[32];
   std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(lease));
   fleet_ = {{"url", url}, {"name", name}, {"lease", hex}, {"ttl", ttl}};

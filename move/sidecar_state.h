@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/canonical_json.h"
 #include "capsule/base/metrics.h"
 #include "capsule/base/status.h"
@@ -98,7 +99,7 @@ class SidecarState {
   const std::string root_, listen_, started_;
   FILE* const log_;
   const LogSink sink_;
-  std::mutex mu_;
+  Mutex mu_;
   std::map<std::string, MoveInFlight> moves_;  // by agent; guarded by mu_
   Json fleet_;  // {"url","name","lease","ttl"} when a member of a fleet; guarded by mu_
   MetricsRegistry registry_;

@@ -40,6 +40,7 @@
 #include "fs/control_client.h"
 #include "tests/cli_runner.h"
 #include "tests/mount_runner.h"
+#include "tests/poll.h"
 
 namespace capsule {
 namespace {
@@ -47,6 +48,7 @@ namespace {
 using testing::MakeTempDir;
 using testing::RunCapsule;
 using testing::RunProgram;
+using testing::WaitUntil;
 
 using testing::IsMounted;
 using testing::Mount;
@@ -57,6 +59,22 @@ std::string Slurp(const std::string& path) {
   return text.ok() ? *text : "<" + text.status().message() + ">";
 }
 
+
+// How many writes the mount at `mnt` holds waiting for a thaw now (its control channel's
+// status), -1 when it does not answer: a writer counted there is inside its call, waiting.
+int WritesWaiting(const std::string& mnt) {
+  Result<std::string> socket = fs::FindControlSocket(mnt);
+  if (!socket.ok()) return -1;
+  Result<Json> status = fs::SendControl(*socket, "status");
+  if (!status.ok() || !status->contains("writes_waiting")) return -1;
+  return (*status)["writes_waiting"].get<int>();
+}
+
+// Whether process `pid` is blocked in a FUSE request, waiting for the driver's answer.
+bool WaitsForFuseAnswer(pid_t pid) {
+  Result<std::string> wchan = ReadFile("/proc/" + std::to_string(pid) + "/wchan");
+  return wchan.ok() && (wchan->find("request_wait_answer") != std::string::npos || wchan->find("fuse") != std::string::npos);
+}
 
 class CapsulefsTest : public ::testing::Test {
  protected:
@@ -78,9 +96,10 @@ class CapsulefsTest : public ::testing::Test {
   }
   std::string F(const std::string& rel) { return mnt_ + "/files/" + rel; }
 
-  // Whether a stat of `path`, in a child of its own, is answered within a second while the
-  // driver is stopped (from the kernel's caches): found with content when `found`, else
-  // missing (ENOENT). Stops the driver and lets it go on.
+  // Whether a stat of `path`, in a child of its own, is answered while the driver is stopped
+  // (from the kernel's caches): found with content when `found`, else missing (ENOENT). Not
+  // answered means the child was seen blocked in a FUSE request, waiting for the stopped
+  // driver. Stops the driver and lets it go on.
   static bool AnsweredWhileStopped(const Mount& mount, const std::string& path, bool found) {
     if (::kill(mount.pid(), SIGSTOP) != 0) return false;
     pid_t child = ::fork();
@@ -91,10 +110,13 @@ class CapsulefsTest : public ::testing::Test {
     }
     bool answered = false;
     int status = 0;
-    for (int i = 0; i < 100 && !answered; ++i) {
-      answered = ::waitpid(child, &status, WNOHANG) == child;
-      if (!answered) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    const bool seen = WaitUntil(
+        [&] {
+          answered = ::waitpid(child, &status, WNOHANG) == child;
+          return answered || WaitsForFuseAnswer(child);
+        },
+        60);
+    EXPECT_TRUE(seen) << "the stat neither ended nor waited for the driver";
     ::kill(mount.pid(), SIGCONT);
     if (!answered) ::waitpid(child, &status, 0);
     return answered && WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -302,10 +324,11 @@ TEST_F(CapsulefsTest, AWriterSeesItsOwnSizeAndTimesAtOnce) {
     EXPECT_EQ(st.st_size, 10) << "the futimens reply must not carry the size from before the writes";
     EXPECT_EQ(st.st_mtim.tv_sec, 1700000000);
     EXPECT_GT(st.st_ctim.tv_sec, 1700000000);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // past the attribute cache
-    ASSERT_EQ(::lstat(F("w.txt").c_str(), &st), 0);
-    EXPECT_EQ(st.st_ctim.tv_sec, ctime_before_close.tv_sec) << "the commit at close is no change of its own";
-    EXPECT_EQ(st.st_ctim.tv_nsec, ctime_before_close.tv_nsec);
+    // Asked of the driver, not of the kernel's attribute cache (AT_STATX_FORCE_SYNC).
+    struct statx sx;
+    ASSERT_EQ(::statx(AT_FDCWD, F("w.txt").c_str(), AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC, STATX_CTIME, &sx), 0);
+    EXPECT_EQ(sx.stx_ctime.tv_sec, ctime_before_close.tv_sec) << "the commit at close is no change of its own";
+    EXPECT_EQ(sx.stx_ctime.tv_nsec, ctime_before_close.tv_nsec);
 
     ASSERT_EQ(Put(F("t.txt"), "0123456789"), 0);
     ASSERT_EQ(::truncate(F("t.txt").c_str(), 5), 0);
@@ -884,8 +907,9 @@ TEST_F(CapsulefsTest, FreezeHoldsWritersAndLetsReadersGoThawReleasesRetireRefuse
 
   std::atomic<int> result{-1};
   std::thread writer([&] { result = Put(F("doc.txt"), "after"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(WaitUntil([&] { return WritesWaiting(mnt_) == 1 || result != -1; }, 60));
   EXPECT_EQ(result.load(), -1) << "the writer should wait while frozen";
+  EXPECT_EQ(WritesWaiting(mnt_), 1);
   EXPECT_EQ(Slurp(F("doc.txt")), "before");  // readers go on
   EXPECT_EQ(Slurp(F("open.txt")), "pending");
   auto thawed = RunCapsule({"thaw", mnt_});
@@ -896,8 +920,10 @@ TEST_F(CapsulefsTest, FreezeHoldsWritersAndLetsReadersGoThawReleasesRetireRefuse
 
   // Retire turns a waiting writer into EROFS; statfs then reports read-only.
   ASSERT_EQ(RunCapsule({"freeze", mnt_}).exit_code, 0);
+  result = -1;
   std::thread blocked([&] { result = Put(F("doc.txt"), "lost"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(WaitUntil([&] { return WritesWaiting(mnt_) == 1 || result != -1; }, 60));
+  EXPECT_EQ(result.load(), -1) << "the writer should wait while frozen";
   Result<std::string> socket = fs::FindControlSocket(mnt_);
   ASSERT_TRUE(socket.ok()) << socket.status().message();
   Result<Json> retired = fs::SendControl(*socket, "retire");
@@ -947,7 +973,10 @@ TEST_F(CapsulefsTest, AFrozenFoldersReadersGoOnWhileACreateWaitsAndAFailedCreate
     created = fd >= 0 ? 0 : errno;
     if (fd >= 0) ::close(fd);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The create is inside its call, waiting (for a second at most, the folder locked by the
+  // kernel); the listing and the lookup then end before any thaw.
+  EXPECT_TRUE(WaitUntil([&] { return WritesWaiting(mnt_) == 1 || created != -1; }, 60));
+  EXPECT_EQ(created.load(), -1) << "the create should wait a moment while frozen";
   std::set<std::string> listed = NamesIn(F(""));
   struct stat st;
   EXPECT_EQ(::stat(F("doc.txt").c_str(), &st), 0) << "a lookup in the folder goes on";
@@ -1392,8 +1421,9 @@ TEST_F(CapsulefsTest, AMovesRollbackGivesAnAdminsFreezeBack) {
   ASSERT_TRUE(fs::SendControl(*socket, "thaw " + move).ok());
   EXPECT_NE(RunCapsule({"status", mnt_}).out.find("frozen"), std::string::npos);
   std::atomic<int> result{-1};
-  std::thread writer([&] { result = Put(F("late.txt"), "x"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // A change of content (a folder's entries would give up after a moment) waits for the thaw.
+  std::thread writer([&] { result = Put(F("README.md"), "x"); });
+  EXPECT_TRUE(WaitUntil([&] { return WritesWaiting(mnt_) == 1 || result != -1; }, 60));
   EXPECT_EQ(result.load(), -1) << "the admin's freeze still holds writers";
   ASSERT_EQ(RunCapsule({"thaw", mnt_}).exit_code, 0);
   writer.join();
@@ -1469,14 +1499,15 @@ TEST_F(CapsulefsTest, ACapsuleFrozenOnDiskMountsFrozenAndThawsLater) {
   EXPECT_NE(RunCapsule({"status", mnt_}).out.find("frozen"), std::string::npos);
   EXPECT_EQ(Slurp(F("README.md")), "# sample\n");
   std::atomic<int> result{-1};
-  std::thread writer([&] { result = Put(F("later.txt"), "after the thaw"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // A change of content (a folder's entries would give up after a moment) waits for the thaw.
+  std::thread writer([&] { result = Put(F("README.md"), "after the thaw"); });
+  EXPECT_TRUE(WaitUntil([&] { return WritesWaiting(mnt_) == 1 || result != -1; }, 60));
   EXPECT_EQ(result.load(), -1) << "the writer should wait while frozen";
   auto thawed = RunCapsule({"thaw", mnt_});
   EXPECT_EQ(thawed.exit_code, 0) << thawed.err;
   writer.join();
   EXPECT_EQ(result.load(), 0);
-  EXPECT_EQ(Slurp(F("later.txt")), "after the thaw");
+  EXPECT_EQ(Slurp(F("README.md")), "after the thaw");
 }
 
 TEST_F(CapsulefsTest, ACapsuleNotHeldHereMountsReadOnly) {

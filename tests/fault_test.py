@@ -25,7 +25,8 @@ frozen, nothing staged) and a clean move that must succeed.
 
 Usage:
   fault_test.py --capsule BIN --capsulefs BIN --make-pki tests/make_pki.sh \\
-      [--seed N] [--schedules N] [--steps N] [--budget-seconds S] [--keep] [--verbose]
+      [--seed N] [--schedules N] [--steps N] [--budget-seconds S] [--min-schedules N]
+      [--min-steps N] [--max-seconds S] [--keep] [--verbose]
       [--keep-going] [--tolerate NAME]... [--without KIND]...
 The binaries may also come from the environment: CAPSULE, CAPSULEFS, MAKE_PKI. The suite runs
 it through tests/fault_test.sh with a budget; a long run is --schedules 1000 without one.
@@ -35,7 +36,9 @@ the command that replays it (same seed, that schedule alone, --verbose). Each st
 its own generator (seed, schedule, step), so a replay runs the same ops with the same faults;
 the interleaving of real processes is not replayed, so a race may need a few replays.
 The run ends with "fault_test: S schedules, T steps, V violations (seed X)"; exit 0 only
-when V is 0 and nothing went wrong in the harness.
+when V is 0, nothing went wrong in the harness and at least --min-schedules schedules and
+--min-steps steps were run (the budget ends a run only past the minimum; --max-seconds ends it
+in any case, and a run short of the minimum fails: it tested too little to pass).
 
 Named findings (contract breaks that are not one of the invariants above) can be let through
 a long run with --tolerate NAME (a schedule that cannot go on then ends early):
@@ -1741,6 +1744,14 @@ def main():
     ap.add_argument("--steps", type=int, default=10, help="steps per schedule")
     ap.add_argument("--budget-seconds", type=float, default=None,
                     help="start no new schedule after this many seconds")
+    ap.add_argument("--min-schedules", type=int, default=0,
+                    help="run at least this many schedules whatever the budget; fewer (--max-seconds passed "
+                         "first) fail the run")
+    ap.add_argument("--min-steps", type=int, default=0,
+                    help="fail the run when fewer steps than this were taken (schedules ended early count "
+                         "only the steps they took)")
+    ap.add_argument("--max-seconds", type=float, default=None,
+                    help="never start a schedule after this many seconds, minimum or not")
     ap.add_argument("--keep", action="store_true", help="keep the work folder on failure")
     ap.add_argument("--keep-going", action="store_true", help="count violations and go on")
     ap.add_argument("--verbose", action="store_true")
@@ -1793,7 +1804,10 @@ def main():
             if rc != 0:
                 raise HarnessError(f"keygen failed: {err}")
         for k in range(args.first_schedule, args.first_schedule + args.schedules):
-            if args.budget_seconds is not None and mono() - start > args.budget_seconds:
+            over_budget = args.budget_seconds is not None and mono() - start > args.budget_seconds
+            if over_budget and schedules >= args.min_schedules:
+                break
+            if args.max_seconds is not None and mono() - start > args.max_seconds:
                 break
             world = World(cfg, seed, k, args.steps, stats, args.verbose, args.tolerate, args.without)
             t0 = mono()
@@ -1857,7 +1871,16 @@ def main():
     print(f"fault_test: {elapsed:.0f} s; {sum(1 for k, _, _ in failed if k < 0)} harness problem(s)", flush=True)
     print(f"fault_test: {schedules} schedules, {stats['steps']} steps, {violations} violations (seed {seed})",
           flush=True)
-    return 1 if failed else 0
+    # A run too short to have tested anything passes by luck: the machine must reach the minimum.
+    short = []
+    if schedules < args.min_schedules:
+        short.append(f"{schedules} schedules, the minimum is {args.min_schedules}")
+    if stats["steps"] < args.min_steps:
+        short.append(f"{stats['steps']} steps, the minimum is {args.min_steps}")
+    if short:
+        print(f"fault_test: too little was tested in {elapsed:.0f} s: {'; '.join(short)} (a machine too slow or "
+              f"too loaded for this test)", flush=True)
+    return 1 if failed or short else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The randomized fault test of real processes (tests/fault_test.py) as a test of the suite:
 # sidecars, a mounted agent and seeded schedules of moves, kills, restarts and cut or held
-# links, for a short budget (FAULT_TEST_BUDGET seconds, default 75) from one seed
+# links, for a short budget (FAULT_TEST_BUDGET seconds, default 75, past which no schedule
+# starts once FAULT_TEST_MIN_SCHEDULES, default 5, are done; fewer than that by 220 s, or fewer
+# than FAULT_TEST_MIN_STEPS steps, default 40, fail the test) from one seed
 # (FAULT_TEST_SEED, default 20261203: the suite replays the same schedules each run; random
 # seeds belong to the long run below). Needs root, /dev/fuse, fusermount3 and openssl.
 #   tests/fault_test.sh CAPSULE CAPSULEFS MAKE_PKI [fault_test.py options...]
@@ -33,4 +35,6 @@ fi
 
 seed=(--seed "${FAULT_TEST_SEED:-20261203}")
 exec python3 "$script" --capsule "$capsule" --capsulefs "$capsulefs" --make-pki "$make_pki" \
-  --budget-seconds "${FAULT_TEST_BUDGET:-75}" --schedules 1000 --steps 10 "${seed[@]}" "$@"
+  --budget-seconds "${FAULT_TEST_BUDGET:-75}" --schedules 1000 --steps 10 \
+  --min-schedules "${FAULT_TEST_MIN_SCHEDULES:-5}" --min-steps "${FAULT_TEST_MIN_STEPS:-40}" --max-seconds 220 \
+  "${seed[@]}" "$@"

@@ -21,6 +21,7 @@
 #include "capsule/base/file_io.h"
 #include "capsule/format/holder.h"
 #include "tests/cli_runner.h"
+#include "tests/poll.h"
 #include "tests/sidecar_runner.h"
 #include "tests/cut_proxy.h"
 #include "tests/mount_runner.h"
@@ -36,6 +37,7 @@ using testing::RunProgram;
 using testing::IsMounted;
 using testing::Mount;
 using testing::Put;
+using testing::WaitUntil;
 
 
 // capsule serve's --mount-to DIR, or nothing for no folder.
@@ -88,7 +90,8 @@ TEST_F(MoveE2eTest, MoveFromAMountWhileAWriterWritesLosesNothingAndRetiresTheOld
   std::string mnt = root_ + "/mnt", mount_to = root_ + "/mounted";
   ASSERT_TRUE(MakeDirectories(mnt + "").ok());
   Sidecar target(b_, pki_, seal_, MountTo(mount_to));
-  std::set<int> written;
+  std::set<int> written;  // the writer's until it is joined
+  std::atomic<int> told{0};  // how many files the writer was told were written
   std::atomic<bool> stop{false};
   std::atomic<int> last_error{0};
   {
@@ -108,12 +111,14 @@ TEST_F(MoveE2eTest, MoveFromAMountWhileAWriterWritesLosesNothingAndRetiresTheOld
           return;
         }
         written.insert(i);  // the writer was told this one is written
+        ++told;
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_TRUE(WaitUntil([&] { return told >= 3 || last_error != 0; }, 60)) << "the writer never wrote";
     auto moved = Move(mnt, target.address());
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // The writer goes on until the retirement stops it (or 60 s: the EROFS check below fails).
+    WaitUntil([&] { return last_error != 0; }, 60);
     stop = true;
     writer.join();
     ASSERT_EQ(moved.exit_code, 0) << moved.err;
@@ -423,7 +428,7 @@ TEST_F(MoveE2eTest, TheSwitchCarriesTheEventsAppendedDuringTheCopyNotTheWholeJou
         std::this_thread::sleep_for(std::chrono::milliseconds(3));
       }
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_TRUE(WaitUntil([&] { return told > 0; }, 60)) << "the talker never talked";
     moved = RunCapsule({"move", mnt, "--to", target.address(), "--cert", pki_ + "/client.pem", "--key",
                         pki_ + "/client.key", "--ca", pki_ + "/ca.pem", "--json"});
     stop = true;

@@ -4,6 +4,9 @@
 #
 #   tests/run.sh            the suite
 #   tests/run.sh --asan     the suite under AddressSanitizer + UndefinedBehaviorSanitizer too
+# Every run also builds with clang's thread-safety analysis and runs the concurrent tests
+# under ThreadSanitizer (both in one build: --config=tsan is clang with the analysis).
+#
 #   tests/run.sh --long     the suite, then the long yardsticks: the Debian package installed,
 #                           used and purged in a fresh Debian 12 (tests/package_install_test.sh)
 set -uo pipefail
@@ -20,7 +23,8 @@ for arg in "$@"; do
   esac
 done
 
-targets=$(bazel query 'tests(//...)' 2>/dev/null | sort)
+# Tagged manual: the tests of a configuration of their own, run below.
+targets=$(bazel query 'tests(//...) except attr(tags, manual, //...)' 2>/dev/null | sort)
 if [ -z "$targets" ]; then
   echo "no test targets found"; echo "0 passed, 1 failed"; exit 1
 fi
@@ -40,6 +44,25 @@ for config in "${configs[@]}"; do
   failed=$((failed + f))
   skipped=$((skipped + s))
 done
+
+# The tests whose threads share state (the mount's FUSE threads, its journal appends, the
+# sidecar's connections, the move's pipes): under ThreadSanitizer, built by clang with
+# -Wthread-safety -Werror, with the two programs (which the tests start, so a race in them
+# fails the test too).
+tsan_targets=(
+  //fs:fs_unit_test //fs:document_writes_test //tests:capsulefs_test //tests:mount_writes_test
+  //move:byte_pipe_test //move:door_test //move:move_protocol_test //tests:sidecar_door_test
+  //journal:journal_test //journal:merge_stream_test
+)
+echo "== bazel test (--config=tsan: ThreadSanitizer, clang's thread-safety analysis)"
+for t in "${tsan_targets[@]}"; do rm -f "bazel-testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"; done
+bazel test --config=tsan --keep_going --nocache_test_results //:capsule //:capsulefs "${tsan_targets[@]}" 2>&1 |
+  grep -vE "^[0-9]+\.[0-9]+: src/main/tools/linux-sandbox" | tail -n 60
+read -r p f s < <(python3 tests/count_results.py "${tsan_targets[@]}")
+echo "== tsan: $p passed, $f failed, $s skipped"
+passed=$((passed + p))
+failed=$((failed + f))
+skipped=$((skipped + s))
 
 if $long; then
   echo "== long: tests/package_install_test.sh"

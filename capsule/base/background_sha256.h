@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/sha256.h"
 
 namespace capsule {
@@ -44,13 +45,13 @@ class BackgroundSha256 {
   std::vector<std::string_view> batch_;  // the caller's, not yet handed over
   size_t batch_bytes_ = 0;
   std::thread thread_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable changed_;
   std::condition_variable hashed_changed_;
   uint64_t handed_ = 0;                  // the caller's: pieces handed to the thread
-  std::vector<std::string_view> queued_;  // guarded by mu_
-  bool finished_ = false;                 // guarded by mu_: no more pieces come
-  uint64_t hashed_ = 0;                   // guarded by mu_: pieces hashed
+  std::vector<std::string_view> queued_ GUARDED_BY(mu_);
+  bool finished_ GUARDED_BY(mu_) = false;  // no more pieces come
+  uint64_t hashed_ GUARDED_BY(mu_) = 0;  // pieces hashed
 };
 
 }  // namespace capsule

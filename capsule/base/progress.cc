@@ -61,7 +61,7 @@ void ProgressReporter::PrintLocked(bool done) {
 
 void ProgressReporter::Begin(const std::string& phase, uint64_t total_bytes, uint64_t total_items,
                              const std::string& unit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (!phase_.empty()) PrintLocked(true);
   phase_ = phase.empty() ? "working" : phase;
   unit_ = unit;
@@ -72,7 +72,7 @@ void ProgressReporter::Begin(const std::string& phase, uint64_t total_bytes, uin
 }
 
 void ProgressReporter::Add(uint64_t bytes, uint64_t items) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (phase_.empty()) return;
   bytes_ += bytes;
   items_ += items;
@@ -80,7 +80,7 @@ void ProgressReporter::Add(uint64_t bytes, uint64_t items) {
 }
 
 void ProgressReporter::Set(uint64_t bytes, uint64_t items) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (phase_.empty()) return;
   bytes_ = bytes;
   items_ = items;
@@ -88,7 +88,7 @@ void ProgressReporter::Set(uint64_t bytes, uint64_t items) {
 }
 
 void ProgressReporter::Finish() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (phase_.empty()) return;
   PrintLocked(true);
   phase_.clear();

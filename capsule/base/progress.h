@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/byte_stream.h"
 
 namespace capsule {
@@ -66,7 +67,7 @@ class ProgressReporter : public Progress {
   void PrintLocked(bool done);  // REQUIRES: mu_ held
 
   const Options options_;
-  std::mutex mu_;
+  Mutex mu_;
   std::string phase_;  // empty: no phase open
   std::string unit_ = "files";
   uint64_t bytes_ = 0, total_bytes_ = 0, items_ = 0, total_items_ = 0;

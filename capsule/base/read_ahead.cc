@@ -31,7 +31,7 @@ void ReadAhead::Run() {
     Block block;
     {
       std::unique_lock lock(mu_);
-      changed_.wait(lock, [&] { return stop_ || !free_.empty() || made < blocks_; });
+      changed_.wait(lock, [&]() REQUIRES(mu_) { return stop_ || !free_.empty() || made < blocks_; });
       if (stop_) return;
       if (!free_.empty()) {
         block = std::move(free_.back());
@@ -69,7 +69,7 @@ Result<std::string_view> ReadAhead::Next() {
     changed_.notify_all();
   }
   offset_ = 0;
-  changed_.wait(lock, [&] { return !full_.empty() || ended_; });
+  changed_.wait(lock, [&]() REQUIRES(mu_) { return !full_.empty() || ended_; });
   if (full_.empty()) {
     if (!error_.ok()) return error_;
     return std::string_view();

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/byte_stream.h"
 #include "capsule/base/status.h"
 
@@ -47,13 +48,13 @@ class ReadAhead : public ByteSource {
   ByteSource* const source_;
   const size_t block_size_;
   const size_t blocks_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable changed_;
-  std::deque<Block> full_;         // guarded by mu_: read, not yet taken, in order
-  std::vector<Block> free_;        // guarded by mu_: taken back, to read into again
-  bool ended_ = false;             // guarded by mu_: the source ended or failed
-  Status error_;                   // guarded by mu_
-  bool stop_ = false;              // guarded by mu_
+  std::deque<Block> full_ GUARDED_BY(mu_);  // read, not yet taken, in order
+  std::vector<Block> free_ GUARDED_BY(mu_);  // taken back, to read into again
+  bool ended_ GUARDED_BY(mu_) = false;  // the source ended or failed
+  Status error_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   Block current_;                  // the consumer's: the block Next last gave
   size_t offset_ = 0;              // Read's position in current_
   bool started_ = false;

@@ -24,6 +24,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/status.h"
@@ -96,7 +97,7 @@ class DigestCache {
     std::shared_ptr<const Sha256> state;
   };
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::unordered_map<std::string, Entry> entries_;  // by path
   std::unordered_map<std::string, Grown> grown_;    // by path
   uint64_t files_read_ = 0;

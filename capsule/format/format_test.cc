@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -198,11 +199,23 @@ TEST(HolderTest, FreezeWaitsForAWriteAlreadyChecked) {
   Result<UniqueFd> held = HoldForWrite(cap);
   ASSERT_TRUE(held.ok()) << held.status().ToString();
   std::atomic<bool> frozen{false};
+  std::atomic<pid_t> freezer_tid{0};
+  std::atomic<bool> returned{false};
   std::thread freezer([&] {
+    freezer_tid = static_cast<pid_t>(::syscall(SYS_gettid));
     HolderTransition freeze{{HolderState::kActive}, HolderState::kFrozen, "move-1"};
     frozen = TransitionHolder(cap, freeze).ok();
+    returned = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The freeze is seen blocked inside flock(2) (its thread's current system call), or it
+  // returned: it is then known whether it waited, not guessed from a pause.
+  auto in_flock = [&] {
+    if (freezer_tid == 0) return false;
+    Result<std::string> call = ReadFile("/proc/self/task/" + std::to_string(freezer_tid) + "/syscall");
+    return call.ok() && call->rfind(std::to_string(SYS_flock) + " ", 0) == 0;
+  };
+  for (int i = 0; i < 3000 && !in_flock() && !returned; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(in_flock()) << "the freeze should wait for the hold, inside flock(2)";
   EXPECT_FALSE(frozen.load()) << "a freeze ran while a checked write was in flight";
   EXPECT_EQ(HolderRecord::Load(cap)->state, HolderState::kActive);
   held->Reset();

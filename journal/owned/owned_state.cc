@@ -1,3 +1,4 @@
+#include "capsule/base/mutex.h"
 #include "journal/owned/owned_state.h"
 
 #include <fcntl.h>
@@ -119,7 +120,7 @@ class ParsedLines {
 
   Batch Take() {
     std::unique_lock lock(mu_);
-    ready_.wait(lock, [&] { return !queue_.empty(); });
+    ready_.wait(lock, [&]() REQUIRES(mu_) { return !queue_.empty(); });
     Batch batch = std::move(queue_.front());
     queue_.pop_front();
     room_.notify_one();
@@ -139,15 +140,15 @@ class ParsedLines {
 
   void Put(Batch batch) {
     std::unique_lock lock(mu_);
-    room_.wait(lock, [&] { return queue_.size() < kMaxBatches || stopped_.load(); });
+    room_.wait(lock, [&]() REQUIRES(mu_) { return queue_.size() < kMaxBatches || stopped_.load(); });
     if (stopped_.load()) return;
     queue_.push_back(std::move(batch));
     ready_.notify_one();
   }
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable ready_, room_;
-  std::deque<Batch> queue_;  // guarded by mu_
+  std::deque<Batch> queue_ GUARDED_BY(mu_);
   std::atomic<bool> stopped_{false};
 };
 

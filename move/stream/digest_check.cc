@@ -10,7 +10,7 @@ DigestCheck::DigestCheck(size_t buffers, size_t buffer_size)
 DigestCheck::~DigestCheck() {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard lock(mu_);
     stopping_ = true;
   }
   work_.notify_one();
@@ -18,14 +18,14 @@ DigestCheck::~DigestCheck() {
 }
 
 DigestCheck::Buffer* DigestCheck::Take() {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock lock(mu_);
   if (free_.empty() && buffers_.size() < max_buffers_) {
     buffers_.push_back(std::make_unique<Buffer>(buffer_size_));
     return buffers_.back().get();
   }
   if (free_.empty() && hasher_waiting_) work_.notify_one();
   receiver_waiting_ = true;
-  done_.wait(lock, [this] { return !free_.empty(); });
+  done_.wait(lock, [this]() REQUIRES(mu_) { return !free_.empty(); });
   receiver_waiting_ = false;
   Buffer* buffer = free_.back();
   free_.pop_back();
@@ -33,7 +33,7 @@ DigestCheck::Buffer* DigestCheck::Take() {
 }
 
 void DigestCheck::Give(Buffer* buffer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   free_.push_back(buffer);
 }
 
@@ -43,7 +43,7 @@ void DigestCheck::Queue(Item item) {
   if (!thread_.joinable()) thread_ = std::thread(&DigestCheck::Run, this);
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard lock(mu_);
     queued_bytes_ += item.size;
     queued_.push_back(std::move(item));
     // Woken for a batch, not for each piece: when a megabyte waits, or half the buffers do.
@@ -65,16 +65,16 @@ void DigestCheck::EndFile(std::string name, std::string sha256) {
 }
 
 std::optional<std::string> DigestCheck::Finish() {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock lock(mu_);
   if (hasher_waiting_) work_.notify_one();
   receiver_waiting_ = true;
-  done_.wait(lock, [this] { return queued_.empty() && !busy_; });
+  done_.wait(lock, [this]() REQUIRES(mu_) { return queued_.empty() && !busy_; });
   receiver_waiting_ = false;
   return differed_;
 }
 
 Status DigestCheck::Written() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   return written_;
 }
 
@@ -84,7 +84,7 @@ void DigestCheck::WritePiece(Writing* writing, std::string_view piece) {
   if (status.ok()) return;
   writing->failed = true;
   write_failed_.store(true, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (written_.ok() && !differed_) written_ = std::move(status);
 }
 
@@ -92,10 +92,10 @@ void DigestCheck::Run() {
   Sha256 file;
   Writing writing;
   std::vector<Item> items;
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock lock(mu_);
   for (;;) {
     hasher_waiting_ = true;
-    work_.wait(lock, [this] { return !queued_.empty() || stopping_; });
+    work_.wait(lock, [this]() REQUIRES(mu_) { return !queued_.empty() || stopping_; });
     hasher_waiting_ = false;
     if (stopping_) return;
     items.swap(queued_);
@@ -112,7 +112,7 @@ void DigestCheck::Run() {
         writing = Writing{std::move(item.file), std::move(item.name)};
       } else {
         if (file.FinishHex() != item.sha256) {
-          std::lock_guard<std::mutex> relock(mu_);
+          std::lock_guard relock(mu_);
           if (!differed_ && written_.ok()) differed_ = std::move(item.name);
         }
         file.Reset();
@@ -121,7 +121,7 @@ void DigestCheck::Run() {
       bool last = i + 1 == items.size();
       if (item.buffer != nullptr || last) {
         // Each buffer goes back as soon as it is hashed: the receiver may be waiting for one.
-        std::lock_guard<std::mutex> relock(mu_);
+        std::lock_guard relock(mu_);
         if (item.buffer != nullptr) free_.push_back(item.buffer);
         if (last) busy_ = false;
         if (receiver_waiting_) done_.notify_one();

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "capsule/base/mutex.h"
 #include "capsule/base/file_io.h"
 #include "capsule/base/sha256.h"
 #include "capsule/base/status.h"
@@ -98,22 +99,22 @@ class DigestCheck {
   void Queue(Item item);
 
   const size_t max_buffers_, buffer_size_;
-  std::vector<std::unique_ptr<Buffer>> buffers_;  // guarded by mu_: every buffer made
+  std::vector<std::unique_ptr<Buffer>> buffers_ GUARDED_BY(mu_);  // every buffer made
   std::thread thread_;
-  std::mutex mu_;
+  Mutex mu_;
   // Each side is woken only when it waits: on this VM a wake-up costs a context switch.
   std::condition_variable work_;           // the hashing thread waits here for items
   std::condition_variable done_;           // the receiver waits here for a buffer, or the end
-  bool hasher_waiting_ = false;            // guarded by mu_
-  bool receiver_waiting_ = false;          // guarded by mu_
-  std::vector<Buffer*> free_;              // guarded by mu_
-  std::vector<Item> queued_;               // guarded by mu_: the hashing thread takes them all at once
-  size_t queued_bytes_ = 0;                // guarded by mu_: queued since the hashing thread was woken
+  bool hasher_waiting_ GUARDED_BY(mu_) = false;
+  bool receiver_waiting_ GUARDED_BY(mu_) = false;
+  std::vector<Buffer*> free_ GUARDED_BY(mu_);
+  std::vector<Item> queued_ GUARDED_BY(mu_);  // the hashing thread takes them all at once
+  size_t queued_bytes_ GUARDED_BY(mu_) = 0;  // queued since the hashing thread was woken
   static constexpr size_t kWakeBytes = 1 << 20;
-  bool busy_ = false;                      // guarded by mu_: the hashing thread holds items
-  bool stopping_ = false;                  // guarded by mu_
-  std::optional<std::string> differed_;    // guarded by mu_: the first file whose digest differed
-  Status written_;                         // guarded by mu_: the first write that failed, if the first fault
+  bool busy_ GUARDED_BY(mu_) = false;  // the hashing thread holds items
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::optional<std::string> differed_ GUARDED_BY(mu_);  // the first file whose digest differed
+  Status written_ GUARDED_BY(mu_);  // the first write that failed, if the first fault
   std::atomic<bool> write_failed_{false};
 };
 
