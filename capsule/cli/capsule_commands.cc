@@ -96,10 +96,14 @@ int RunVerify(const VerifyArgs& args) {
 }
 
 struct ExportArgs {
-  std::string dir, out, sign;
+  std::string dir, out, sign, format = "tar";
 };
 
 int RunExport(const ExportArgs& args) {
+  if (args.format == "af") {
+    if (!args.sign.empty()) return Fail(Status::InvalidArgument("--sign", "signs a tar export, not an agent file"));
+    return RunAgentFileExport(args.dir, args.out);
+  }
   ExportOptions options;
   if (!args.sign.empty()) options.signing_key_path = args.sign;
   if (args.out == "-") StandardOutputIsData();
@@ -189,11 +193,16 @@ int RunAdopt(const AdoptArgs& args) {
 }
 
 struct ImportArgs {
-  std::string tar, dir;
+  std::string tar, dir, from, agent;
   bool adopt = false;
 };
 
 int RunImport(const ImportArgs& args) {
+  if (IsForeignImport(args.tar, args.from)) {
+    if (args.adopt) return Fail(Status::InvalidArgument("--adopt", "is for an exported tar; an imported agent is held here"));
+    return RunForeignImport(args.tar, args.dir, args.from, args.agent);
+  }
+  if (!args.agent.empty()) return Fail(Status::InvalidArgument("--agent", "picks an agent of an agent file, not of a tar"));
   if (Status there = CheckExists(args.tar); !there.ok()) return Fail(there);
   if (Status outside = CheckOutsideCapsules("", args.dir); !outside.ok()) return Fail(outside);
   ImportOptions options;
@@ -277,6 +286,8 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
                   "standard output")
       ->required();
   exp->add_option("--sign", export_args->sign, "Ed25519 private key file: sign the exported manifest");
+  exp->add_option("--format", export_args->format, "tar (default) or af: a Letta Agent File (JSON)")
+      ->check(OneOf({"tar", "af"}));
   AddJsonFlag(exp, "Print JSON, success and failure alike (not with -o -)");
   AddProgressFlag(exp);
   exp->callback([export_args, exit_code] { *exit_code = RunExport(*export_args); });
@@ -296,11 +307,18 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   adopt->callback([adopt_args, exit_code] { *exit_code = RunAdopt(*adopt_args); });
 
   auto import_args = std::make_shared<ImportArgs>();
-  CLI::App* imp = app.add_subcommand("import", "Verify an exported tar, then place it as a capsule folder");
-  imp->add_option("FILE", import_args->tar, "Exported tar")->required();
+  CLI::App* imp = app.add_subcommand(
+      "import", "Verify an exported tar, then place it as a capsule folder; or make one from a Letta Agent File "
+                "or a provider's request body");
+  imp->add_option("FILE", import_args->tar, "Exported tar, agent file (.af, recognised by its content) or request body")
+      ->required();
   imp->add_option("DIR", import_args->dir, "Folder to create (absent or empty; not inside another capsule)")->required();
   imp->add_flag("--adopt", import_args->adopt,
                 "Disaster recovery: make this machine the holder at a fresh epoch (otherwise read-only)");
+  imp->add_option("--from", import_args->from,
+                  "af (a Letta Agent File), or openai, anthropic or gemini (a request body as a conversation)")
+      ->check(OneOf({"af", "openai", "anthropic", "gemini"}));
+  imp->add_option("--agent", import_args->agent, "Of an agent file's agents, only the one of this name (or id)");
   AddJsonFlag(imp);
   AddProgressFlag(imp);
   imp->callback([import_args, exit_code] { *exit_code = RunImport(*import_args); });
