@@ -315,9 +315,8 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   imp->add_option("DIR", import_args->dir, "Folder to create (absent or empty; not inside another capsule)")->required();
   imp->add_flag("--adopt", import_args->adopt,
                 "Disaster recovery: make this machine the holder at a fresh epoch (otherwise read-only)");
-  imp->add_option("--from", import_args->from,
-                  "af (a Letta Agent File), or openai, anthropic or gemini (a request body as a conversation)")
-      ->check(OneOf({"af", "openai", "anthropic", "gemini"}));
+  imp->add_option("--from", import_args->from, "af: FILE is a Letta Agent File (also recognised by its content)")
+      ->check(OneOf({"af"}));
   imp->add_option("--agent", import_args->agent, "Of an agent file's agents, only the one of this name (or id)");
   AddJsonFlag(imp);
   AddProgressFlag(imp);

@@ -83,9 +83,8 @@ std::string UnknownSubcommand(const CLI::App& app, int argc, char** argv);
 // capsule init, verify, export, import, keygen (capsule_commands.cc).
 void RegisterCapsuleCommands(CLI::App& app, int* exit_code);
 // capsule import of another framework's state (import_commands.cc): whether FILE is to be read
-// so (--from given, or a JSON document where a tar would be), and the import itself:
-// --from af (a Letta Agent File, recognised by its content), openai, anthropic or gemini (a
-// request body as a conversation); --agent picks one agent of an agent file.
+// so (--from given, or a JSON document where a tar would be), and the import itself: a Letta
+// Agent File (--from af, or recognised by its content); --agent picks one of its agents.
 bool IsForeignImport(const std::string& file, const std::string& from);
 int RunForeignImport(const std::string& file, const std::string& dir, const std::string& from, const std::string& agent);
 // capsule export --format af: the capsule as a Letta Agent File (import_commands.cc).

@@ -1,6 +1,5 @@
-// capsule import and export of other frameworks' state: a Letta Agent File (.af) in and out,
-// and a provider's request body (OpenAI, Anthropic, Gemini) in as a conversation. The tar
-// forms of import and export are in capsule_commands.cc, which hands these over.
+// capsule import and export of other frameworks' state: a Letta Agent File (.af) in and out.
+// The tar forms of import and export are in capsule_commands.cc, which hands these over.
 #include <fcntl.h>
 #include <unistd.h>
 
