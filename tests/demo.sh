@@ -9,6 +9,7 @@ echo "== building"
 bazel build //:capsule //:capsulefs 2>&1 | grep -vE "^[0-9]+\.[0-9]+: src/main/tools/linux-sandbox" | tail -n 3
 capsule="$PWD/bazel-bin/capsule"
 capsulefs="$PWD/bazel-bin/capsulefs"
+samples="$PWD/tests/agentfile"
 
 work=$(mktemp -d /tmp/capsule-demo.XXXXXX)
 cd "$work"
@@ -153,6 +154,13 @@ step "$capsule" log append agent --type tool_call --data '{"call_id":"toolu_1","
 step "$capsule" render agent --pretty
 step "$capsule" render agent --provider gemini --model gemini-2.5-pro --pretty
 step "$capsule" render agent --provider openai --model gpt-4.1 --context-tokens 200
+echo
+echo "== an agent from Letta's Agent File: blocks, tools and history in a capsule, rendered, and back"
+step "$capsule" import "$samples/lighthouse.af" lighthouse --agent Scribe
+step cat lighthouse/memory/blocks/human.md
+echo
+step "$capsule" render lighthouse --provider openai --pretty
+step "$capsule" export lighthouse --format af -o lighthouse.af
 echo
 echo "== owned state: history, facts with provenance and runs, in SQL, projected from the journal"
 said=$("$capsule" log append agent --type user_message --data '{"text":"I only fly in the morning."}')

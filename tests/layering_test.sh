@@ -21,6 +21,7 @@ allowed_for() {
     capsule/cli/*)      echo "^(capsule/|journal/|fs/|mcp/|move/|sandbox/)" ;;
     journal/render/*)   echo "^($journal|journal/render/)" ;;
     journal/owned/*)    echo "^($journal|journal/owned/)" ;;
+    journal/interop/*)  echo "^($journal|journal/interop/)" ;;
     journal/*)          echo "^($journal)" ;;
     fs/*)               echo "^($journal|journal/owned/|fs/)" ;;
     mcp/*)              echo "^($journal|journal/owned/|mcp/)" ;;

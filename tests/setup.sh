@@ -46,3 +46,12 @@ if [ ! -f "$mcp/node_modules/.package-lock.json" ] || [ "$mcp/package-lock.json"
   echo "setup: npm ci in tests/mcp"
   npm ci --prefix "$mcp" --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
 fi
+
+# The agent file test's type checker (tests/agentfile/): TypeScript, the Letta client whose
+# serialization types describe an agent file, and the OpenAI and Anthropic SDKs whose request
+# types a rendered body must fit, at the versions tests/agentfile/package-lock.json pins.
+agentfile="$(cd "$(dirname "$0")" && pwd)/agentfile"
+if [ ! -f "$agentfile/node_modules/.package-lock.json" ] || [ "$agentfile/package-lock.json" -nt "$agentfile/node_modules/.package-lock.json" ]; then
+  echo "setup: npm ci in tests/agentfile"
+  npm ci --prefix "$agentfile" --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
+fi

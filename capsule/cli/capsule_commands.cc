@@ -139,10 +139,14 @@ int RunVerify(const VerifyArgs& args) {
 }
 
 struct ExportArgs {
-  std::string dir, out, sign;
+  std::string dir, out, sign, format = "tar";
 };
 
 int RunExport(const ExportArgs& args) {
+  if (args.format == "af") {
+    if (!args.sign.empty()) return Fail(Status::InvalidArgument("--sign", "signs a tar export, not an agent file"));
+    return RunAgentFileExport(args.dir, args.out);
+  }
   ExportOptions options;
   if (!args.sign.empty()) options.signing_key_path = args.sign;
   if (args.out == "-") StandardOutputIsData();
@@ -236,11 +240,16 @@ int RunAdopt(const AdoptArgs& args) {
 }
 
 struct ImportArgs {
-  std::string tar, dir;
+  std::string tar, dir, from, agent;
   bool adopt = false;
 };
 
 int RunImport(const ImportArgs& args) {
+  if (IsForeignImport(args.tar, args.from)) {
+    if (args.adopt) return Fail(Status::InvalidArgument("--adopt", "is for an exported tar; an imported agent is held here"));
+    return RunForeignImport(args.tar, args.dir, args.from, args.agent);
+  }
+  if (!args.agent.empty()) return Fail(Status::InvalidArgument("--agent", "picks an agent of an agent file, not of a tar"));
   if (args.tar != "-") {
     if (Status there = CheckExists(args.tar); !there.ok()) return Fail(there);
   }
@@ -332,6 +341,8 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
                   "standard output")
       ->required();
   AddKeyOption(exp, &export_args->sign, "Sign the exported manifest with this Ed25519 private key", {"--sign"});
+  exp->add_option("--format", export_args->format, "tar (default) or af: a Letta Agent File (JSON)")
+      ->check(OneOf({"tar", "af"}));
   AddJsonFlag(exp, "Print JSON, success and failure alike (not with -o -)");
   AddProgressFlag(exp);
   exp->callback([export_args, exit_code] { *exit_code = RunExport(*export_args); });
@@ -352,11 +363,18 @@ void RegisterCapsuleCommands(CLI::App& app, int* exit_code) {
   adopt->callback([adopt_args, exit_code] { *exit_code = RunAdopt(*adopt_args); });
 
   auto import_args = std::make_shared<ImportArgs>();
-  CLI::App* imp = app.add_subcommand("import", "Verify an exported tar, then place it as a capsule folder");
-  imp->add_option("FILE", import_args->tar, "Exported tar, or - for standard input")->required();
+  CLI::App* imp = app.add_subcommand(
+      "import", "Verify an exported tar, then place it as a capsule folder; or make one from a Letta Agent File "
+                "or a provider's request body");
+  imp->add_option("FILE", import_args->tar,
+                  "Exported tar (or - for standard input), agent file (.af, recognised by its content) or request body")
+      ->required();
   imp->add_option("DIR", import_args->dir, "Folder to create (absent or empty; not inside another capsule)")->required();
   imp->add_flag("--adopt", import_args->adopt,
                 "Disaster recovery: make this machine the holder at a fresh epoch (otherwise read-only)");
+  imp->add_option("--from", import_args->from, "af: FILE is a Letta Agent File (also recognised by its content)")
+      ->check(OneOf({"af"}));
+  imp->add_option("--agent", import_args->agent, "Of an agent file's agents, only the one of this name (or id)");
   AddJsonFlag(imp);
   AddProgressFlag(imp);
   imp->callback([import_args, exit_code] { *exit_code = RunImport(*import_args); });

@@ -128,6 +128,13 @@ std::string UnknownSubcommand(const CLI::App& app, int argc, char** argv);
 
 // capsule init, verify, export, import, keygen (capsule_commands.cc).
 void RegisterCapsuleCommands(CLI::App& app, int* exit_code);
+// capsule import of another framework's state (import_commands.cc): whether FILE is to be read
+// so (--from given, or a JSON document where a tar would be), and the import itself: a Letta
+// Agent File (--from af, or recognised by its content); --agent picks one of its agents.
+bool IsForeignImport(const std::string& file, const std::string& from);
+int RunForeignImport(const std::string& file, const std::string& dir, const std::string& from, const std::string& agent);
+// capsule export --format af: the capsule as a Letta Agent File (import_commands.cc).
+int RunAgentFileExport(const std::string& dir, const std::string& out);
 // capsule log append, log, merge (journal_commands.cc).
 void RegisterJournalCommands(CLI::App& app, int* exit_code);
 // capsule render: the journal as one provider's request body (render_commands.cc).

@@ -6,6 +6,7 @@
 
 #include "capsule/format/attachments.h"
 #include "capsule/format/harness.h"
+#include "capsule/format/memory_blocks.h"
 #include "journal/journal.h"
 #include "journal/render/render.h"
 
@@ -19,9 +20,12 @@ struct RenderArgs {
   bool has_provider = false, has_model = false, has_context = false, has_max = false, pretty = false;
 };
 
-// The instructions, the skills and the thread's narrowing, from harness/ (capsule(5)).
+// The instructions with the memory blocks, the skills and the thread's narrowing, from
+// harness/ and memory/blocks/ (capsule(5)).
 Status AddHarness(const std::string& dir, const std::string& conversation, journal::render::RenderTarget* target) {
-  CAPSULE_ASSIGN_OR_RETURN(target->instructions, LoadInstructions(dir));
+  CAPSULE_ASSIGN_OR_RETURN(std::string instructions, LoadInstructions(dir));
+  CAPSULE_ASSIGN_OR_RETURN(std::vector<MemoryBlock> blocks, LoadMemoryBlocks(dir));
+  target->instructions = InstructionsWithBlocks(instructions, blocks);
   CAPSULE_ASSIGN_OR_RETURN(std::vector<Skill> skills, LoadSkills(dir));
   for (const Skill& skill : skills) target->skills.push_back({skill.name, skill.description});
   CAPSULE_ASSIGN_OR_RETURN(std::optional<Thread> thread, LoadThread(dir, conversation));
