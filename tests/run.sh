@@ -4,11 +4,11 @@
 #
 #   tests/run.sh            the suite
 #   tests/run.sh --asan     the suite under AddressSanitizer + UndefinedBehaviorSanitizer too
-# Every run also builds with clang's thread-safety analysis and runs the concurrent tests
-# under ThreadSanitizer (both in one build: --config=tsan is clang with the analysis).
-#
-#   tests/run.sh --long     the suite, then the long yardsticks: the Debian package installed,
-#                           used and purged in a fresh Debian 12 (tests/package_install_test.sh)
+#   tests/run.sh --tsan     the suite, then the concurrent tests under ThreadSanitizer, built by
+#                           clang with its thread-safety analysis (--config=tsan; a build of its own)
+#   tests/run.sh --long     the suite, the ThreadSanitizer pass, then the long yardsticks: the
+#                           Debian package installed, used and purged in a fresh Debian 12
+#                           (tests/package_install_test.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,10 +16,12 @@ bash tests/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1;
 
 configs=("")
 long=false
+tsan=false
 for arg in "$@"; do
   case $arg in
     --asan) configs+=("--config=asan") ;;
-    --long) long=true ;;
+    --tsan) tsan=true ;;
+    --long) long=true; tsan=true ;;
   esac
 done
 
@@ -49,20 +51,22 @@ done
 # sidecar's connections, the move's pipes): under ThreadSanitizer, built by clang with
 # -Wthread-safety -Werror, with the two programs (which the tests start, so a race in them
 # fails the test too).
-tsan_targets=(
-  //fs:fs_unit_test //fs:document_writes_test //tests:capsulefs_test //tests:mount_writes_test
-  //move:byte_pipe_test //move:door_test //move:move_protocol_test //tests:sidecar_door_test
-  //journal:journal_test //journal:merge_stream_test
-)
-echo "== bazel test (--config=tsan: ThreadSanitizer, clang's thread-safety analysis)"
-for t in "${tsan_targets[@]}"; do rm -f "bazel-testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"; done
-bazel test --config=tsan --keep_going --nocache_test_results //:capsule //:capsulefs "${tsan_targets[@]}" 2>&1 |
-  grep -vE "^[0-9]+\.[0-9]+: src/main/tools/linux-sandbox" | tail -n 60
-read -r p f s < <(python3 tests/count_results.py "${tsan_targets[@]}")
-echo "== tsan: $p passed, $f failed, $s skipped"
-passed=$((passed + p))
-failed=$((failed + f))
-skipped=$((skipped + s))
+if $tsan; then
+  tsan_targets=(
+    //fs:fs_unit_test //fs:document_writes_test //tests:capsulefs_test //tests:mount_writes_test
+    //move:byte_pipe_test //move:door_test //move:move_protocol_test //tests:sidecar_door_test
+    //journal:journal_test //journal:merge_stream_test
+  )
+  echo "== bazel test (--config=tsan: ThreadSanitizer, clang's thread-safety analysis)"
+  for t in "${tsan_targets[@]}"; do rm -f "bazel-testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"; done
+  bazel test --config=tsan --keep_going --nocache_test_results //:capsule //:capsulefs "${tsan_targets[@]}" 2>&1 |
+    grep -vE "^[0-9]+\.[0-9]+: src/main/tools/linux-sandbox" | tail -n 60
+  read -r p f s < <(python3 tests/count_results.py "${tsan_targets[@]}")
+  echo "== tsan: $p passed, $f failed, $s skipped"
+  passed=$((passed + p))
+  failed=$((failed + f))
+  skipped=$((skipped + s))
+fi
 
 if $long; then
   echo "== long: tests/package_install_test.sh"
