@@ -133,6 +133,7 @@ const std::map<std::string, Entry>& Commands() {
       {"facts", {{"facts", "{PLAIN}", "user"}, kNotACapsule, {}, ""}},
       {"runs", {{"runs", "{PLAIN}"}, kNotACapsule, {}, ""}},
       {"why", {{"why", "{PLAIN}", "user", "language"}, kNotACapsule, {}, ""}},
+      {"search", {{"search", "{PLAIN}", "words"}, kNotACapsule, {}, ""}},
       {"mcp", {{"mcp", "{PLAIN}"}, kNotACapsule, {}, ""}},
       {"status", {{"status", "{PLAIN}"}, kNotACapsule, {}, ""}},
       {"freeze", {{"freeze", "{PLAIN}"}, kNotACapsule, {}, ""}},
