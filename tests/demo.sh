@@ -159,7 +159,7 @@ echo "== an agent from Letta's Agent File: blocks, tools and history in a capsul
 step "$capsule" import "$samples/lighthouse.af" lighthouse --agent Scribe
 step cat lighthouse/memory/blocks/human.md
 echo
-step "$capsule" render lighthouse --provider openai --pretty
+step "$capsule" render lighthouse --provider openai --model gpt-4.1 --pretty
 step "$capsule" export lighthouse --format af -o lighthouse.af
 echo
 echo "== owned state: history, facts with provenance and runs, in SQL, projected from the journal"
