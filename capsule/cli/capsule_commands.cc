@@ -91,7 +91,7 @@ int RunVerify(const VerifyArgs& args) {
     Result<std::string> text = ReadFileBeneath(*path, kManifestPath);
     return text.ok() ? Sha256Hex(*text) : std::string();
   };
-  Result<VerifyReport> report = Status::Ok();
+  Result<VerifyReport> report = Status::FailedPrecondition(*path, "not verified yet");  // set by the first pass
   for (int attempt = 0;; ++attempt) {
     const std::string before = mounted ? manifest_now() : "";
     report = S_ISDIR(st.st_mode) ? VerifyFolder(*path, options) : VerifyTar(*path, options);
